@@ -1,0 +1,69 @@
+# spark-kafka-eos — every target installs what it needs from nothing:
+# a virtualenv with the pinned Python packages, a Java 17+ check, and the Kafka broker jars (Maven).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+KAFKA_LIBS := .cache/kafka/libs
+KAFKA_DATA := .cache/kafka/data
+KAFKA_PORT ?= 9092
+PYTEST_ARGS ?=
+
+.PHONY: help venv java kafka-jars kafka-start kafka-stop test unit demo clean
+
+help:
+	@echo "make test         install everything, start a local Kafka, run all tests"
+	@echo "make demo         install everything, run the demo on an embedded local Kafka + local Spark"
+	@echo "make kafka-start  start a local Kafka on 127.0.0.1:$(KAFKA_PORT) (make kafka-stop stops it)"
+	@echo "make unit         run only the tests that need no broker"
+
+# Dependencies once; the package itself is (re)installed as a real, non-editable install whenever
+# its sources change: Spark finds the pyspark_kafka_eos shim only among installed top-level modules.
+PACKAGE_SOURCES := $(shell find spark_kafka_eos pyspark_kafka_eos -name '*.py' 2>/dev/null)
+
+$(VENV)/.deps: pyproject.toml
+	@echo ">> creating virtualenv $(VENV) and installing Python packages (pyspark, confluent-kafka, kafka-python, pyarrow, pandas, pytest, chispa)"
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --quiet --upgrade pip
+	@$(PY) -m pip install --quiet '.[test]'
+	@touch $@
+
+$(VENV)/.installed: $(VENV)/.deps $(PACKAGE_SOURCES)
+	@echo ">> installing spark-kafka-eos into $(VENV)"
+	@$(PY) -m pip install --quiet --no-deps --force-reinstall .
+	@rm -rf build
+	@touch $@
+
+venv: $(VENV)/.installed
+
+java:
+	@command -v java >/dev/null 2>&1 || [ -n "$$JAVA_HOME" ] || { echo "error: Java 17+ is required (for Kafka and Spark) and was not found on PATH or JAVA_HOME. Install a JDK 17, e.g. apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.path.insert(0, "."); from spark_kafka_eos.local_kafka import _main; sys.exit(_main(["check-java"]))'
+
+$(KAFKA_LIBS)/.resolved: conf/kafka-broker-pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "error: Maven (mvn) is required to fetch the Kafka broker jars from Maven Central. Install it, e.g. apt-get install maven" >&2; exit 1; }
+	@echo ">> resolving the pinned Kafka broker and its dependencies from Maven Central into $(KAFKA_LIBS)"
+	@rm -rf $(KAFKA_LIBS)
+	@mvn -q -B -f conf/kafka-broker-pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS)
+	@touch $@
+
+kafka-jars: java $(KAFKA_LIBS)/.resolved
+
+kafka-start: venv kafka-jars
+	@$(PY) -m spark_kafka_eos.local_kafka start --port $(KAFKA_PORT) --data-dir $(KAFKA_DATA)
+
+kafka-stop:
+	@$(PY) -m spark_kafka_eos.local_kafka stop --data-dir $(KAFKA_DATA)
+
+unit: venv
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+test: venv kafka-jars
+	@echo ">> running tests (a local Kafka is started on a free loopback port unless KAFKA_EOS_BOOTSTRAP_SERVERS is set)"
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+demo: venv kafka-jars
+	$(PY) notebooks/demo.py
+
+clean:
+	rm -rf $(VENV) .cache .pytest_cache spark-warehouse

@@ -1,0 +1,11 @@
+"""spark-kafka-eos: exactly-once Kafka for PySpark, as the Python data source ``kafka_eos``.
+
+>>> from spark_kafka_eos import KafkaEosDataSource
+>>> spark.dataSource.register(KafkaEosDataSource)   # optional: installed, it registers itself
+>>> spark.read.format("kafka_eos").option("kafka.bootstrap.servers", "...").option("subscribe", "t").load()
+"""
+
+from spark_kafka_eos.datasource import KafkaEosDataSource
+
+__all__ = ["KafkaEosDataSource"]
+__version__ = "0.1.0"

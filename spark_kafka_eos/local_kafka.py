@@ -1,0 +1,261 @@
+"""An embedded single-node Apache Kafka broker (KRaft) for demos and tests.
+
+The broker jars are resolved from Maven Central by ``make kafka-jars`` (see
+``conf/kafka-broker-pom.xml``); this module only formats a data directory, starts
+``kafka.Kafka`` on loopback ports and stops it again.
+
+Command line (used by the Makefile)::
+
+    python -m spark_kafka_eos.local_kafka start --port 9092 --data-dir .cache/kafka/data
+    python -m spark_kafka_eos.local_kafka stop --data-dir .cache/kafka/data
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from types import TracebackType
+from typing import Callable, Optional, Type
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_LIBS_DIR = REPO_ROOT / ".cache" / "kafka" / "libs"
+DEFAULT_CONF_DIR = REPO_ROOT / "conf"
+MIN_JAVA_MAJOR = 17
+
+
+class LocalKafkaError(RuntimeError):
+    """The local broker could not be prepared, started or stopped."""
+
+
+def free_loopback_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def java_executable() -> str:
+    """Path of a Java 17+ ``java``, from JAVA_HOME or PATH; a clear error otherwise."""
+    java_home = os.environ.get("JAVA_HOME")
+    candidate = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    if not candidate or not Path(candidate).exists():
+        raise LocalKafkaError(
+            "Java 17 or newer is needed to run the local Kafka broker, and none was found "
+            "(checked JAVA_HOME and PATH). Install a JDK 17+, e.g. `apt-get install openjdk-17-jdk-headless`."
+        )
+    out = subprocess.run([candidate, "-version"], capture_output=True, text=True).stderr
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    major = int(match.group(1)) if match else 0
+    if major == 1 and match and match.group(2):
+        major = int(match.group(2))
+    if major < MIN_JAVA_MAJOR:
+        raise LocalKafkaError(
+            f"Java {MIN_JAVA_MAJOR}+ is needed to run Kafka 4.x, but {candidate} is Java {major or 'unknown'}. "
+            "Point JAVA_HOME at a JDK 17+."
+        )
+    return candidate
+
+
+def _random_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+
+
+class LocalKafka:
+    """A single-node KRaft broker listening on 127.0.0.1, owned by this process.
+
+    Use as a context manager, or call :meth:`start` and :meth:`stop`.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        port: Optional[int] = None,
+        libs_dir: Path = DEFAULT_LIBS_DIR,
+        conf_dir: Path = DEFAULT_CONF_DIR,
+        heap: str = "768m",
+    ) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.port = port or free_loopback_port()
+        self.controller_port = free_loopback_port()
+        self.libs_dir = Path(libs_dir)
+        self.conf_dir = Path(conf_dir)
+        self.heap = heap
+        self._process: Optional[subprocess.Popen[bytes]] = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_file(self) -> Path:
+        return self.data_dir / "server.log"
+
+    def _java_command(self, main_class: str, *args: str) -> list[str]:
+        if not any(self.libs_dir.glob("kafka_2.13-*.jar")):
+            raise LocalKafkaError(
+                f"No Kafka broker jars in {self.libs_dir}. Run `make kafka-jars` (needs Maven) first."
+            )
+        return [
+            java_executable(),
+            f"-Xmx{self.heap}",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.conf_dir / 'kafka-log4j2.properties'}",
+            f"-Dkafka.logs.dir={self.data_dir}",
+            "-cp",
+            f"{self.libs_dir}/*",
+            main_class,
+            *args,
+        ]
+
+    def _write_properties(self) -> Path:
+        template = (self.conf_dir / "kafka-broker.properties").read_text()
+        text = (
+            template.replace("{port}", str(self.port))
+            .replace("{controller_port}", str(self.controller_port))
+            .replace("{data_dir}", str(self.data_dir))
+        )
+        path = self.data_dir / "server.properties"
+        path.write_text(text)
+        return path
+
+    def _cluster_id(self) -> str:
+        """The data directory's cluster id, made once: a restarted broker keeps its data."""
+        path = self.data_dir / "cluster.id"
+        if not path.exists():
+            path.write_text(_random_cluster_id())
+        return path.read_text().strip()
+
+    def start(self, timeout_s: float = 90.0) -> "LocalKafka":
+        """Format the data directory (once), start the broker and wait until it serves."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        properties = self._write_properties()
+        formatted = subprocess.run(
+            self._java_command(
+                "kafka.tools.StorageTool", "format", "-t", self._cluster_id(), "-c", str(properties),
+                "--ignore-formatted",
+            ),
+            capture_output=True,
+            text=True,
+        )
+        if formatted.returncode != 0:
+            raise LocalKafkaError(f"Formatting {self.data_dir} failed:\n{formatted.stdout}{formatted.stderr}")
+        stdout = open(self.data_dir / "stdout.log", "ab")
+        self._process = subprocess.Popen(
+            self._java_command("kafka.Kafka", str(properties)),
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        stdout.close()
+        (self.data_dir / "broker.pid").write_text(str(self._process.pid))
+        self._wait_until_serving(timeout_s)
+        return self
+
+    def _wait_until_serving(self, timeout_s: float) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + timeout_s
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+        while time.monotonic() < deadline:
+            if self._process is not None and self._process.poll() is not None:
+                raise LocalKafkaError(
+                    f"Kafka exited with code {self._process.returncode} while starting; see {self.log_file}"
+                )
+            try:
+                metadata = admin.list_topics(timeout=2)
+                if metadata.brokers:
+                    return
+            except Exception:  # noqa: BLE001 - not serving yet; retried until the deadline
+                time.sleep(0.3)
+        self.stop()
+        raise LocalKafkaError(f"Kafka did not serve on {self.bootstrap_servers} within {timeout_s}s; see {self.log_file}")
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop the broker (SIGTERM, then SIGKILL), leaving no process behind."""
+        if self._process is None:
+            return
+        _terminate(self._process.pid, timeout_s, lambda: self._process is not None and self._process.poll() is not None)
+        self._process.wait()
+        self._process = None
+        (self.data_dir / "broker.pid").unlink(missing_ok=True)
+
+    def __enter__(self) -> "LocalKafka":
+        return self.start()
+
+    def __exit__(
+        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        self.stop()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _terminate(pid: int, timeout_s: float, has_exited: Optional[Callable[[], bool]] = None) -> None:
+    """SIGTERM the process group of ``pid``, then SIGKILL it if it outlives ``timeout_s``."""
+
+    def exited() -> bool:
+        return has_exited() if has_exited is not None else not _pid_alive(pid)
+
+    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if exited():
+                return
+            time.sleep(0.2)
+
+
+def _main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m spark_kafka_eos.local_kafka", description=__doc__)
+    parser.add_argument("command", choices=["start", "stop", "check-java"])
+    parser.add_argument("--port", type=int, default=9092)
+    parser.add_argument("--data-dir", type=Path, default=REPO_ROOT / ".cache" / "kafka" / "data")
+    parser.add_argument("--libs-dir", type=Path, default=DEFAULT_LIBS_DIR)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "check-java":
+            print(f"Java OK: {java_executable()}")
+        elif args.command == "start":
+            pid_file = args.data_dir / "broker.pid"
+            if pid_file.exists() and _pid_alive(int(pid_file.read_text())):
+                print(f"Kafka already running (pid {pid_file.read_text()}) with data in {args.data_dir}")
+                return 0
+            broker = LocalKafka(args.data_dir, port=args.port, libs_dir=args.libs_dir).start()
+            assert broker._process is not None
+            print(f"Kafka {broker.bootstrap_servers} running (pid {broker._process.pid}), log {broker.log_file}")
+        else:
+            pid_file = args.data_dir / "broker.pid"
+            if not pid_file.exists():
+                print("Kafka is not running (no pid file)")
+                return 0
+            _terminate(int(pid_file.read_text()), 30.0)
+            pid_file.unlink(missing_ok=True)
+            print("Kafka stopped")
+    except LocalKafkaError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -1,0 +1,443 @@
+"""Parse and validate ``kafka_eos`` options once, on the driver.
+
+Option names and forms are those of Spark's built-in Kafka source. Spark hands them over as a
+case-insensitive dict of strings; every error here names the option and the fix, before any
+task runs. ``kafka.*`` options pass through to librdkafka, except settings that only exist in
+the Java client (the error names the librdkafka equivalent) and settings that would break the
+source's guarantees.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Literal, Mapping, Optional
+
+from spark_kafka_eos.errors import KafkaEosOptionError
+from spark_kafka_eos.secrets import redact
+
+TopicPartition = tuple[str, int]
+"""A Kafka topic-partition as (topic, partition)."""
+
+EARLIEST = -2
+LATEST = -1
+
+# Canonical (camelCase) names of the source options; Spark lower-cases the keys it passes.
+SOURCE_OPTIONS = (
+    "subscribe",
+    "subscribePattern",
+    "assign",
+    "startingOffsets",
+    "endingOffsets",
+    "startingTimestamp",
+    "endingTimestamp",
+    "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "failOnDataLoss",
+    "minPartitions",
+    "maxRecordsPerPartition",
+    "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
+    "includeHeaders",
+    "groupIdPrefix",
+    "kafkaConsumer.pollTimeoutMs",
+    "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs",
+    "maxRecordsPerBatch",
+    "maxBytesPerBatch",
+)
+# Options of the sink and of Spark itself: known, so never reported as typos of a source option.
+OTHER_KNOWN_OPTIONS = (
+    "topic",
+    "transactional.id.prefix",
+    "checkpointLocation",
+    "path",
+    "decisionLogTopic",
+    "consumerGroup",
+)
+_CANONICAL = {name.lower(): name for name in SOURCE_OPTIONS + OTHER_KNOWN_OPTIONS}
+
+# Java-client settings with no librdkafka meaning, and what to use instead.
+JAVA_ONLY_SETTINGS: Mapping[str, str] = {
+    "sasl.jaas.config": "set kafka.sasl.mechanism, kafka.sasl.username and kafka.sasl.password "
+    "(or kafka.sasl.oauthbearer.* for OAUTHBEARER) instead of a JAAS line",
+    "ssl.truststore.location": "give the CA certificates as PEM with kafka.ssl.ca.location",
+    "ssl.truststore.password": "give the CA certificates as PEM with kafka.ssl.ca.location (no password)",
+    "ssl.truststore.type": "give the CA certificates as PEM with kafka.ssl.ca.location",
+    "ssl.keystore.type": "use a PKCS#12 file in kafka.ssl.keystore.location, or PEM files in "
+    "kafka.ssl.certificate.location and kafka.ssl.key.location",
+    "sasl.login.callback.handler.class": "use kafka.sasl.oauthbearer.method=oidc with kafka.sasl.oauthbearer.* settings",
+    "sasl.client.callback.handler.class": "use kafka.sasl.oauthbearer.method=oidc with kafka.sasl.oauthbearer.* settings",
+    "interceptor.classes": "remove it: librdkafka has no Java interceptors",
+    "metric.reporters": "remove it; use kafka.statistics.interval.ms for librdkafka statistics",
+    "security.providers": "remove it: librdkafka uses OpenSSL",
+    "ssl.engine.factory.class": "remove it: librdkafka uses OpenSSL",
+    "default.api.timeout.ms": "use kafka.socket.timeout.ms (requests) or kafkaConsumer.pollTimeoutMs (reads)",
+    "max.poll.records": "use the source option maxRecordsPerBatch",
+}
+
+# Settings that would break the source's guarantees, and why.
+UNSAFE_SETTINGS: Mapping[str, str] = {
+    "enable.auto.commit": "the source tracks offsets in Spark's checkpoint and never commits them "
+    "itself; remove kafka.enable.auto.commit",
+    "auto.offset.reset": "use startingOffsets (and failOnDataLoss for offsets lost to retention) "
+    "instead of kafka.auto.offset.reset",
+    "key.deserializer": "the source always returns key as binary; cast it or use from_json/from_avro in Spark",
+    "value.deserializer": "the source always returns value as binary; cast it or use from_json/from_avro in Spark",
+    "enable.partition.eof": "remove it: the source decides when a range is read by the consumer position",
+    "enable.auto.offset.store": "remove it: the source commits no offsets",
+}
+
+_ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
+_DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """Which topic-partitions to read: exactly one of subscribe, subscribePattern or assign."""
+
+    kind: Literal["subscribe", "subscribePattern", "assign"]
+    topics: tuple[str, ...] = ()
+    pattern: Optional[str] = None
+    partitions: tuple[TopicPartition, ...] = ()
+
+    def describe(self) -> str:
+        if self.kind == "subscribe":
+            return f"subscribe={','.join(self.topics)}"
+        if self.kind == "subscribePattern":
+            return f"subscribePattern={self.pattern}"
+        return f"assign={json.dumps(_group_by_topic(self.partitions))}"
+
+
+@dataclass(frozen=True)
+class OffsetBound:
+    """A starting or ending position, before it is resolved against Kafka.
+
+    ``offsets`` maps partitions to offsets (with -2 earliest and -1 latest) for the JSON form,
+    ``timestamp`` is one timestamp for all partitions, ``timestamps`` one per partition.
+    ``option`` is the option it came from, for error messages.
+    """
+
+    kind: Literal["earliest", "latest", "offsets", "timestamp", "timestamps"]
+    option: str
+    offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+    timestamp: Optional[int] = None
+    timestamps: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, repr=False)
+class ReaderOptions:
+    """Validated options of a ``kafka_eos`` read."""
+
+    bootstrap_servers: str
+    subscription: Subscription
+    starting: OffsetBound
+    ending: Optional[OffsetBound]
+    timestamp_strategy: Literal["error", "latest"]
+    fail_on_data_loss: bool
+    min_partitions: Optional[int]
+    max_records_per_partition: Optional[int]
+    max_offsets_per_trigger: Optional[int]
+    min_offsets_per_trigger: Optional[int]
+    max_trigger_delay_ms: int
+    include_headers: bool
+    max_records_per_batch: int
+    max_bytes_per_batch: int
+    poll_timeout_ms: int
+    fetch_offset_retries: int
+    fetch_offset_retry_interval_ms: int
+    isolation_level: str
+    group_id: str
+    kafka_config: Mapping[str, str]
+
+    @property
+    def request_timeout_s(self) -> float:
+        """Timeout of one metadata or offset request (librdkafka's socket.timeout.ms)."""
+        return int(self.kafka_config.get("socket.timeout.ms", "60000")) / 1000.0
+
+    def consumer_config(self) -> dict[str, object]:
+        """librdkafka configuration of the executor-side consumer of one offset range."""
+        config: dict[str, object] = dict(self.kafka_config)
+        config.update(
+            {
+                "bootstrap.servers": self.bootstrap_servers,
+                "group.id": self.group_id,
+                "isolation.level": self.isolation_level,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "error",
+                "enable.partition.eof": False,
+            }
+        )
+        # librdkafka prefetches up to 64 MiB per partition by default; keep a task's memory
+        # bounded by the Arrow batch rather than by that queue.
+        config.setdefault("queued.max.messages.kbytes", str(max(1024, self.max_bytes_per_batch // 1024)))
+        return config
+
+    def admin_config(self) -> dict[str, object]:
+        """librdkafka configuration of the driver-side admin client (metadata and offsets)."""
+        config: dict[str, object] = {
+            key: value for key, value in self.kafka_config.items() if not _is_consumer_only(key)
+        }
+        config["bootstrap.servers"] = self.bootstrap_servers
+        return config
+
+    def __repr__(self) -> str:
+        return (
+            f"ReaderOptions(bootstrap_servers={self.bootstrap_servers!r}, {self.subscription.describe()}, "
+            f"starting={self.starting.kind}, ending={self.ending.kind if self.ending else None}, "
+            f"isolation_level={self.isolation_level}, kafka_config={redact(self.kafka_config)!r})"
+        )
+
+
+def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderOptions:
+    """Validate ``options`` (as Spark passes them) for a batch or streaming read."""
+    opts = {key.lower(): value for key, value in options.items()}
+    _reject_typos(opts)
+    kafka_config = parse_kafka_settings(opts)
+    bootstrap = kafka_config.pop("bootstrap.servers", "").strip()
+    if not bootstrap:
+        raise KafkaEosOptionError(
+            "kafka.bootstrap.servers", "is missing.", "add .option('kafka.bootstrap.servers', 'host1:9092,host2:9092')."
+        )
+    subscription = _parse_subscription(opts)
+    starting = _parse_bound(opts, "starting", default="latest" if streaming else "earliest")
+    ending = _parse_bound(opts, "ending", default="latest") if not streaming else None
+    if streaming and any(k in opts for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")):
+        name = next(_CANONICAL[k] for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp") if k in opts)
+        raise KafkaEosOptionError(name, "is not valid in a streaming query.", "remove it, or use spark.read for a bounded read.")
+    if not streaming:
+        _check_batch_bounds(starting, ending)
+    isolation = kafka_config.pop("isolation.level", "read_committed")
+    if isolation not in _ISOLATION_LEVELS:
+        raise KafkaEosOptionError("kafka.isolation.level", f"is {isolation!r}.", "use read_committed (the default) or read_uncommitted.")
+    group_id = kafka_config.pop("group.id", "") or f"{opts.get('groupidprefix', 'spark-kafka-eos-source')}-{uuid.uuid4()}"
+    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").lower()
+    if strategy not in ("error", "latest"):
+        raise KafkaEosOptionError(
+            "startingOffsetsByTimestampStrategy", f"is {strategy!r}.", "use 'error' (the default) or 'latest'."
+        )
+    max_offsets = _positive_int(opts, "maxOffsetsPerTrigger")
+    min_offsets = _positive_int(opts, "minOffsetsPerTrigger")
+    if max_offsets is not None and min_offsets is not None and min_offsets > max_offsets:
+        raise KafkaEosOptionError(
+            "minOffsetsPerTrigger", f"({min_offsets}) is larger than maxOffsetsPerTrigger ({max_offsets}).",
+            "make minOffsetsPerTrigger <= maxOffsetsPerTrigger.",
+        )
+    return ReaderOptions(
+        bootstrap_servers=bootstrap,
+        subscription=subscription,
+        starting=starting,
+        ending=ending,
+        timestamp_strategy="latest" if strategy == "latest" else "error",
+        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+        min_partitions=_positive_int(opts, "minPartitions"),
+        max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition"),
+        max_offsets_per_trigger=max_offsets,
+        min_offsets_per_trigger=min_offsets,
+        max_trigger_delay_ms=_duration_ms(opts, "maxTriggerDelay", 15 * 60_000),
+        include_headers=_bool(opts, "includeHeaders", False),
+        max_records_per_batch=_positive_int(opts, "maxRecordsPerBatch") or 10_000,
+        max_bytes_per_batch=_positive_int(opts, "maxBytesPerBatch") or 32 * 1024 * 1024,
+        poll_timeout_ms=_positive_int(opts, "kafkaConsumer.pollTimeoutMs") or 120_000,
+        fetch_offset_retries=_non_negative_int(opts, "fetchOffset.numRetries", 3),
+        fetch_offset_retry_interval_ms=_non_negative_int(opts, "fetchOffset.retryIntervalMs", 10),
+        isolation_level=isolation,
+        group_id=group_id,
+        kafka_config=kafka_config,
+    )
+
+
+def parse_kafka_settings(opts: Mapping[str, str]) -> dict[str, str]:
+    """The ``kafka.*`` options without their prefix, refusing Java-only and unsafe settings."""
+    settings: dict[str, str] = {}
+    for key, value in opts.items():
+        if not key.startswith("kafka."):
+            continue
+        setting = key[len("kafka."):]
+        if setting in JAVA_ONLY_SETTINGS:
+            raise KafkaEosOptionError(
+                key, "is a Java Kafka client setting; kafka_eos uses librdkafka, which does not know it.",
+                JAVA_ONLY_SETTINGS[setting] + ".",
+            )
+        if setting in UNSAFE_SETTINGS:
+            raise KafkaEosOptionError(key, "is not supported by the kafka_eos source.", UNSAFE_SETTINGS[setting] + ".")
+        settings[setting] = value
+    return settings
+
+
+def _reject_typos(opts: Mapping[str, str]) -> None:
+    for key in opts:
+        if key in _CANONICAL or key.startswith("kafka.") or key.startswith("spark."):
+            continue
+        close = difflib.get_close_matches(key, list(_CANONICAL), n=1, cutoff=0.8)
+        if close:
+            raise KafkaEosOptionError(key, "is not a kafka_eos option.", f"did you mean '{_CANONICAL[close[0]]}'?")
+
+
+def _parse_subscription(opts: Mapping[str, str]) -> Subscription:
+    given = [name for name in ("subscribe", "subscribePattern", "assign") if name.lower() in opts]
+    if len(given) != 1:
+        problem = "none of them is set." if not given else f"{' and '.join(given)} are all set."
+        raise KafkaEosOptionError(
+            "subscribe/subscribePattern/assign", f"exactly one must be set, but {problem}",
+            "keep one: subscribe='t1,t2', subscribePattern='t.*' or assign='{\"t1\":[0,1]}'.",
+        )
+    kind = given[0]
+    value = opts[kind.lower()].strip()
+    if kind == "subscribe":
+        topics = tuple(t.strip() for t in value.split(",") if t.strip())
+        if not topics:
+            raise KafkaEosOptionError("subscribe", "names no topic.", "give a comma-separated list of topics.")
+        return Subscription("subscribe", topics=topics)
+    if kind == "subscribePattern":
+        try:
+            re.compile(value)
+        except re.error as err:
+            raise KafkaEosOptionError("subscribePattern", f"is not a valid regular expression ({err}).", "fix the pattern.") from None
+        if not value:
+            raise KafkaEosOptionError("subscribePattern", "is empty.", "give a regular expression such as 'orders-.*'.")
+        return Subscription("subscribePattern", pattern=value)
+    partitions = _parse_partition_json(value, "assign")
+    if not partitions:
+        raise KafkaEosOptionError("assign", "names no partition.", "use JSON such as {\"topicA\":[0,1],\"topicB\":[2]}.")
+    return Subscription("assign", partitions=tuple(sorted(partitions)))
+
+
+def _parse_partition_json(value: str, option: str) -> list[TopicPartition]:
+    example = '{"topicA":[0,1],"topicB":[2,4]}'
+    parsed = _load_json(value, option, example)
+    if not isinstance(parsed, dict) or not all(
+        isinstance(parts, list) and all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts)
+        for parts in parsed.values()
+    ):
+        raise KafkaEosOptionError(option, f"must map each topic to a list of partition numbers, got {value!r}.", f"use JSON such as {example}.")
+    return [(topic, p) for topic, parts in parsed.items() for p in parts]
+
+
+def _load_json(value: str, option: str, example: str) -> object:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as err:
+        raise KafkaEosOptionError(option, f"is not valid JSON ({err.msg} at character {err.pos}): {value!r}.", f"use JSON such as {example}.") from None
+
+
+def _parse_bound(opts: Mapping[str, str], side: Literal["starting", "ending"], default: str) -> OffsetBound:
+    """Spark's precedence: xTimestamp, then xOffsetsByTimestamp, then xOffsets."""
+    ts_option, by_ts_option, offsets_option = f"{side}Timestamp", f"{side}OffsetsByTimestamp", f"{side}Offsets"
+    if ts_option.lower() in opts:
+        return OffsetBound("timestamp", ts_option, timestamp=_timestamp(opts[ts_option.lower()], ts_option))
+    if by_ts_option.lower() in opts:
+        example = '{"topicA":{"0":1700000000000,"1":1700000000000}}'
+        per_partition = _parse_partition_numbers(opts[by_ts_option.lower()], by_ts_option, example)
+        for tp, ts in per_partition.items():
+            if ts < 0:
+                raise KafkaEosOptionError(by_ts_option, f"has a negative timestamp {ts} for {tp[0]}-{tp[1]}.", "give milliseconds since the epoch.")
+        return OffsetBound("timestamps", by_ts_option, timestamps=per_partition)
+    raw = opts.get(offsets_option.lower(), default).strip()
+    if raw.lower() in ("earliest", "latest"):
+        return OffsetBound("earliest" if raw.lower() == "earliest" else "latest", offsets_option)
+    example = '{"topicA":{"0":23,"1":-2},"topicB":{"0":-1}}'
+    if not raw.startswith("{"):
+        raise KafkaEosOptionError(offsets_option, f"is {raw!r}.", f"use earliest, latest, or JSON such as {example} (-2 = earliest, -1 = latest).")
+    offsets = _parse_partition_numbers(raw, offsets_option, example)
+    for tp, offset in offsets.items():
+        if offset < EARLIEST:
+            raise KafkaEosOptionError(offsets_option, f"has offset {offset} for {tp[0]}-{tp[1]}.", "use an offset >= 0, -2 (earliest) or -1 (latest).")
+    return OffsetBound("offsets", offsets_option, offsets=offsets)
+
+
+def _parse_partition_numbers(value: str, option: str, example: str) -> dict[TopicPartition, int]:
+    parsed = _load_json(value, option, example)
+    result: dict[TopicPartition, int] = {}
+    if not isinstance(parsed, dict):
+        raise KafkaEosOptionError(option, f"must be a JSON object of topics, got {value!r}.", f"use JSON such as {example}.")
+    for topic, per_partition in parsed.items():
+        if not isinstance(per_partition, dict):
+            raise KafkaEosOptionError(option, f"topic {topic!r} must map partitions to numbers, got {per_partition!r}.", f"use JSON such as {example}.")
+        for partition, number in per_partition.items():
+            if not str(partition).isdigit() or not isinstance(number, int) or isinstance(number, bool):
+                raise KafkaEosOptionError(option, f"has {partition!r}: {number!r} for topic {topic!r}.", f"use partition numbers as keys and whole numbers as values, e.g. {example}.")
+            result[(topic, int(partition))] = number
+    return result
+
+
+def _check_batch_bounds(starting: OffsetBound, ending: Optional[OffsetBound]) -> None:
+    if starting.kind == "latest" or any(o == LATEST for o in starting.offsets.values()):
+        raise KafkaEosOptionError(
+            starting.option, "asks a batch read to start at latest, which would read nothing.",
+            "start at earliest, at specific offsets, or at a timestamp (latest = -1 is for streams).",
+        )
+    if ending is not None and (ending.kind == "earliest" or any(o == EARLIEST for o in ending.offsets.values())):
+        raise KafkaEosOptionError(
+            ending.option, "asks a batch read to end at earliest, which would read nothing.",
+            "end at latest (the last stable offset), at specific offsets, or at a timestamp.",
+        )
+
+
+def _timestamp(value: str, option: str) -> int:
+    text = value.strip()
+    if not text.isdigit():
+        raise KafkaEosOptionError(option, f"is {value!r}.", "give milliseconds since the epoch, e.g. 1700000000000.")
+    return int(text)
+
+
+def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    if raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise KafkaEosOptionError(name, f"is {raw!r}.", "use true or false.")
+
+
+def _positive_int(opts: Mapping[str, str], name: str) -> Optional[int]:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return None
+    if not raw.strip().isdigit() or int(raw) <= 0:
+        raise KafkaEosOptionError(name, f"is {raw!r}.", "use a whole number greater than 0.")
+    return int(raw)
+
+
+def _non_negative_int(opts: Mapping[str, str], name: str, default: int) -> int:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    if not raw.strip().isdigit():
+        raise KafkaEosOptionError(name, f"is {raw!r}.", "use a whole number >= 0.")
+    return int(raw)
+
+
+def _duration_ms(opts: Mapping[str, str], name: str, default: int) -> int:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    match = _DURATION.match(raw)
+    if not match:
+        raise KafkaEosOptionError(name, f"is {raw!r}.", "use a duration such as 30s, 15m or 500ms.")
+    return int(match.group(1)) * _DURATION_MS[(match.group(2) or "ms").lower()]
+
+
+_CONSUMER_ONLY_PREFIXES = (
+    "fetch.", "queued.", "auto.", "enable.auto.", "group.", "session.timeout.ms", "heartbeat.",
+    "max.poll.interval.ms", "partition.assignment.strategy", "check.crcs", "isolation.level",
+    "coordinator.query.interval.ms", "consume.callback.max.messages", "group.protocol",
+)
+
+
+def _is_consumer_only(setting: str) -> bool:
+    return setting.startswith(_CONSUMER_ONLY_PREFIXES)
+
+
+def _group_by_topic(partitions: tuple[TopicPartition, ...]) -> dict[str, list[int]]:
+    grouped: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        grouped.setdefault(topic, []).append(partition)
+    return grouped

@@ -1,0 +1,1 @@
+"""The read path: options -> planner (driver) -> offset ranges -> partition reader (executor)."""

@@ -1,0 +1,132 @@
+"""The driver's view of Kafka: which partitions a subscription covers, and their offsets.
+
+One ListOffsets request per question for all partitions at once: earliest, latest (the LSO
+under read_committed), or by timestamp.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import Callable, Mapping, Optional, Sequence, TypeVar
+
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
+
+from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError, KafkaEosUnavailableError
+from spark_kafka_eos.options import ReaderOptions, Subscription, TopicPartition
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_RETRIABLE = {
+    KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.REQUEST_TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+}
+
+
+class KafkaOffsetLookup:
+    """Answers the planner's questions with an AdminClient (driver side only; not picklable)."""
+
+    def __init__(self, options: ReaderOptions) -> None:
+        self._options = options
+        try:
+            self._admin = AdminClient(options.admin_config())
+        except KafkaException as err:
+            raise KafkaEosOptionError("kafka.*", f"librdkafka rejected the configuration: {err.args[0].str()}.", "fix or remove that kafka.* option.") from None
+        self._timeout_s = options.request_timeout_s
+        isolation = options.isolation_level
+        self._isolation = IsolationLevel.READ_COMMITTED if isolation == "read_committed" else IsolationLevel.READ_UNCOMMITTED
+
+    # -- partitions ------------------------------------------------------------------------
+    def partitions(self, subscription: Subscription, must_exist: bool) -> list[TopicPartition]:
+        """The partitions a subscription reads now. With ``must_exist``, a subscribed topic
+        that does not exist is an error; an assigned partition that does not exist always is."""
+        metadata = self._metadata()
+        existing = {
+            name: sorted(t.partitions)
+            for name, t in metadata.topics.items()
+            if t.error is None or t.error.code() == KafkaError.NO_ERROR
+        }
+        if subscription.kind == "subscribe":
+            missing = [t for t in subscription.topics if t not in existing]
+            if missing and must_exist:
+                raise KafkaEosOptionError(
+                    "subscribe", f"names topic(s) {', '.join(missing)}, which do not exist on {self._options.bootstrap_servers}.",
+                    "check the topic names, or create the topics first.",
+                )
+            return [(t, p) for t in subscription.topics if t in existing for p in existing[t]]
+        if subscription.kind == "subscribePattern":
+            pattern = re.compile(subscription.pattern or "")
+            return [
+                (t, p)
+                for t in sorted(existing)
+                if not t.startswith("__") and pattern.fullmatch(t)
+                for p in existing[t]
+            ]
+        absent = [tp for tp in subscription.partitions if tp[1] not in existing.get(tp[0], [])]
+        if absent:
+            details = "; ".join(
+                f"{t}-{p} (topic {t} {'has partitions 0..' + str(max(existing[t])) if existing.get(t) else 'does not exist'})"
+                for t, p in absent
+            )
+            raise KafkaEosOptionError("assign", f"names partitions that do not exist: {details}.", "assign only existing partitions.")
+        return list(subscription.partitions)
+
+    def _metadata(self) -> ClusterMetadata:
+        return self._retrying("list topics", lambda: self._admin.list_topics(timeout=self._timeout_s))
+
+    # -- offsets ---------------------------------------------------------------------------
+    def earliest(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._list_offsets({tp: OffsetSpec.earliest() for tp in partitions})
+
+    def latest(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._list_offsets({tp: OffsetSpec.latest() for tp in partitions})
+
+    def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[int]]:
+        found = self._list_offsets({tp: OffsetSpec.for_timestamp(ts) for tp, ts in timestamps.items()})
+        return {tp: (offset if offset >= 0 else None) for tp, offset in found.items()}
+
+    def _list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec]) -> dict[TopicPartition, int]:
+        if not specs:
+            return {}
+
+        def request() -> dict[TopicPartition, int]:
+            futures = self._admin.list_offsets(
+                {KafkaTopicPartition(t, p): spec for (t, p), spec in specs.items()},
+                isolation_level=self._isolation,
+                request_timeout=self._timeout_s,
+            )
+            return {(tp.topic, tp.partition): future.result(self._timeout_s).offset for tp, future in futures.items()}
+
+        return self._retrying("list offsets", request)
+
+    def _retrying(self, what: str, call: Callable[[], T]) -> T:
+        """``call``, retried on retriable errors up to fetchOffset.numRetries times, all within
+        one request timeout, so an unreachable cluster fails after kafka.socket.timeout.ms."""
+        attempts = self._options.fetch_offset_retries + 1
+        deadline = time.monotonic() + self._timeout_s
+        for attempt in range(attempts):
+            try:
+                return call()
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise KafkaEosDataLossError(
+                        f"A topic or partition vanished while planning ({what}): {error.str()}. "
+                        "It was deleted, or its partitions changed; restart the query to re-plan."
+                    ) from None
+                if error.code() not in _RETRIABLE and not error.retriable():
+                    raise
+                if attempt + 1 == attempts or time.monotonic() >= deadline:
+                    raise KafkaEosUnavailableError(
+                        f"Kafka at {self._options.bootstrap_servers} (kafka.bootstrap.servers) did not answer "
+                        f"'{what}' within {self._timeout_s:g}s ({attempt + 1} attempt(s)): {error.str()}. "
+                        "Check the address, and that the broker is reachable from the Spark driver and "
+                        "executors; kafka.socket.timeout.ms sets the timeout, fetchOffset.numRetries the retries."
+                    ) from None
+                log.info("Retrying %s after %s", what, error.str())
+                time.sleep(self._options.fetch_offset_retry_interval_ms / 1000.0)
+        raise AssertionError("unreachable")

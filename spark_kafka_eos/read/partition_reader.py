@@ -1,0 +1,144 @@
+"""Read one planned offset range with a read_committed consumer, as Arrow record batches.
+
+The broker filters nothing by itself; librdkafka drops aborted records and transaction
+markers using the aborted-transaction list of each fetch, but moves the consumer position past
+them. So a range ``[start, end)`` is done when the position reaches ``end``, never when a
+record with offset ``end - 1`` arrives: the last offsets of a range are often markers.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Iterator
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError, KafkaEosReadError
+from spark_kafka_eos.options import ReaderOptions
+from spark_kafka_eos.read.planner import OffsetRange
+from spark_kafka_eos.read.record_batch import RecordBatchBuilder
+
+log = logging.getLogger(__name__)
+
+_OUT_OF_RANGE = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}
+_VANISHED = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
+_MAX_MESSAGES_PER_POLL = 10_000
+_POLL_TIMEOUT_S = 0.1
+
+
+def read_offset_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """The committed records of ``offset_range`` (read_committed by default), in offset order."""
+    if offset_range.size <= 0:
+        return
+    consumer = open_consumer(options)
+    try:
+        yield from _RangeReader(options, offset_range, consumer).batches()
+    finally:
+        consumer.close()
+
+
+def open_consumer(options: ReaderOptions) -> Consumer:
+    """A consumer with the read's configuration; an option error if librdkafka rejects it."""
+    try:
+        return Consumer(options.consumer_config())
+    except KafkaException as err:
+        raise KafkaEosOptionError(
+            "kafka.*", f"librdkafka rejected the consumer configuration: {err.args[0].str()}.", "fix or remove that kafka.* option."
+        ) from None
+
+
+def check_consumer_config(options: ReaderOptions) -> None:
+    """Fail on the driver, before any task runs, if librdkafka rejects the configuration."""
+    open_consumer(options).close()
+
+
+class _RangeReader:
+    def __init__(self, options: ReaderOptions, offset_range: OffsetRange, consumer: Consumer) -> None:
+        self._options = options
+        self._range = offset_range
+        self._consumer = consumer
+        self._tp = KafkaTopicPartition(offset_range.topic, offset_range.partition)
+        self._position = offset_range.start
+        self._builder = RecordBatchBuilder(
+            offset_range.topic, offset_range.partition, options.include_headers,
+            options.max_records_per_batch, options.max_bytes_per_batch,
+        )
+
+    @property
+    def _name(self) -> str:
+        r = self._range
+        return f"{r.topic}-{r.partition} [{r.start}, {r.end})"
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        end = self._range.end
+        self._consumer.assign([KafkaTopicPartition(self._range.topic, self._range.partition, self._range.start)])
+        per_poll = min(self._options.max_records_per_batch, _MAX_MESSAGES_PER_POLL)
+        stall_limit_s = self._options.poll_timeout_ms / 1000.0
+        last_progress = time.monotonic()
+        while self._position < end:
+            before = self._position
+            # Ask for no more than the range holds: consume() waits for the whole count (or the
+            # timeout), and markers or aborted records in the range make it return fewer.
+            for message in self._consumer.consume(min(per_poll, end - self._position), _POLL_TIMEOUT_S):
+                if message.error():
+                    self._on_error(message.error())
+                    continue
+                offset = message.offset()
+                if offset >= end:
+                    self._position = end
+                    break
+                self._builder.add(message)
+                self._position = offset + 1
+                if self._builder.full():
+                    yield self._builder.build()
+            if self._position < end:
+                # Markers and aborted records are not returned, but they move the position.
+                consumer_position = self._consumer.position([self._tp])[0].offset
+                self._position = max(self._position, consumer_position)
+            if self._position > before:
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > stall_limit_s:
+                raise KafkaEosReadError(
+                    f"Reading {self._name} made no progress at offset {self._position} for "
+                    f"{stall_limit_s:g}s (kafkaConsumer.pollTimeoutMs). Check that the brokers at "
+                    f"{self._options.bootstrap_servers} are reachable from the executors."
+                )
+        if len(self._builder):
+            yield self._builder.build()
+
+    def _on_error(self, error: KafkaError) -> None:
+        code = error.code()
+        if code in _OUT_OF_RANGE:
+            self._skip_lost_offsets(error)
+        elif code in _VANISHED:
+            self._on_vanished(error)
+        elif code > 0 or error.fatal():
+            raise KafkaEosReadError(f"Reading {self._name} failed at offset {self._position}: {error.str()}")
+        else:
+            # Local, transient conditions (broker down, transport): librdkafka retries; the
+            # stall limit turns a lasting one into an error.
+            log.info("Reading %s: %s", self._name, error.str())
+
+    def _skip_lost_offsets(self, error: KafkaError) -> None:
+        low, _high = self._consumer.get_watermark_offsets(self._tp, timeout=self._options.request_timeout_s)
+        message = (
+            f"{self._name}: offset {self._position} no longer exists ({error.str()}); the earliest "
+            f"available offset is {low}, so offsets {self._position} to {low - 1} were deleted "
+            "(retention or deleteRecords) before they were read."
+        )
+        if self._options.fail_on_data_loss:
+            raise KafkaEosDataLossError(message + " Set failOnDataLoss=false to skip them.")
+        log.warning("%s Skipping them (failOnDataLoss=false).", message)
+        self._position = max(self._position, low)
+        if self._position < self._range.end:
+            self._consumer.seek(KafkaTopicPartition(self._range.topic, self._range.partition, self._position))
+
+    def _on_vanished(self, error: KafkaError) -> None:
+        message = f"{self._name}: the topic or partition is gone ({error.str()}) at offset {self._position}."
+        if self._options.fail_on_data_loss:
+            raise KafkaEosDataLossError(message + " Set failOnDataLoss=false to skip what is left of it.")
+        log.warning("%s Skipping the rest of the range (failOnDataLoss=false).", message)
+        self._position = self._range.end

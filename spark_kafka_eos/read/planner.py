@@ -1,0 +1,216 @@
+"""Offset planning: resolve starting and ending positions, and cut them into Spark partitions.
+
+Pure arithmetic over what an :class:`OffsetLookup` reports from Kafka, so it is unit-tested
+without a broker. "latest" is always the last stable offset (LSO) under read_committed: a plan
+never reaches past an open transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Mapping, Optional, Protocol, Sequence
+
+from pyspark.sql.datasource import InputPartition
+
+from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError
+from spark_kafka_eos.options import EARLIEST, LATEST, OffsetBound, Subscription, TopicPartition
+
+log = logging.getLogger(__name__)
+
+Offsets = dict[TopicPartition, int]
+
+
+@dataclass(frozen=True)
+class OffsetRange(InputPartition):
+    """One Spark input partition: offsets ``[start, end)`` of one Kafka partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+class OffsetLookup(Protocol):
+    """What the planner needs to know from Kafka."""
+
+    def partitions(self, subscription: Subscription, must_exist: bool) -> list[TopicPartition]: ...
+
+    def earliest(self, partitions: Sequence[TopicPartition]) -> Offsets: ...
+
+    def latest(self, partitions: Sequence[TopicPartition]) -> Offsets:
+        """The LSO under read_committed, the high watermark under read_uncommitted."""
+        ...
+
+    def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[int]]:
+        """Earliest offset whose timestamp is >= the given one; None where there is none."""
+        ...
+
+
+def resolve_bound(
+    bound: OffsetBound,
+    partitions: Sequence[TopicPartition],
+    earliest: Offsets,
+    latest: Offsets,
+    lookup: OffsetLookup,
+    is_end: bool,
+    timestamp_strategy: str = "error",
+) -> Offsets:
+    """Offsets of ``partitions`` for a starting (``is_end=False``) or ending position."""
+    if bound.kind == "earliest":
+        return {tp: earliest[tp] for tp in partitions}
+    if bound.kind == "latest":
+        return {tp: latest[tp] for tp in partitions}
+    if bound.kind == "offsets":
+        _require_exact_partitions(bound, set(bound.offsets), partitions)
+        return {
+            tp: earliest[tp] if bound.offsets[tp] == EARLIEST else latest[tp] if bound.offsets[tp] == LATEST else bound.offsets[tp]
+            for tp in partitions
+        }
+    if bound.kind == "timestamp":
+        assert bound.timestamp is not None
+        wanted = {tp: bound.timestamp for tp in partitions}
+    else:
+        _require_exact_partitions(bound, set(bound.timestamps), partitions)
+        wanted = dict(bound.timestamps)
+    found = lookup.for_timestamps(wanted) if wanted else {}
+    resolved: Offsets = {}
+    for tp in partitions:
+        offset = found.get(tp)
+        if offset is None and not is_end and timestamp_strategy == "error":
+            raise KafkaEosOptionError(
+                bound.option,
+                f"no record of {tp[0]}-{tp[1]} has a timestamp at or after {wanted[tp]}.",
+                "use an earlier timestamp, or set startingOffsetsByTimestampStrategy=latest to start such partitions at latest.",
+            )
+        # No record at or after the timestamp: the position is the end of the partition.
+        resolved[tp] = latest[tp] if offset is None else min(offset, latest[tp])
+    return resolved
+
+
+def _require_exact_partitions(bound: OffsetBound, given: set[TopicPartition], partitions: Sequence[TopicPartition]) -> None:
+    known = set(partitions)
+    unknown = sorted(given - known)
+    if unknown:
+        raise KafkaEosOptionError(
+            bound.option,
+            f"names {', '.join(f'{t}-{p}' for t, p in unknown)}, which the query does not read (no such partition, or not subscribed).",
+            "name only existing partitions of the subscribed topics.",
+        )
+    missing = sorted(known - given)
+    if missing:
+        raise KafkaEosOptionError(
+            bound.option,
+            f"has no position for {', '.join(f'{t}-{p}' for t, p in missing)}.",
+            "give every partition of the subscribed topics; use -2 for earliest and -1 for latest.",
+        )
+
+
+def plan_batch(
+    partitions: Sequence[TopicPartition],
+    starting: OffsetBound,
+    ending: OffsetBound,
+    earliest: Offsets,
+    latest: Offsets,
+    lookup: OffsetLookup,
+    fail_on_data_loss: bool,
+    timestamp_strategy: str = "error",
+) -> list[OffsetRange]:
+    """The offset ranges of a batch read, never past the LSO taken now."""
+    start = resolve_bound(starting, partitions, earliest, latest, lookup, False, timestamp_strategy)
+    end = resolve_bound(ending, partitions, earliest, latest, lookup, True)
+    ranges = []
+    for tp in sorted(partitions):
+        s, e = start[tp], end[tp]
+        if e > latest[tp]:
+            raise KafkaEosOptionError(
+                ending.option,
+                f"ends {tp[0]}-{tp[1]} at offset {e}, but only offsets below {latest[tp]} are stable "
+                "(the last stable offset: beyond it lie open transactions or records not yet written).",
+                "end at latest, or at an offset <= the last stable offset.",
+            )
+        s = check_start_available(tp, s, earliest[tp], fail_on_data_loss)
+        if s > e:
+            raise KafkaEosOptionError(
+                starting.option,
+                f"starts {tp[0]}-{tp[1]} at offset {s}, after its end {e} ({ending.option}).",
+                "choose a starting position at or before the ending position.",
+            )
+        ranges.append(OffsetRange(tp[0], tp[1], s, e))
+    return ranges
+
+
+def check_start_available(tp: TopicPartition, start: int, earliest: int, fail_on_data_loss: bool) -> int:
+    """``start``, or the earliest available offset when retention deleted it and data loss is allowed."""
+    if start >= earliest:
+        return start
+    message = (
+        f"{tp[0]}-{tp[1]}: offsets {start} to {earliest - 1} were deleted (retention or deleteRecords) "
+        f"before they were read; the earliest available offset is {earliest}."
+    )
+    if fail_on_data_loss:
+        raise KafkaEosDataLossError(message + " Set failOnDataLoss=false to skip them and read on from there.")
+    log.warning("%s Skipping them (failOnDataLoss=false).", message)
+    return earliest
+
+
+def split_ranges(
+    ranges: Sequence[OffsetRange], min_partitions: Optional[int], max_records_per_partition: Optional[int]
+) -> list[OffsetRange]:
+    """Drop empty ranges, cut ranges longer than ``max_records_per_partition``, then cut them
+    further, in proportion to their sizes, until there are ``min_partitions``."""
+    pieces = [r for r in ranges if r.size > 0]
+    if max_records_per_partition:
+        pieces = [
+            piece for r in pieces for piece in _cut(r, -(-r.size // max_records_per_partition))
+        ]
+    if min_partitions and len(pieces) < min_partitions:
+        parts = _share_parts([r.size for r in pieces], min_partitions)
+        pieces = [piece for r, n in zip(pieces, parts) for piece in _cut(r, n)]
+    return pieces
+
+
+def _share_parts(sizes: Sequence[int], wanted: int) -> list[int]:
+    """How many pieces to cut each range into: ``wanted`` in total when the offsets allow,
+    in proportion to size, at least one each and never more than a range's size."""
+    total = sum(sizes)
+    shares = [wanted * size / total for size in sizes]
+    parts = [min(size, max(1, int(share))) for size, share in zip(sizes, shares)]
+    while sum(parts) < wanted:
+        room = [i for i, size in enumerate(sizes) if parts[i] < size]
+        if not room:
+            break
+        parts[max(room, key=lambda i: shares[i] - parts[i])] += 1
+    return parts
+
+
+def _cut(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    """``r`` cut into ``parts`` contiguous ranges whose sizes differ by at most one."""
+    parts = max(1, min(parts, r.size))
+    base, extra = divmod(r.size, parts)
+    out, start = [], r.start
+    for i in range(parts):
+        end = start + base + (1 if i < extra else 0)
+        out.append(OffsetRange(r.topic, r.partition, start, end))
+        start = end
+    return out
+
+
+def limit_offsets(start: Offsets, available_end: Offsets, max_offsets: Optional[int]) -> Offsets:
+    """End offsets that advance at most ``max_offsets`` in total, shared among partitions in
+    proportion to their backlog (largest remainders get the rounding; every partition with a
+    backlog moves when the budget allows)."""
+    backlog = {tp: max(0, available_end[tp] - start.get(tp, available_end[tp])) for tp in available_end}
+    total = sum(backlog.values())
+    if max_offsets is None or total <= max_offsets:
+        return {tp: start.get(tp, end) + backlog[tp] for tp, end in available_end.items()}
+    shares = {tp: max_offsets * size / total for tp, size in backlog.items()}
+    granted = {tp: int(share) for tp, share in shares.items()}
+    leftover = max_offsets - sum(granted.values())
+    for tp in sorted(shares, key=lambda t: (shares[t] - granted[t], backlog[t]), reverse=True)[:leftover]:
+        granted[tp] += 1
+    return {tp: start.get(tp, end) + min(granted[tp], backlog[tp]) for tp, end in available_end.items()}

@@ -1,0 +1,72 @@
+"""Accumulate consumed Kafka messages into Arrow record batches of Spark's Kafka schema."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pyarrow as pa
+from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message
+
+from spark_kafka_eos.schema import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE, arrow_record_schema
+
+_TIMESTAMP_TYPES = {TIMESTAMP_CREATE_TIME: CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME: LOG_APPEND_TIME}
+
+
+class RecordBatchBuilder:
+    """Collects the messages of one topic-partition until :meth:`full`, then :meth:`build`."""
+
+    def __init__(self, topic: str, partition: int, include_headers: bool, max_records: int, max_bytes: int) -> None:
+        self._topic = topic
+        self._partition = partition
+        self._include_headers = include_headers
+        self._max_records = max_records
+        self._max_bytes = max_bytes
+        self._schema = arrow_record_schema(include_headers)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._keys: list[Optional[bytes]] = []
+        self._values: list[Optional[bytes]] = []
+        self._offsets: list[int] = []
+        self._timestamps: list[Optional[int]] = []
+        self._timestamp_types: list[int] = []
+        self._headers: list[Optional[list[tuple[str, Optional[bytes]]]]] = []
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def add(self, message: Message) -> None:
+        key, value = message.key(), message.value()
+        self._keys.append(key)
+        self._values.append(value)
+        self._offsets.append(message.offset())
+        ts_type, ts_ms = message.timestamp()
+        spark_type = _TIMESTAMP_TYPES.get(ts_type, NO_TIMESTAMP_TYPE)
+        self._timestamp_types.append(spark_type)
+        self._timestamps.append(ts_ms * 1000 if spark_type != NO_TIMESTAMP_TYPE else None)
+        if self._include_headers:
+            # Like Spark's Kafka source: null, not an empty array, when a record has no headers.
+            self._headers.append(message.headers() or None)
+        self._bytes += (len(key) if key else 0) + (len(value) if value else 0)
+
+    def full(self) -> bool:
+        return len(self._offsets) >= self._max_records or self._bytes >= self._max_bytes
+
+    def build(self) -> pa.RecordBatch:
+        """The collected messages as one record batch; the builder is empty afterwards."""
+        n = len(self._offsets)
+        columns = [
+            pa.array(self._keys, pa.binary()),
+            pa.array(self._values, pa.binary()),
+            pa.array([self._topic] * n, pa.string()),
+            pa.array([self._partition] * n, pa.int32()),
+            pa.array(self._offsets, pa.int64()),
+            pa.array(self._timestamps, pa.timestamp("us", tz="UTC")),
+            pa.array(self._timestamp_types, pa.int32()),
+        ]
+        if self._include_headers:
+            columns.append(pa.array(self._headers, self._schema.field("headers").type))
+        batch = pa.RecordBatch.from_arrays(columns, schema=self._schema)
+        self._reset()
+        return batch

@@ -1,0 +1,63 @@
+"""Session fixtures: a real Kafka broker and a local Spark session.
+
+The broker is started from the jars resolved by ``make kafka-jars`` on a free loopback port with
+a fresh data directory, and stopped at the end. Set ``KAFKA_EOS_BOOTSTRAP_SERVERS`` to run the
+tests against an existing cluster instead (as confluent-kafka-python's suite does with its own
+variable).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.harness.kafka import KafkaTestCluster
+
+BOOTSTRAP_ENV = "KAFKA_EOS_BOOTSTRAP_SERVERS"
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaTestCluster]:
+    """The Kafka cluster of this test session."""
+    existing = os.environ.get(BOOTSTRAP_ENV)
+    if existing:
+        yield KafkaTestCluster(existing)
+        return
+    from spark_kafka_eos.local_kafka import LocalKafka
+
+    broker = LocalKafka(tmp_path_factory.mktemp("kafka"))
+    broker.start()
+    try:
+        yield KafkaTestCluster(broker.bootstrap_servers)
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator["object"]:
+    """A local[2] Spark session whose Python workers run this interpreter."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    warehouse = Path(tmp_path_factory.mktemp("warehouse"))
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("spark-kafka-eos-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.driver.memory", "2g")
+        .config("spark.python.worker.reuse", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()

@@ -1,0 +1,284 @@
+"""TransactionSession against a real broker: transactions opened by confluent-kafka producers that were
+dropped without close() are finished from the session, and an independent read_committed consumer
+counts what became visible."""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import kafka.errors as Errors
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
+
+from spark_kafka_eos.local_kafka import free_loopback_port
+from spark_kafka_eos.txn.session import (
+    PreparedTxnState,
+    TransactionSession,
+    TxnFatalError,
+    TxnFencedError,
+    TxnInvalidStateError,
+    TxnSessionError,
+    TxnState,
+    TxnTimeoutError,
+    classify_error,
+)
+from tests.harness.kafka import KafkaTestCluster
+
+
+@pytest.fixture(scope="module")
+def txn_session(kafka: KafkaTestCluster) -> Iterator[TransactionSession]:
+    with TransactionSession(kafka.bootstrap_servers, request_timeout_s=10) as session:
+        yield session
+
+
+def _prepare(kafka: KafkaTestCluster, topic: str, partitions: int, records: int) -> tuple[PreparedTxnState, list[bytes]]:
+    """A participant: begin, produce ``records`` round-robin over ``partitions``, flush, and drop the
+    producer without close() so the transaction stays open. Its producer id / epoch come from the
+    producer's own statistics, independently of the session under test."""
+    transactional_id = f"txn-session-test:{uuid.uuid4().hex[:8]}"
+    stats: list[dict] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": kafka.bootstrap_servers,
+            "transactional.id": transactional_id,
+            "linger.ms": 0,
+            "statistics.interval.ms": 100,
+            "stats_cb": lambda text: stats.append(json.loads(text)),
+        }
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    values = [f"{transactional_id}-{i}".encode() for i in range(records)]
+    for i, value in enumerate(values):
+        producer.produce(topic, value=value, partition=i % partitions)
+    assert producer.flush(30) == 0
+    deadline = time.monotonic() + 30
+    while not (stats and stats[-1]["eos"]["txn_state"] == "InTransaction" and stats[-1]["eos"]["producer_id"] >= 0):
+        assert time.monotonic() < deadline, "producer statistics never reported its producer id"
+        producer.poll(0.1)
+    eos = stats[-1]["eos"]
+    del producer
+    gc.collect()
+    return PreparedTxnState(transactional_id, eos["producer_id"], eos["producer_epoch"]), values
+
+
+def _visible(kafka: KafkaTestCluster, topic: str) -> list[bytes]:
+    return sorted(record.value or b"" for record in kafka.read_committed(topic))
+
+
+def _group_offsets(kafka: KafkaTestCluster, group: str, topic: str, partitions: int) -> dict[int, int]:
+    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])]
+    result = kafka.admin.list_consumer_group_offsets(request)[group].result(30)
+    return {tp.partition: tp.offset for tp in result.topic_partitions}
+
+
+# -- on the broker --------------------------------------------------------------------------------------------
+@pytest.mark.kafka
+def test_commit_makes_exactly_the_records_visible_and_is_idempotent(
+    kafka: KafkaTestCluster, txn_session: TransactionSession
+) -> None:
+    topic = kafka.create_topic(partitions=2)
+    state, values = _prepare(kafka, topic, partitions=2, records=7)
+
+    ongoing = txn_session.describe([state.transactional_id])[state.transactional_id]
+    assert ongoing.state == TxnState.ONGOING
+    assert ongoing.prepared_state() == state
+    assert ongoing.topic_partitions == {topic: (0, 1)}
+    assert _visible(kafka, topic) == []
+
+    txn_session.commit(state)
+    settled = txn_session.wait_settled([state.transactional_id])[state.transactional_id]
+    assert settled.state == TxnState.COMPLETE_COMMIT
+    assert _visible(kafka, topic) == sorted(values)
+
+    txn_session.resume(state).commit()  # a roll-forward retry of a commit that already happened
+    again = txn_session.describe([state.transactional_id])[state.transactional_id]
+    assert (again.state, again.producer_id, again.producer_epoch) == (TxnState.COMPLETE_COMMIT, state.producer_id, state.epoch)
+    assert _visible(kafka, topic) == sorted(values)
+
+    with pytest.raises(TxnInvalidStateError) as raised:
+        txn_session.abort(state)
+    assert state.transactional_id in str(raised.value) and "EndTxn(abort)" in str(raised.value)
+    assert raised.value.error == "INVALID_TXN_STATE"
+    assert _visible(kafka, topic) == sorted(values)
+
+
+@pytest.mark.kafka
+def test_parallel_commits_from_several_threads(kafka: KafkaTestCluster, txn_session: TransactionSession) -> None:
+    topic = kafka.create_topic(partitions=3)
+    prepared = [_prepare(kafka, topic, partitions=3, records=3) for _ in range(4)]
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(txn_session.commit, [state for state, _ in prepared]))
+    settled = txn_session.wait_settled([state.transactional_id for state, _ in prepared])
+    assert {d.state for d in settled.values()} == {TxnState.COMPLETE_COMMIT}
+    assert _visible(kafka, topic) == sorted(v for _, values in prepared for v in values)
+
+
+@pytest.mark.kafka
+def test_abort_hides_the_records(kafka: KafkaTestCluster, txn_session: TransactionSession) -> None:
+    topic = kafka.create_topic(partitions=2)
+    state, _ = _prepare(kafka, topic, partitions=2, records=5)
+
+    txn_session.abort(state)
+    settled = txn_session.wait_settled([state.transactional_id])[state.transactional_id]
+    assert settled.state == TxnState.COMPLETE_ABORT
+    assert _visible(kafka, topic) == []
+    txn_session.abort(state)  # aborting an aborted transaction is accepted, like a commit retry
+    with pytest.raises(TxnInvalidStateError):
+        txn_session.commit(state)
+    assert _visible(kafka, topic) == []
+
+
+@pytest.mark.kafka
+def test_commit_with_a_stale_epoch_is_fenced(kafka: KafkaTestCluster, txn_session: TransactionSession) -> None:
+    topic = kafka.create_topic(partitions=1)
+    stale, stale_values = _prepare(kafka, topic, partitions=1, records=3)
+
+    # The next owner of the id (a new producer) fences the old one and commits its own transaction.
+    successor = kafka.producer(stale.transactional_id)
+    successor.begin_transaction()
+    successor.produce(topic, value=b"successor", partition=0)
+    successor.commit_transaction(30)
+    # commit_transaction returns once PrepareCommit is logged; visibility follows with the markers.
+    current = txn_session.wait_settled([stale.transactional_id])[stale.transactional_id]
+    assert current.state == TxnState.COMPLETE_COMMIT
+    assert current.producer_id == stale.producer_id and current.producer_epoch > stale.epoch
+    with pytest.raises(TxnFencedError) as raised:
+        txn_session.commit(stale)
+    assert raised.value.transactional_id == stale.transactional_id
+    assert raised.value.error in ("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")
+    assert stale.transactional_id in str(raised.value) and "EndTxn(commit)" in str(raised.value)
+    assert _visible(kafka, topic) == [b"successor"]
+    assert not set(stale_values) & set(_visible(kafka, topic))
+
+
+@pytest.mark.kafka
+def test_init_producer_id_aborts_a_lingering_transaction(
+    kafka: KafkaTestCluster, txn_session: TransactionSession
+) -> None:
+    topic = kafka.create_topic(partitions=2)
+    state, _ = _prepare(kafka, topic, partitions=2, records=4)
+
+    # The coordinator answers CONCURRENT_TRANSACTIONS while it writes the abort; the session retries.
+    producer_id, epoch = txn_session.init_producer_id(state.transactional_id, transaction_timeout_ms=60000)
+    assert producer_id == state.producer_id and epoch > state.epoch
+
+    settled = txn_session.wait_settled([state.transactional_id])[state.transactional_id]
+    assert settled.state in (TxnState.EMPTY, TxnState.COMPLETE_ABORT)
+    assert (settled.producer_id, settled.producer_epoch) == (producer_id, epoch)
+    assert _visible(kafka, topic) == []
+    with pytest.raises(TxnFencedError):
+        txn_session.commit(state)
+
+
+@pytest.mark.kafka
+def test_list_transactions_finds_open_transactions(kafka: KafkaTestCluster, txn_session: TransactionSession) -> None:
+    topic = kafka.create_topic(partitions=1)
+    state, _ = _prepare(kafka, topic, partitions=1, records=2)
+
+    ongoing = {t.transactional_id: t for t in txn_session.list_transactions(state_filters=[TxnState.ONGOING])}
+    assert state.transactional_id in ongoing
+    assert ongoing[state.transactional_id].producer_id == state.producer_id
+    assert all(t.state == TxnState.ONGOING for t in ongoing.values())
+    by_producer = txn_session.list_transactions(producer_id_filters=[state.producer_id])
+    assert [t.transactional_id for t in by_producer] == [state.transactional_id]
+
+    txn_session.commit(state)
+    txn_session.wait_settled([state.transactional_id])
+    still_open = {t.transactional_id for t in txn_session.list_transactions(state_filters=["Ongoing"])}
+    assert state.transactional_id not in still_open
+    everything = {t.transactional_id: t.state for t in txn_session.list_transactions()}
+    assert everything[state.transactional_id] == TxnState.COMPLETE_COMMIT
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_offsets_in_the_transaction_follow_its_outcome(
+    kafka: KafkaTestCluster, txn_session: TransactionSession, commit: bool
+) -> None:
+    topic = kafka.create_topic(partitions=2)
+    state, values = _prepare(kafka, topic, partitions=2, records=4)
+    group = f"txn-session-group-{uuid.uuid4().hex[:8]}"
+
+    txn_session.add_offsets_to_txn(state, group)
+    txn_session.txn_offset_commit(state, group, {(topic, 0): 11, (topic, 1): 22})
+    in_txn = txn_session.describe([state.transactional_id])[state.transactional_id]
+    assert "__consumer_offsets" in in_txn.topic_partitions
+    assert _group_offsets(kafka, group, topic, 2) == {0: -1001, 1: -1001}  # pending, not committed
+
+    (txn_session.commit if commit else txn_session.abort)(state)
+    txn_session.wait_settled([state.transactional_id])
+    if commit:
+        assert _group_offsets(kafka, group, topic, 2) == {0: 11, 1: 22}
+        assert _visible(kafka, topic) == sorted(values)
+    else:
+        assert _group_offsets(kafka, group, topic, 2) == {0: -1001, 1: -1001}
+        assert _visible(kafka, topic) == []
+
+
+@pytest.mark.kafka
+def test_describe_unknown_id_and_api_versions(kafka: KafkaTestCluster, txn_session: TransactionSession) -> None:
+    unknown = f"never-used-{uuid.uuid4().hex}"
+    described = txn_session.describe([unknown])
+    assert described[unknown].state == TxnState.NOT_FOUND
+    assert described[unknown].producer_id == -1
+
+    versions = txn_session.api_versions()
+    assert versions["EndTxn"][1] >= 3 and versions["InitProducerId"][1] >= 4
+    with TransactionSession(kafka.bootstrap_servers, enable_2pc=True) as two_pc:
+        assert two_pc.two_phase_commit_enabled() == (versions["InitProducerId"][1] >= 6)
+    assert txn_session.two_phase_commit_enabled() is False
+
+
+# -- without a broker -------------------------------------------------------------------------------------------
+def test_unreachable_broker_is_a_timeout_naming_the_address() -> None:
+    address = f"127.0.0.1:{free_loopback_port()}"
+    with TransactionSession(address, request_timeout_s=1.0) as session, pytest.raises(
+        TxnTimeoutError, match=address.replace(".", r"\.")
+    ):
+        session.describe(["any"])
+
+
+@pytest.mark.parametrize(
+    "text, state",
+    [
+        ("orders-etl-3-0:4711:2", PreparedTxnState("orders-etl-3-0", 4711, 2)),
+        ("a:b::c:17:0", PreparedTxnState("a:b::c", 17, 0)),
+        ("x:-1:-1", PreparedTxnState("x", -1, -1)),
+    ],
+)
+def test_prepared_state_round_trip(text: str, state: PreparedTxnState) -> None:
+    assert PreparedTxnState.parse(text) == state
+    assert PreparedTxnState.parse(state.serialize()) == state
+    assert state.serialize() == text
+
+
+@pytest.mark.parametrize("text", ["", "no-numbers", "id:1", ":1:2", "id:x:2", "id:1:2.5"])
+def test_prepared_state_rejects_garbage(text: str) -> None:
+    with pytest.raises(ValueError):
+        PreparedTxnState.parse(text)
+
+
+@pytest.mark.parametrize(
+    "error, kind",
+    [
+        (Errors.ProducerFencedError, TxnFencedError),
+        (Errors.InvalidProducerEpochError, TxnFencedError),
+        (Errors.InvalidProducerIdMappingError, TxnFencedError),
+        (Errors.InvalidTxnStateError, TxnInvalidStateError),
+        (Errors.TransactionalIdAuthorizationFailedError, TxnFatalError),
+    ],
+)
+def test_error_classification_names_id_request_and_error(
+    error: type[Errors.BrokerResponseError], kind: type[TxnSessionError]
+) -> None:
+    classified = classify_error(error(), "EndTxn(commit)", "etl-0-0")
+    assert type(classified) is kind
+    assert classified.error == error.message and classified.transactional_id == "etl-0-0"
+    assert all(part in str(classified) for part in ("etl-0-0", "EndTxn(commit)", str(error.message)))

@@ -1,0 +1,119 @@
+"""Offset planning arithmetic: pure logic, no broker."""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence
+
+import pytest
+
+from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError
+from spark_kafka_eos.options import OffsetBound, Subscription, TopicPartition
+from spark_kafka_eos.read.planner import OffsetRange, limit_offsets, plan_batch, resolve_bound, split_ranges
+
+A0, A1 = ("a", 0), ("a", 1)
+
+
+class FakeLookup:
+    """Timestamps index: offset = timestamp // 10, below `latest`; None past it."""
+
+    def __init__(self, latest: Mapping[TopicPartition, int]) -> None:
+        self._latest = latest
+
+    def partitions(self, subscription: Subscription, must_exist: bool) -> list[TopicPartition]:
+        return sorted(self._latest)
+
+    def earliest(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: 0 for tp in partitions}
+
+    def latest(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self._latest[tp] for tp in partitions}
+
+    def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[int]]:
+        return {tp: (ts // 10 if ts // 10 < self._latest[tp] else None) for tp, ts in timestamps.items()}
+
+
+EARLIEST = {A0: 0, A1: 0}
+LATEST = {A0: 100, A1: 50}
+LOOKUP = FakeLookup(LATEST)
+
+
+def bound(kind: str, **kwargs: object) -> OffsetBound:
+    return OffsetBound(kind, "startingOffsets" if kwargs.pop("start", True) else "endingOffsets", **kwargs)  # type: ignore[arg-type]
+
+
+def plan(starting: OffsetBound, ending: OffsetBound, earliest: Mapping[TopicPartition, int] = EARLIEST, fail: bool = True) -> list[OffsetRange]:
+    return plan_batch([A0, A1], starting, ending, dict(earliest), dict(LATEST), LOOKUP, fail)
+
+
+def test_earliest_to_latest_is_bounded_by_the_lso() -> None:
+    assert plan(bound("earliest"), bound("latest", start=False)) == [OffsetRange("a", 0, 0, 100), OffsetRange("a", 1, 0, 50)]
+
+
+def test_json_offsets_with_earliest_and_latest_markers() -> None:
+    ranges = plan(bound("offsets", offsets={A0: 10, A1: -2}), bound("offsets", start=False, offsets={A0: -1, A1: 20}))
+    assert ranges == [OffsetRange("a", 0, 10, 100), OffsetRange("a", 1, 0, 20)]
+
+
+def test_json_offsets_must_name_every_partition_and_only_existing_ones() -> None:
+    with pytest.raises(KafkaEosOptionError, match="no position for a-1"):
+        plan(bound("offsets", offsets={A0: 1}), bound("latest", start=False))
+    with pytest.raises(KafkaEosOptionError, match="a-7"):
+        plan(bound("offsets", offsets={A0: 1, A1: 1, ("a", 7): 1}), bound("latest", start=False))
+
+
+def test_an_end_past_the_lso_is_refused() -> None:
+    with pytest.raises(KafkaEosOptionError, match="only offsets below 50 are stable"):
+        plan(bound("earliest"), bound("offsets", start=False, offsets={A0: 100, A1: 51}))
+
+
+def test_a_start_after_the_end_is_refused() -> None:
+    with pytest.raises(KafkaEosOptionError, match="after its end"):
+        plan(bound("offsets", offsets={A0: 60, A1: 0}), bound("offsets", start=False, offsets={A0: 50, A1: 50}))
+
+
+def test_deleted_offsets_follow_fail_on_data_loss() -> None:
+    starting, ending, earliest = bound("offsets", offsets={A0: 0, A1: 0}), bound("latest", start=False), {A0: 10, A1: 0}
+    with pytest.raises(KafkaEosDataLossError, match="a-0: offsets 0 to 9 were deleted"):
+        plan(starting, ending, earliest=earliest)
+    assert plan(starting, ending, earliest=earliest, fail=False)[0] == OffsetRange("a", 0, 10, 100)
+
+
+def test_timestamps_resolve_and_strategy_applies() -> None:
+    # Timestamp 200 -> offset 20 in a-0; a-1 (latest 50) has offset 20 too.
+    assert resolve_bound(bound("timestamp", timestamp=200), [A0, A1], EARLIEST, LATEST, LOOKUP, False) == {A0: 20, A1: 20}
+    # Timestamp 700: a-1 has no record at or after it.
+    with pytest.raises(KafkaEosOptionError, match="startingOffsetsByTimestampStrategy"):
+        resolve_bound(bound("timestamp", timestamp=700), [A0, A1], EARLIEST, LATEST, LOOKUP, False)
+    assert resolve_bound(bound("timestamp", timestamp=700), [A0, A1], EARLIEST, LATEST, LOOKUP, False, "latest") == {A0: 70, A1: 50}
+    # As an end, "no record after it" means the end of the partition.
+    assert resolve_bound(bound("timestamp", start=False, timestamp=700), [A0, A1], EARLIEST, LATEST, LOOKUP, True) == {A0: 70, A1: 50}
+
+
+def test_max_records_per_partition_cuts_evenly() -> None:
+    pieces = split_ranges([OffsetRange("a", 0, 0, 10)], None, 4)
+    assert [(p.start, p.end) for p in pieces] == [(0, 4), (4, 7), (7, 10)]
+
+
+def test_min_partitions_is_met_in_proportion_and_ranges_stay_contiguous() -> None:
+    ranges = [OffsetRange("a", 0, 0, 90), OffsetRange("a", 1, 0, 10), OffsetRange("a", 2, 5, 5)]
+    pieces = split_ranges(ranges, 7, None)
+    assert len(pieces) == 7
+    assert sum(1 for p in pieces if p.partition == 0) == 6
+    for partition, (lo, hi) in {0: (0, 90), 1: (0, 10)}.items():
+        own = [p for p in pieces if p.partition == partition]
+        assert own[0].start == lo and own[-1].end == hi
+        assert all(a.end == b.start for a, b in zip(own, own[1:]))
+
+
+def test_min_partitions_never_makes_empty_pieces() -> None:
+    assert len(split_ranges([OffsetRange("a", 0, 0, 3)], 10, None)) == 3
+    assert split_ranges([], 10, None) == []
+
+
+def test_limit_offsets_shares_the_budget_by_backlog() -> None:
+    end = limit_offsets({A0: 0, A1: 0}, {A0: 90, A1: 10}, 10)
+    assert end == {A0: 9, A1: 1}
+    assert sum(end.values()) == 10
+    assert limit_offsets({A0: 0, A1: 0}, {A0: 90, A1: 10}, None) == {A0: 90, A1: 10}
+    # A start past the available end (waiting on an open transaction) never moves backwards.
+    assert limit_offsets({A0: 95, A1: 0}, {A0: 95, A1: 10}, 5) == {A0: 95, A1: 5}
