@@ -134,7 +134,9 @@ class _RangeReader:
         log.warning("%s Skipping them (failOnDataLoss=false).", message)
         self._position = max(self._position, low)
         if self._position < self._range.end:
-            self._consumer.seek(KafkaTopicPartition(self._range.topic, self._range.partition, self._position))
+            # After an offset-reset error the partition's fetcher is stopped and seek() refuses
+            # ("erroneous state"); a fresh assignment restarts it.
+            self._consumer.assign([KafkaTopicPartition(self._range.topic, self._range.partition, self._position)])
 
     def _on_vanished(self, error: KafkaError) -> None:
         message = f"{self._name}: the topic or partition is gone ({error.str()}) at offset {self._position}."
