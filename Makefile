@@ -38,7 +38,7 @@ venv: $(VENV)/.installed
 
 java:
 	@command -v java >/dev/null 2>&1 || [ -n "$$JAVA_HOME" ] || { echo "error: Java 17+ is required (for Kafka and Spark) and was not found on PATH or JAVA_HOME. Install a JDK 17, e.g. apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
-	@$(PYTHON) -c 'import sys; sys.path.insert(0, "."); from spark_kafka_eos.local_kafka import _main; sys.exit(_main(["check-java"]))'
+	@$(PYTHON) spark_kafka_eos/local_kafka.py check-java
 
 $(KAFKA_LIBS)/.resolved: conf/kafka-broker-pom.xml
 	@command -v mvn >/dev/null 2>&1 || { echo "error: Maven (mvn) is required to fetch the Kafka broker jars from Maven Central. Install it, e.g. apt-get install maven" >&2; exit 1; }

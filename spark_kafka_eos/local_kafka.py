@@ -27,7 +27,18 @@ from pathlib import Path
 from types import TracebackType
 from typing import Callable, Optional, Type
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+def _project_root() -> Path:
+    """The checkout holding conf/ and .cache/: $KAFKA_EOS_HOME, else the nearest folder up from the
+    working directory with conf/kafka-broker.properties, else the one beside this package."""
+    if os.environ.get("KAFKA_EOS_HOME"):
+        return Path(os.environ["KAFKA_EOS_HOME"]).resolve()
+    for folder in (Path.cwd(), *Path.cwd().parents):
+        if (folder / "conf" / "kafka-broker.properties").exists():
+            return folder
+    return Path(__file__).resolve().parent.parent
+
+
+REPO_ROOT = _project_root()
 DEFAULT_LIBS_DIR = REPO_ROOT / ".cache" / "kafka" / "libs"
 DEFAULT_CONF_DIR = REPO_ROOT / "conf"
 MIN_JAVA_MAJOR = 17

@@ -89,7 +89,7 @@ UNSAFE_SETTINGS: Mapping[str, str] = {
     "instead of kafka.auto.offset.reset",
     "key.deserializer": "the source always returns key as binary; cast it or use from_json/from_avro in Spark",
     "value.deserializer": "the source always returns value as binary; cast it or use from_json/from_avro in Spark",
-    "enable.partition.eof": "remove it: the source decides when a range is read by the consumer position",
+    "enable.partition.eof": "remove it: the source sets it, to know when a range ending in aborted records is read",
     "enable.auto.offset.store": "remove it: the source commits no offsets",
 }
 
@@ -172,7 +172,7 @@ class ReaderOptions:
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "auto.offset.reset": "error",
-                "enable.partition.eof": False,
+                "enable.partition.eof": True,
             }
         )
         # librdkafka prefetches up to 64 MiB per partition by default; keep a task's memory
@@ -201,11 +201,7 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
     opts = {key.lower(): value for key, value in options.items()}
     _reject_typos(opts)
     kafka_config = parse_kafka_settings(opts)
-    bootstrap = kafka_config.pop("bootstrap.servers", "").strip()
-    if not bootstrap:
-        raise KafkaEosOptionError(
-            "kafka.bootstrap.servers", "is missing.", "add .option('kafka.bootstrap.servers', 'host1:9092,host2:9092')."
-        )
+    bootstrap = pop_bootstrap_servers(kafka_config)
     subscription = _parse_subscription(opts)
     starting = _parse_bound(opts, "starting", default="latest" if streaming else "earliest")
     ending = _parse_bound(opts, "ending", default="latest") if not streaming else None
@@ -270,6 +266,16 @@ def parse_kafka_settings(opts: Mapping[str, str]) -> dict[str, str]:
             raise KafkaEosOptionError(key, "is not supported by the kafka_eos source.", UNSAFE_SETTINGS[setting] + ".")
         settings[setting] = value
     return settings
+
+
+def pop_bootstrap_servers(settings: dict[str, str]) -> str:
+    """Remove ``bootstrap.servers`` from the parsed ``kafka.*`` settings and return it; it is required."""
+    bootstrap = settings.pop("bootstrap.servers", "").strip()
+    if not bootstrap:
+        raise KafkaEosOptionError(
+            "kafka.bootstrap.servers", "is missing.", "add .option('kafka.bootstrap.servers', 'host1:9092,host2:9092')."
+        )
+    return bootstrap
 
 
 def _reject_typos(opts: Mapping[str, str]) -> None:

@@ -49,6 +49,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator["object"]:
         SparkSession.builder.master("local[2]")
         .appName("spark-kafka-eos-tests")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.warehouse.dir", str(warehouse))

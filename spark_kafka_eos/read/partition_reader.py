@@ -1,9 +1,13 @@
 """Read one planned offset range with a read_committed consumer, as Arrow record batches.
 
-The broker filters nothing by itself; librdkafka drops aborted records and transaction
-markers using the aborted-transaction list of each fetch, but moves the consumer position past
-them. So a range ``[start, end)`` is done when the position reaches ``end``, never when a
-record with offset ``end - 1`` arrives: the last offsets of a range are often markers.
+librdkafka drops aborted records and transaction markers using the aborted-transaction list of
+each fetch. A range ``[start, end)`` is done when the consumer is past ``end - 1``, never when a
+record with offset ``end - 1`` arrives, because the last offsets of a range are often markers or
+aborted records. librdkafka's ``position()`` only moves past records it delivers, so "past" is
+known from the first of: a delivered record at or beyond ``end``, ``position() >= end``, or a
+partition-EOF event at or beyond ``end``. The EOF event matters when the range ends at the last
+stable offset right after aborted records: no later record can be fetched until the open
+transaction at the LSO is decided, and the position alone would wait for it.
 """
 
 from __future__ import annotations
@@ -84,7 +88,7 @@ class _RangeReader:
             # timeout), and markers or aborted records in the range make it return fewer.
             for message in self._consumer.consume(min(per_poll, end - self._position), _POLL_TIMEOUT_S):
                 if message.error():
-                    self._on_error(message.error())
+                    self._on_error(message)
                     continue
                 offset = message.offset()
                 if offset >= end:
@@ -109,9 +113,13 @@ class _RangeReader:
         if len(self._builder):
             yield self._builder.build()
 
-    def _on_error(self, error: KafkaError) -> None:
+    def _on_error(self, message: Message) -> None:
+        error: KafkaError = message.error()
         code = error.code()
-        if code in _OUT_OF_RANGE:
+        if code == KafkaError._PARTITION_EOF:
+            # Everything below the EOF offset was fetched, and delivered before this event.
+            self._position = max(self._position, message.offset())
+        elif code in _OUT_OF_RANGE:
             self._skip_lost_offsets(error)
         elif code in _VANISHED:
             self._on_vanished(error)

@@ -72,6 +72,24 @@ def test_aborted_tail_and_markers_at_the_end_never_hang(spark: SparkSession, kaf
     assert kafka_eos(spark, kafka, subscribe=topic).count() == 1
 
 
+def test_aborted_records_right_below_an_open_transaction(spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    """The range ends at the LSO just after aborted records whose abort marker lies beyond it:
+    no record at or past the end can be fetched while the later transaction is open."""
+    topic = kafka.create_topic(1)
+    kafka.produce_plain(topic, [Sent(0, None, b"p0")])
+    doomed = kafka.open_transaction(topic, [Sent(0, None, b"aborted")])
+    undecided = kafka.open_transaction(topic, [Sent(0, None, b"undecided")])
+    doomed.producer.abort_transaction(30)
+    deadline = time.monotonic() + 30
+    while kafka.offsets(topic, OffsetSpec.latest())[0] != 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        rows = kafka_eos(spark, kafka, subscribe=topic, kafkaConsumer__pollTimeoutMs=20_000).collect()
+        assert [bytes(r.value) for r in rows] == [b"p0"]
+    finally:
+        undecided.abort()
+
+
 def test_one_kafka_partition_split_into_many_spark_partitions(spark: SparkSession, kafka: KafkaTestCluster) -> None:
     topic = kafka.create_topic(1)
     kafka.write_interleaved(topic, [0], producers=3, transactions=3, records_per_transaction=5)
