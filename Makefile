@@ -9,13 +9,14 @@ KAFKA_DATA := .cache/kafka/data
 KAFKA_PORT ?= 9092
 PYTEST_ARGS ?=
 
-.PHONY: help venv java kafka-jars kafka-start kafka-stop test unit demo clean
+.PHONY: help venv java kafka-jars kafka-start kafka-stop test unit demo bench-read clean
 
 help:
 	@echo "make test         install everything, start a local Kafka, run all tests"
 	@echo "make demo         install everything, run the demo on an embedded local Kafka + local Spark"
 	@echo "make kafka-start  start a local Kafka on 127.0.0.1:$(KAFKA_PORT) (make kafka-stop stops it)"
 	@echo "make unit         run only the tests that need no broker"
+	@echo "make bench-read   batch read throughput: kafka_eos vs Spark's Kafka source vs raw client"
 
 # Dependencies once; the package itself is (re)installed as a real, non-editable install whenever
 # its sources change: Spark finds the pyspark_kafka_eos shim only among installed top-level modules.
@@ -44,7 +45,7 @@ $(KAFKA_LIBS)/.resolved: conf/kafka-broker-pom.xml
 	@command -v mvn >/dev/null 2>&1 || { echo "error: Maven (mvn) is required to fetch the Kafka broker jars from Maven Central. Install it, e.g. apt-get install maven" >&2; exit 1; }
 	@echo ">> resolving the pinned Kafka broker and its dependencies from Maven Central into $(KAFKA_LIBS)"
 	@rm -rf $(KAFKA_LIBS)
-	@mvn -q -B -f conf/kafka-broker-pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS)
+	@mvn -q -B -s conf/maven-settings.xml -f conf/kafka-broker-pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS)
 	@touch $@
 
 kafka-jars: java $(KAFKA_LIBS)/.resolved
@@ -64,6 +65,17 @@ test: venv kafka-jars
 
 demo: venv kafka-jars
 	$(PY) notebooks/demo.py
+
+SPARK_KAFKA_JARS := .cache/spark-kafka/jars
+
+$(SPARK_KAFKA_JARS)/.resolved: conf/spark-kafka-connector-pom.xml
+	@echo ">> resolving Spark's Kafka connector (the benchmark peer) from Maven Central into $(SPARK_KAFKA_JARS)"
+	@rm -rf $(SPARK_KAFKA_JARS)
+	@mvn -q -B -s conf/maven-settings.xml -f conf/spark-kafka-connector-pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(SPARK_KAFKA_JARS)
+	@touch $@
+
+bench-read: venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
+	$(PY) -m tests.benchmarks.bench_read
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache spark-warehouse

@@ -59,6 +59,7 @@ OTHER_KNOWN_OPTIONS = (
     "path",
     "decisionLogTopic",
     "consumerGroup",
+    "testing.failAt",
 )
 _CANONICAL = {name.lower(): name for name in SOURCE_OPTIONS + OTHER_KNOWN_OPTIONS}
 
