@@ -1,0 +1,36 @@
+"""What an executor task hands the driver's coordinator: the committable of one task attempt."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from pyspark.sql.datasource import WriterCommitMessage
+
+from spark_kafka_eos.txn.session import PreparedTxnState
+
+PartitionCount = tuple[str, int, int]
+"""(topic, partition, records written by this task)."""
+
+SourceOffset = tuple[str, int, int]
+"""(source topic, source partition, next offset to consume = highest consumed offset + 1)."""
+
+
+@dataclass(frozen=True)
+class TaskCommit(WriterCommitMessage):
+    """A task attempt's prepared (flushed, still open) transaction, or none if it wrote no rows.
+
+    ``transaction`` carries the transactional id, producer id and epoch the coordinator needs to
+    verify and commit the transaction without the producer, which the task dropped unclosed.
+    """
+
+    spark_partition: int
+    attempt_number: int
+    task_attempt_id: int
+    transaction: Optional[PreparedTxnState]
+    records: tuple[PartitionCount, ...] = ()
+    source_offsets: tuple[SourceOffset, ...] = ()
+
+    @property
+    def record_count(self) -> int:
+        return sum(count for _, _, count in self.records)

@@ -1,0 +1,246 @@
+"""The decision log: a compacted topic, key = transactional id prefix, value = JSON record.
+
+A ``decision`` record, written in the coordinator's own transaction (``<prefix>-coordinator``), is
+the commit point of an epoch: once it is committed, every participant it names is committed
+eventually (phase 2, or roll-forward by recovery), never aborted. A ``complete`` record follows
+when phase 2 is done; from then on the participants' transactional ids may be reused and their
+state says nothing about the decided epoch. A ``reset`` record (from the CLI) forgets a prefix.
+
+Writing through ``<prefix>-coordinator`` fences a zombie driver: ``init_transactions`` bumps the
+coordinator's epoch, so an older driver's decision can no longer commit.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Literal, Mapping, Optional
+
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+from spark_kafka_eos.errors import KafkaEosError
+from spark_kafka_eos.options import parse_reader_options
+from spark_kafka_eos.read.partition_reader import read_offset_range
+from spark_kafka_eos.read.planner import OffsetRange
+from spark_kafka_eos.txn.session import PreparedTxnState
+from spark_kafka_eos.write.transactional_id import coordinator_transactional_id
+from spark_kafka_eos.write.writer_options import WriterOptions
+
+FORMAT_VERSION = 1
+COORDINATOR_TRANSACTION_TIMEOUT_MS = 60_000
+"""The decision transaction only writes one record: a short timeout keeps a crashed driver's
+half-written decision from holding the log's LSO for long."""
+_LOG_TOPIC_CONFIG = {
+    "cleanup.policy": "compact",
+    "min.compaction.lag.ms": "0",
+    "segment.ms": "3600000",
+    "min.cleanable.dirty.ratio": "0.1",
+}
+
+RecordKind = Literal["decision", "complete", "reset"]
+
+
+class KafkaEosDecisionLogError(KafkaEosError):
+    """The decision log cannot be read or written."""
+
+
+@dataclass(frozen=True)
+class Participant:
+    """One task attempt's prepared transaction, as decided."""
+
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    spark_partition: int
+    records: tuple[tuple[str, int, int], ...] = ()
+
+    @property
+    def state(self) -> PreparedTxnState:
+        return PreparedTxnState(self.transactional_id, self.producer_id, self.epoch)
+
+    def describe_output(self) -> str:
+        return ", ".join(f"{t}-{p}: {n} records" for t, p, n in self.records) or "no records"
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One record of the decision log. ``epoch_id`` names the Spark epoch: ``stream:<batchId>``
+    for a micro-batch, ``batch:<writeId>`` for a whole batch job."""
+
+    kind: RecordKind
+    prefix: str
+    epoch_id: str
+    participants: tuple[Participant, ...] = ()
+    consumer_group: Optional[str] = None
+    offsets: tuple[tuple[str, int, int], ...] = ()
+    written_at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    @property
+    def batch_id(self) -> Optional[int]:
+        """The micro-batch id of a streaming epoch, None for a batch job."""
+        kind, _, value = self.epoch_id.partition(":")
+        return int(value) if kind == "stream" else None
+
+    def completed(self) -> "LogRecord":
+        return LogRecord("complete", self.prefix, self.epoch_id, consumer_group=self.consumer_group, offsets=self.offsets)
+
+    def to_json(self) -> bytes:
+        body = asdict(self)
+        body["format"] = FORMAT_VERSION
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> "LogRecord":
+        body = json.loads(raw)
+        if body.get("format") != FORMAT_VERSION:
+            raise KafkaEosDecisionLogError(
+                f"Decision log record of format {body.get('format')!r}; this version reads format {FORMAT_VERSION}. "
+                "Upgrade spark-kafka-eos."
+            )
+        participants = tuple(
+            Participant(
+                p["transactional_id"], p["producer_id"], p["epoch"], p["spark_partition"],
+                tuple(tuple(r) for r in p["records"]),  # type: ignore[misc]
+            )
+            for p in body["participants"]
+        )
+        return cls(
+            body["kind"], body["prefix"], body["epoch_id"], participants, body.get("consumer_group"),
+            tuple(tuple(o) for o in body.get("offsets", ())), body["written_at_ms"],  # type: ignore[misc]
+        )
+
+
+def stream_epoch(batch_id: int) -> str:
+    return f"stream:{batch_id}"
+
+
+def batch_epoch(write_id: str) -> str:
+    return f"batch:{write_id}"
+
+
+class DecisionLog:
+    """Reads the last record of a prefix and appends records in the coordinator's transaction."""
+
+    def __init__(self, options: WriterOptions, settle_timeout_s: float = 2 * COORDINATOR_TRANSACTION_TIMEOUT_MS / 1000) -> None:
+        self._options = options
+        self._topic = options.decision_log_topic
+        self._connection = options.connection_config()
+        self._admin = AdminClient(self._connection)
+        self._settle_timeout_s = settle_timeout_s
+
+    # -- topic ----------------------------------------------------------------------------
+    def ensure_topic(self) -> None:
+        """Create the compacted log topic when it is missing; a clear error if that is forbidden."""
+        if self._topic in self._admin.list_topics(timeout=30).topics:
+            return
+        brokers = len(self._admin.list_topics(timeout=30).brokers)
+        replication = min(3, brokers)
+        futures = self._admin.create_topics(
+            [NewTopic(self._topic, 1, replication, config=dict(_LOG_TOPIC_CONFIG))], operation_timeout=30
+        )
+        try:
+            futures[self._topic].result(60)
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return
+            settings = " ".join(f"--config {k}={v}" for k, v in _LOG_TOPIC_CONFIG.items())
+            raise KafkaEosDecisionLogError(
+                f"The decision log topic '{self._topic}' (option decisionLogTopic) does not exist and could not be "
+                f"created: {error.str()}. Fix: have an administrator create it: kafka-topics --create --topic "
+                f"{self._topic} --partitions 1 --replication-factor {replication} {settings}"
+            ) from None
+
+    # -- reading --------------------------------------------------------------------------
+    def last(self, prefix: str) -> Optional[LogRecord]:
+        """The last committed record of ``prefix``, or None. Waits until no transaction is open on
+        the log, so a decision just committed (whose markers may still be in flight) is seen."""
+        end = self._settled_end()
+        if end == 0:
+            return None
+        reader_options = parse_reader_options(
+            {"assign": json.dumps({self._topic: [0]}), **{f"kafka.{k}": v for k, v in self._connection.items()}},
+            streaming=False,
+        )
+        found: Optional[bytes] = None
+        for batch in read_offset_range(reader_options, OffsetRange(self._topic, 0, 0, end)):
+            for key, value in zip(batch.column("key").to_pylist(), batch.column("value").to_pylist()):
+                if key == prefix.encode():
+                    found = value
+        return LogRecord.from_json(found) if found else None
+
+    def _settled_end(self) -> int:
+        deadline = time.monotonic() + self._settle_timeout_s
+        tp = KafkaTopicPartition(self._topic, 0)
+        while True:
+            stable = self._offset(tp, IsolationLevel.READ_COMMITTED)
+            written = self._offset(tp, IsolationLevel.READ_UNCOMMITTED)
+            if stable == written:
+                return stable
+            if time.monotonic() > deadline:
+                raise KafkaEosDecisionLogError(
+                    f"The decision log '{self._topic}' has had an open transaction for {self._settle_timeout_s:g}s "
+                    f"(last stable offset {stable}, high watermark {written}): a coordinator of another prefix "
+                    "crashed mid-decision. It is aborted by the broker after its transaction timeout; retry then."
+                )
+            time.sleep(0.02)
+
+    def _offset(self, tp: KafkaTopicPartition, isolation: IsolationLevel) -> int:
+        futures = self._admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=isolation, request_timeout=30)
+        return int(futures[tp].result(30).offset)
+
+    # -- writing --------------------------------------------------------------------------
+    def append(self, record: LogRecord, group_offsets: Optional[Mapping[tuple[str, int], int]] = None) -> None:
+        """Commit ``record`` (and the consumer group's offsets, when given) in the coordinator's
+        transaction. Returns only once it is committed; raises if it is not."""
+        txn_id = coordinator_transactional_id(record.prefix)
+        producer = Producer(self._options.producer_config(txn_id, COORDINATOR_TRANSACTION_TIMEOUT_MS))
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        try:
+            producer.produce(self._topic, value=record.to_json(), key=record.prefix.encode())
+            if group_offsets and record.consumer_group:
+                producer.send_offsets_to_transaction(
+                    [KafkaTopicPartition(t, p, o) for (t, p), o in sorted(group_offsets.items())],
+                    _group_metadata(self._connection, record.consumer_group),
+                    30,
+                )
+            producer.flush(30)
+        except Exception:
+            _abort_quietly(producer)
+            raise
+        _commit(producer)
+
+
+def _group_metadata(connection: Mapping[str, str], group: str) -> object:
+    consumer = Consumer({**connection, "group.id": group, "enable.auto.commit": False})
+    try:
+        return consumer.consumer_group_metadata()
+    finally:
+        consumer.close()
+
+
+def _abort_quietly(producer: Producer) -> None:
+    try:
+        producer.abort_transaction(30)
+    except KafkaException:
+        pass  # the broker aborts it after COORDINATOR_TRANSACTION_TIMEOUT_MS
+
+
+def _commit(producer: Producer, attempts: int = 5) -> None:
+    """Commit, retrying retriable errors. An error here leaves the outcome to be read back from
+    the log: the caller re-reads it rather than guessing."""
+    for attempt in range(attempts):
+        try:
+            producer.commit_transaction(30)
+            return
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if error.retriable() and attempt + 1 < attempts:
+                continue
+            if error.txn_requires_abort():
+                _abort_quietly(producer)
+            raise KafkaEosDecisionLogError(f"The decision could not be committed: {error.str()}") from None

@@ -1,0 +1,137 @@
+"""Check the schema of a DataFrame written with ``kafka_eos``, on the driver, before any task runs.
+
+Columns are those of Spark's Kafka sink, matched by exact name:
+
+* ``value`` (binary or string), required; null values are tombstones;
+* ``key`` (binary or string), optional;
+* ``topic`` (string), required unless the ``topic`` option is set, which then wins (as in Spark);
+* ``partition`` (int), optional; null means "let the partitioner choose";
+* ``headers`` (array<struct<key:string,value:binary>>), optional;
+* ``source_topic`` (string), ``source_partition`` (int), ``source_offset`` (bigint): where each row was read
+  from. Never written to Kafka; the task reports max(offset) + 1 per source partition, which the coordinator
+  commits to ``consumerGroup`` inside the decision transaction. All three are required with ``consumerGroup``.
+  A pipeline reading with ``kafka_eos`` renames the reader's topic, partition and offset columns to these.
+
+Any other column is ignored, as Spark's Kafka sink does, so a DataFrame can carry columns it needs elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructType,
+)
+
+from spark_kafka_eos.errors import KafkaEosError
+from spark_kafka_eos.write.writer_options import WriterOptions
+
+VALUE, KEY, TOPIC, PARTITION, HEADERS = "value", "key", "topic", "partition", "headers"
+SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET = "source_topic", "source_partition", "source_offset"
+SOURCE_COLUMNS = (SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET)
+
+_BYTES = (BinaryType(), StringType())
+# Column -> (accepted types, how an error message names them).
+_COLUMN_TYPES: dict[str, tuple[tuple[DataType, ...], str]] = {
+    VALUE: (_BYTES, "binary or string"),
+    KEY: (_BYTES, "binary or string"),
+    TOPIC: ((StringType(),), "string"),
+    PARTITION: ((IntegerType(),), "int"),
+    SOURCE_TOPIC: ((StringType(),), "string"),
+    SOURCE_PARTITION: ((IntegerType(),), "int"),
+    SOURCE_OFFSET: ((LongType(),), "bigint"),
+}
+_HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+ALLOWED_COLUMNS = (VALUE, KEY, TOPIC, PARTITION, HEADERS, *SOURCE_COLUMNS)
+
+
+class KafkaEosSchemaError(KafkaEosError, ValueError):
+    """The DataFrame to write lacks a column the sink needs, or has one of the wrong type."""
+
+    def __init__(self, column: str, problem: str, fix: str) -> None:
+        self.column = column
+        super().__init__(f"Column '{column}': {problem} Fix: {fix}")
+
+
+@dataclass(frozen=True)
+class InputColumns:
+    """Which sink columns the DataFrame has (``value`` always), and which it has that the sink ignores."""
+
+    key: bool
+    topic: bool
+    partition: bool
+    headers: bool
+    source_position: bool
+    ignored: tuple[str, ...] = ()
+
+
+def validate_input_schema(schema: StructType, options: WriterOptions) -> InputColumns:
+    """Check ``schema`` against the sink's columns and ``options``; raise :class:`KafkaEosSchemaError`."""
+    names = [field.name for field in schema.fields]
+    duplicated = sorted(name for name, count in Counter(names).items() if count > 1 and name in ALLOWED_COLUMNS)
+    if duplicated:
+        raise KafkaEosSchemaError(duplicated[0], "appears more than once.", "select or rename so that it appears once.")
+    types = {field.name: field.dataType for field in schema.fields}
+    if VALUE not in types:
+        raise KafkaEosSchemaError(VALUE, f"is missing{_case_hint(VALUE, names)}.", "add a value column, e.g. df.selectExpr('CAST(v AS STRING) AS value').")
+    if TOPIC not in types and options.topic is None:
+        raise KafkaEosSchemaError(
+            TOPIC, f"is missing{_case_hint(TOPIC, names)} and no 'topic' option is set.",
+            "add .option('topic', 'name'), or a string column 'topic' naming each row's topic.",
+        )
+    for name, data_type in types.items():
+        if name in _COLUMN_TYPES:
+            _check_type(name, data_type)
+    if HEADERS in types:
+        _check_headers(types[HEADERS])
+    present_sources = [name for name in SOURCE_COLUMNS if name in types]
+    if options.consumer_group is not None or present_sources:
+        missing = [name for name in SOURCE_COLUMNS if name not in types]
+        if missing:
+            why = (f"the consumerGroup option ({options.consumer_group!r}) needs it" if options.consumer_group is not None
+                   else f"it goes with {', '.join(present_sources)}")
+            raise KafkaEosSchemaError(
+                missing[0], f"is missing; {why}.",
+                "carry the reader's topic, partition and offset columns as source_topic, source_partition and "
+                "source_offset (withColumnRenamed), or remove consumerGroup and the source_* columns.",
+            )
+    return InputColumns(
+        key=KEY in types,
+        topic=TOPIC in types,
+        partition=PARTITION in types,
+        headers=HEADERS in types,
+        source_position=bool(present_sources),
+        ignored=tuple(name for name in names if name not in ALLOWED_COLUMNS),
+    )
+
+
+def _check_type(name: str, data_type: DataType) -> None:
+    accepted, description = _COLUMN_TYPES[name]
+    if data_type not in accepted:
+        cast = "string" if description == "binary or string" else description
+        raise KafkaEosSchemaError(
+            name, f"has type {data_type.simpleString()}, but must be {description}.",
+            f"cast {name} to {description.replace(' or ', '/')}, e.g. col('{name}').cast('{cast}').",
+        )
+
+
+def _check_headers(data_type: DataType) -> None:
+    element = data_type.elementType if isinstance(data_type, ArrayType) else None
+    fields = sorted((f.name, f.dataType.simpleString()) for f in element.fields) if isinstance(element, StructType) else []
+    if fields != [("key", "string"), ("value", "binary")]:
+        raise KafkaEosSchemaError(
+            HEADERS, f"has type {data_type.simpleString()}, but must be {_HEADERS_TYPE}.",
+            "build it as array(struct(lit('name').alias('key'), col('v').cast('binary').alias('value'))).",
+        )
+
+
+def _case_hint(name: str, names: list[str]) -> str:
+    other = [n for n in names if n.lower() == name and n != name]
+    return f" (found '{other[0]}': column names are matched exactly; rename it)" if other else ""

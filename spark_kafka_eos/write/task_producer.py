@@ -1,0 +1,372 @@
+"""Executor side of the write path: one task attempt's transaction, prepared for the driver to decide.
+
+Per task attempt: one transactional producer under ``<prefix>-<sparkPartition>-<attempt>``, created on the
+first non-empty Arrow batch (a task without rows opens no transaction and registers no id). It runs
+init_transactions (fencing any earlier holder of the id), begin, produce, flush -- the prepare phase -- then
+reads its producer id and epoch and is dropped *without* ``close()``: ``close()`` would abort the
+transaction, while dropping the last reference leaves it open on the coordinator for the driver to commit
+or abort by identity (see :mod:`spark_kafka_eos.txn.session`).
+
+The producer id and epoch come from librdkafka's statistics (``eos.producer_id`` / ``eos.producer_epoch``),
+read after the flush: they are the producer's own, need no extra connection from the executor, and cost one
+statistics interval at most. The coordinator checks them against DescribeTransactions before deciding.
+
+Any failure (a record the broker refuses, a null topic, an error upstream in the iterator) aborts the task's
+transaction before the error propagates, so nothing the task wrote can ever become visible.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import traceback
+from collections import defaultdict
+from dataclasses import dataclass
+from itertools import repeat
+from typing import Any, Iterable, Iterator, Mapping, Optional
+
+import pyarrow as pa
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from pyspark import TaskContext
+
+from spark_kafka_eos.errors import KafkaEosError
+from spark_kafka_eos.txn.session import PreparedTxnState
+from spark_kafka_eos.write.commit_message import PartitionCount, SourceOffset, TaskCommit
+from spark_kafka_eos.write.input_schema import (
+    HEADERS,
+    KEY,
+    PARTITION,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    SOURCE_TOPIC,
+    TOPIC,
+    VALUE,
+)
+from spark_kafka_eos.write.transactional_id import task_transactional_id
+from spark_kafka_eos.write.writer_options import STATS_INTERVAL_MS, WriterOptions
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
+"""librdkafka's default; the driver normally passes the broker's transaction.max.timeout.ms instead."""
+CONTROL_TIMEOUT_S = 60.0
+"""Bound of init_transactions (which may first wait for the abort of the id's previous transaction) and abort."""
+_FLUSH_SLICE_S = 0.2
+_IDENTITY_TIMEOUT_S = max(10.0, 20 * STATS_INTERVAL_MS / 1000)
+_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+_SIZE_FIX = (
+    "raise the topic's max.message.bytes (kafka-configs --alter --entity-type topics --add-config "
+    "max.message.bytes=...) and, for records over 1 MB, kafka.message.max.bytes; or write smaller records. "
+    "If single records are small, set kafka.batch.size below the topic's max.message.bytes"
+)
+_FENCED_FIX = "another attempt with the same transactional id took over (a zombie task); Spark retries the task"
+_FIXES: Mapping[int, str] = {
+    KafkaError.MSG_SIZE_TOO_LARGE: _SIZE_FIX,
+    KafkaError.RECORD_LIST_TOO_LARGE: _SIZE_FIX,
+    KafkaError.UNKNOWN_TOPIC_OR_PART: "create the topic, or fix the topic option or column",
+    KafkaError._UNKNOWN_TOPIC: "create the topic, or fix the topic option or column",
+    KafkaError._UNKNOWN_PARTITION: "the partition column names a partition the topic does not have; "
+    "use values from 0 to partitions - 1, or null to let the partitioner choose",
+    KafkaError.TOPIC_AUTHORIZATION_FAILED: "grant the principal WRITE on the topic",
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "grant the principal WRITE and DESCRIBE on the "
+    "TransactionalId resources of the prefix (ACL pattern type PREFIXED)",
+    KafkaError._MSG_TIMED_OUT: "the brokers did not acknowledge in time; check that the topic exists and that the "
+    "brokers are reachable and healthy",
+    KafkaError._TIMED_OUT: "the transaction coordinator did not answer in time; check that the brokers are healthy",
+    KafkaError._FENCED: _FENCED_FIX,
+    KafkaError.PRODUCER_FENCED: _FENCED_FIX,
+    KafkaError.INVALID_PRODUCER_EPOCH: _FENCED_FIX,
+}
+_MAX_REPORTED_FAILURES = 5
+
+
+class KafkaEosWriteError(KafkaEosError):
+    """A task could not write its records; its transaction was aborted, so none of them is visible."""
+
+    def __init__(self, transactional_id: str, problem: str, fix: str) -> None:
+        self.transactional_id = transactional_id
+        super().__init__(
+            f"Writing to Kafka failed (transactional id {transactional_id!r}): {problem} None of the task's records "
+            f"becomes visible (its transaction, if any, is aborted). Fix: {fix}."
+        )
+
+
+@dataclass(frozen=True)
+class TaskIdentity:
+    """Which Spark task attempt is writing."""
+
+    spark_partition: int
+    attempt_number: int
+    task_attempt_id: int
+
+    @classmethod
+    def current(cls) -> "TaskIdentity":
+        """The identity of the running Spark task (``pyspark.TaskContext``)."""
+        context = TaskContext.get()
+        if context is None:
+            raise RuntimeError("write_task is not running in a Spark task: pass task=TaskIdentity(...) explicitly")
+        return cls(context.partitionId(), context.attemptNumber(), context.taskAttemptId())
+
+
+def write_task(
+    options: WriterOptions,
+    batches: Iterable[pa.RecordBatch],
+    task: Optional[TaskIdentity] = None,
+    transaction_timeout_ms: Optional[int] = None,
+) -> TaskCommit:
+    """Write ``batches`` in one open transaction of this task attempt and return its commit message.
+
+    ``task`` defaults to the running Spark task; ``transaction_timeout_ms`` (as resolved by the driver) to
+    ``options.transaction_timeout_ms``, then to :data:`DEFAULT_TRANSACTION_TIMEOUT_MS`. The transaction is
+    left open (flushed, not committed) for the driver's coordinator.
+    """
+    identity = task or TaskIdentity.current()
+    transactional_id = task_transactional_id(options.prefix, identity.spark_partition, identity.attempt_number)
+    timeout_ms = transaction_timeout_ms or options.transaction_timeout_ms or DEFAULT_TRANSACTION_TIMEOUT_MS
+    transaction: Optional[_TaskTransaction] = None
+    positions = _SourcePositions()
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            if transaction is None:
+                transaction = _TaskTransaction(transactional_id, options.producer_config(transactional_id, timeout_ms))
+            transaction.produce(_records(batch, options.topic, transactional_id))
+            positions.add(batch)
+        prepared, records = transaction.prepare(timeout_ms) if transaction is not None else (None, ())
+    except BaseException as exc:
+        if transaction is not None:
+            transaction.abort()
+            # The traceback's frames still reference the producer; release it now, not when the error is dropped.
+            traceback.clear_frames(exc.__traceback__)
+        raise
+    return TaskCommit(
+        spark_partition=identity.spark_partition,
+        attempt_number=identity.attempt_number,
+        task_attempt_id=identity.task_attempt_id,
+        transaction=prepared,
+        records=records,
+        source_offsets=positions.next_offsets(),
+    )
+
+
+class _TaskTransaction:
+    """A transactional producer with one open transaction: produce, then prepare or abort.
+
+    Its callbacks are plain objects that never refer back to the producer, so dropping ``_producer`` frees
+    it at once (reference counting, no cycle) and with it the librdkafka instance -- without aborting.
+    """
+
+    def __init__(self, transactional_id: str, config: Mapping[str, object]) -> None:
+        self._transactional_id = transactional_id
+        self._deliveries = _DeliveryTally()
+        self._stats = _EosStats()
+        producer = Producer({**config, "on_delivery": self._deliveries.on_delivery, "stats_cb": self._stats.on_stats})
+        try:
+            producer.init_transactions(CONTROL_TIMEOUT_S)
+            producer.begin_transaction()
+        except KafkaException as exc:
+            raise _write_error(transactional_id, "init_transactions / begin_transaction", [(None, None, exc.args[0], 0)]) from None
+        self._producer: Optional[Producer] = producer
+
+    def produce(self, records: Iterable[tuple[str, Any, Any, int, Any]]) -> None:
+        producer = self._live()
+        produce = producer.produce
+        for record in records:
+            try:
+                # Positional: keywords cost ~40% of the rate. Order: topic, value, key, partition,
+                # callback, on_delivery (None: the configured one), timestamp (0: now), headers.
+                produce(record[0], record[1], record[2], record[3], None, None, 0, record[4])
+            except BufferError:
+                self._produce_when_room(record)
+            except KafkaException as exc:
+                producer.poll(0)  # a delivery failure, if any, is the cause; report it rather than its echo
+                self._deliveries.add_failure(record[0], record[3], exc.args[0])
+                raise self._deliveries.error(self._transactional_id, "produce") from None
+        producer.poll(0)
+        self._raise_on_failed_delivery()  # stop writing into a transaction that can only be aborted
+
+    def _produce_when_room(self, record: tuple[str, Any, Any, int, Any]) -> None:
+        producer = self._live()
+        deadline = time.monotonic() + CONTROL_TIMEOUT_S
+        while True:
+            producer.poll(0.05)
+            try:
+                producer.produce(record[0], record[1], record[2], record[3], None, None, 0, record[4])
+                return
+            except BufferError:
+                if time.monotonic() > deadline:
+                    raise _write_error(self._transactional_id, "the producer queue stayed full",
+                                       [(record[0], record[3], KafkaError(KafkaError._QUEUE_FULL), 1)]) from None
+
+    def prepare(self, transaction_timeout_ms: int) -> tuple[PreparedTxnState, tuple[PartitionCount, ...]]:
+        """Flush, check every delivery, read the producer id and epoch, and drop the producer unclosed."""
+        self._flush(transaction_timeout_ms / 1000 + 5)
+        eos = self._stats.wait_for_transaction(self._live(), self._transactional_id)
+        self._producer = None  # the only reference: librdkafka is destroyed here, the transaction stays open
+        return PreparedTxnState(self._transactional_id, eos["producer_id"], eos["producer_epoch"]), self._deliveries.counts()
+
+    def _flush(self, timeout_s: float) -> None:
+        """Wait for every delivery report. After a failed delivery librdkafka holds the remaining records
+        until the transaction is aborted, so a plain flush() would wait out its whole timeout: check often."""
+        producer = self._live()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            unflushed = producer.flush(_FLUSH_SLICE_S)
+            self._raise_on_failed_delivery()
+            if not unflushed:
+                return
+            if time.monotonic() > deadline:
+                raise _write_error(self._transactional_id, f"{unflushed} records were still unacknowledged after the flush",
+                                   [(None, None, KafkaError(KafkaError._MSG_TIMED_OUT), unflushed)])
+
+    def _raise_on_failed_delivery(self) -> None:
+        if self._deliveries.failures:
+            raise self._deliveries.error(self._transactional_id, "delivery")
+
+    def abort(self) -> None:
+        """Abort the open transaction (best effort: what stays open is aborted by the driver's recovery)."""
+        producer, self._producer = self._producer, None
+        if producer is None:
+            return
+        try:
+            producer.abort_transaction(CONTROL_TIMEOUT_S)
+        except KafkaException as exc:
+            log.warning("could not abort transaction %s (%s); the driver's recovery aborts it",
+                        self._transactional_id, exc.args[0].str())
+
+    def _live(self) -> Producer:
+        if self._producer is None:
+            raise RuntimeError(f"the transaction of {self._transactional_id} is already prepared or aborted")
+        return self._producer
+
+
+class _DeliveryTally:
+    """Delivery callback: delivered records per (topic, partition), failures per (topic, partition, error)."""
+
+    def __init__(self) -> None:
+        self.delivered: defaultdict[tuple[str, int], int] = defaultdict(int)
+        self.failures: dict[tuple[Optional[str], Optional[int], int], tuple[KafkaError, int]] = {}
+
+    def on_delivery(self, err: Optional[KafkaError], msg: Message) -> None:
+        """Called once per record (a third of a task's CPU time at 100-byte records: keep it lean)."""
+        if err is None:
+            self.delivered[msg.topic(), msg.partition()] += 1
+        else:
+            self.add_failure(msg.topic(), msg.partition(), err)
+
+    def add_failure(self, topic: Optional[str], partition: Optional[int], err: KafkaError) -> None:
+        key = (topic, partition, err.code())
+        self.failures[key] = (err, self.failures.get(key, (err, 0))[1] + 1)
+
+    def counts(self) -> tuple[PartitionCount, ...]:
+        return tuple((topic, partition, count) for (topic, partition), count in sorted(self.delivered.items()))
+
+    def error(self, transactional_id: str, stage: str) -> KafkaEosWriteError:
+        failures = [(t, p, err, n) for (t, p, _), (err, n) in self.failures.items()]
+        # Records purged by the failing transaction are an echo of the failure, not its cause.
+        causes = [f for f in failures if f[2].code() not in _PURGED] or failures
+        return _write_error(transactional_id, stage, causes)
+
+
+def _write_error(transactional_id: str, stage: str,
+                 failures: list[tuple[Optional[str], Optional[int], KafkaError, int]]) -> KafkaEosWriteError:
+    described = [
+        f"{_where(topic, partition)}{err.name()} ({err.str()})" + (f" for {count} record(s)" if count else "")
+        for topic, partition, err, count in failures[:_MAX_REPORTED_FAILURES]
+    ]
+    fixes = dict.fromkeys(_FIXES.get(err.code(), "see the Kafka error") for _, _, err, _ in failures)
+    return KafkaEosWriteError(transactional_id, f"{stage}: {'; '.join(described)}.", "; ".join(fixes))
+
+
+def _where(topic: Optional[str], partition: Optional[int]) -> str:
+    if topic is None:
+        return ""
+    return f"topic {topic} partition {partition}: " if partition is not None and partition >= 0 else f"topic {topic}: "
+
+
+class _EosStats:
+    """Statistics callback that keeps the ``eos`` section of librdkafka's statistics once asked to."""
+
+    def __init__(self) -> None:
+        self._wanted = False
+        self._eos: Optional[dict[str, Any]] = None
+
+    def on_stats(self, text: str) -> None:
+        if self._wanted:
+            self._eos = json.loads(text).get("eos")
+
+    def wait_for_transaction(self, producer: Producer, transactional_id: str) -> dict[str, Any]:
+        """The first statistics emitted from now on: producer id, epoch, and an open transaction."""
+        self._wanted, self._eos = True, None
+        deadline = time.monotonic() + _IDENTITY_TIMEOUT_S
+        while self._eos is None:
+            if time.monotonic() > deadline:
+                raise KafkaEosWriteError(
+                    transactional_id, f"librdkafka reported no statistics (producer id, epoch) in {_IDENTITY_TIMEOUT_S:g} s.",
+                    "check that the brokers are healthy; Spark retries the task",
+                )
+            producer.poll(STATS_INTERVAL_MS / 1000)
+        self._wanted = False
+        eos = self._eos
+        if eos.get("txn_state") != "InTransaction" or eos.get("producer_id", -1) < 0:
+            raise KafkaEosWriteError(
+                transactional_id, f"the producer is in transaction state {eos.get('txn_state')} after the flush, "
+                "not InTransaction.", "see the producer's log for the cause; Spark retries the task",
+            )
+        return eos
+
+
+def _records(batch: pa.RecordBatch, topic_option: Optional[str],
+             transactional_id: str) -> Iterator[tuple[str, Any, Any, int, Any]]:
+    """(topic, value, key, partition, headers) per row, converted column by column (no per-row dicts).
+
+    String columns stay ``str``: confluent-kafka encodes them as UTF-8, like Spark's Kafka sink.
+    """
+    rows = batch.num_rows
+    values = batch.column(VALUE).to_pylist()
+    keys = batch.column(KEY).to_pylist() if _has(batch, KEY) else repeat(None, rows)
+    partitions = batch.column(PARTITION).fill_null(-1).to_pylist() if _has(batch, PARTITION) else repeat(-1, rows)
+    headers = _headers(batch.column(HEADERS)) if _has(batch, HEADERS) else repeat(None, rows)
+    return zip(_topics(batch, topic_option, transactional_id), values, keys, partitions, headers)
+
+
+def _topics(batch: pa.RecordBatch, topic_option: Optional[str], transactional_id: str) -> Iterable[str]:
+    if topic_option is not None:  # the topic option wins over a topic column, as in Spark
+        return repeat(topic_option, batch.num_rows)
+    topics = batch.column(TOPIC).to_pylist() if _has(batch, TOPIC) else [None]
+    if None in topics:
+        raise KafkaEosWriteError(
+            transactional_id, "a row has no topic (null or no topic column) and no 'topic' option is set.",
+            "give every row a topic, or set .option('topic', ...)",
+        )
+    return topics
+
+
+def _has(batch: pa.RecordBatch, name: str) -> bool:
+    return batch.schema.get_field_index(name) >= 0
+
+
+def _headers(column: pa.Array) -> list[Optional[list[tuple[str, Optional[bytes]]]]]:
+    return [[(h["key"], h["value"]) for h in row] if row else None for row in column.to_pylist()]
+
+
+class _SourcePositions:
+    """The next source offset to consume (max written + 1) per source partition, over every batch."""
+
+    def __init__(self) -> None:
+        self._next: dict[tuple[str, int], int] = {}
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        if not _has(batch, SOURCE_OFFSET):
+            return
+        positions = pa.Table.from_batches([batch.select([SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET])])
+        maxima = positions.group_by([SOURCE_TOPIC, SOURCE_PARTITION]).aggregate([(SOURCE_OFFSET, "max")])
+        columns = (maxima.column(name).to_pylist() for name in (SOURCE_TOPIC, SOURCE_PARTITION, f"{SOURCE_OFFSET}_max"))
+        for topic, partition, offset in zip(*columns):
+            if topic is not None and partition is not None and offset is not None:
+                self._next[(topic, partition)] = max(self._next.get((topic, partition), 0), offset + 1)
+
+    def next_offsets(self) -> tuple[SourceOffset, ...]:
+        return tuple((topic, partition, offset) for (topic, partition), offset in sorted(self._next.items()))

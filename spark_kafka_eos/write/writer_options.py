@@ -1,0 +1,258 @@
+"""Parse and validate the ``kafka_eos`` sink options once, on the driver.
+
+Option names follow Spark's Kafka sink (``kafka.bootstrap.servers``, ``topic``, ``kafka.*``) plus the
+exactly-once ones: ``transactional.id.prefix``, ``decisionLogTopic`` and ``consumerGroup``. Every error
+names the option and the fix, before any task runs. ``kafka.*`` settings pass through to the librdkafka
+producer, except those that would break exactly-once (the sink owns the transactional id, idempotence and
+acks) and Java-only ones; the rest is checked by librdkafka itself, on the driver, without connecting.
+
+The transactional id prefix names every transaction of the sink, so it must be stable across restarts:
+recovery finds a crashed run's open transactions by it. A streaming query without the option derives it
+from ``checkpointLocation`` (same checkpoint, same prefix); a batch write has no such anchor and must set it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import re
+from dataclasses import dataclass, replace
+from typing import Literal, Mapping, Optional
+from urllib.parse import urlsplit
+
+from confluent_kafka import KafkaException, Producer
+
+from spark_kafka_eos.errors import KafkaEosOptionError
+from spark_kafka_eos.options import UNSAFE_SETTINGS, _reject_typos, parse_kafka_settings, pop_bootstrap_servers
+from spark_kafka_eos.secrets import REDACTED, is_secret, redact
+
+DEFAULT_DECISION_LOG_TOPIC = "_kafka_eos_decisions"
+DERIVED_PREFIX_START = "kafka-eos-"
+MAX_PREFIX_LENGTH = 200
+# librdkafka's statistics carry the producer id and epoch (there is no getter); the task reads them once,
+# right after its flush, so the interval bounds that wait.
+STATS_INTERVAL_MS = 100
+
+_PREFIX = re.compile(r"[A-Za-z0-9._-]+")
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_MAX_TRANSACTION_TIMEOUT_MS = 2_147_483_647
+
+# Producer settings the sink sets itself, and why the user may not.
+_OWNED_SETTINGS: Mapping[str, str] = {
+    "transactional.id": "the sink derives one transactional id per task from transactional.id.prefix; "
+    "use .option('transactional.id.prefix', ...) instead",
+    "key.serializer": "kafka_eos has no Java serializers; cast the key column to string or binary",
+    "value.serializer": "kafka_eos has no Java serializers; cast the value column to string or binary",
+    "statistics.interval.ms": "the sink sets it to read the producer id and epoch from librdkafka's statistics; remove it",
+}
+# Settings that only affect how librdkafka reaches the brokers; they may name files that exist only on the
+# executors (e.g. shipped with --files) or run kinit, so the driver-side check leaves them out.
+_NOT_CHECKED_ON_DRIVER = ("ssl.", "sasl.", "security.", "plugin.")
+_CONNECTION_SETTINGS = ("security.", "ssl.", "sasl.", "socket.", "client.dns.", "broker.address.")
+
+
+@dataclass(frozen=True, repr=False)
+class WriterOptions:
+    """Validated options of a ``kafka_eos`` write (streaming or batch)."""
+
+    bootstrap_servers: str
+    topic: Optional[str]
+    prefix: str
+    prefix_source: Literal["option", "checkpointLocation"]
+    decision_log_topic: str
+    consumer_group: Optional[str]
+    transaction_timeout_ms: Optional[int]
+    kafka_config: Mapping[str, str]
+
+    def connection_config(self) -> dict[str, str]:
+        """What any client needs to reach the cluster (bootstrap and security settings), without the
+        producer tuning: for the driver's admin and decision-log clients."""
+        config = {k: v for k, v in self.kafka_config.items() if k.startswith(_CONNECTION_SETTINGS)}
+        config["bootstrap.servers"] = self.bootstrap_servers
+        return config
+
+    def producer_config(self, transactional_id: str, transaction_timeout_ms: int) -> dict[str, object]:
+        """librdkafka configuration of one task's transactional producer."""
+        config: dict[str, object] = {
+            # Spark's Kafka sink uses the Java client's partitioner (murmur2 of the key); librdkafka's own
+            # default (CRC32) would send the same keys to other partitions than format("kafka") did.
+            "partitioner": "murmur2_random",
+            "linger.ms": 5,
+            # librdkafka queues up to 1 GiB by default; keep a task's memory near its Arrow batch.
+            "queue.buffering.max.kbytes": 65536,
+            "client.id": transactional_id,
+        }
+        config.update(self.kafka_config)
+        config.update(
+            {
+                "bootstrap.servers": self.bootstrap_servers,
+                "transactional.id": transactional_id,
+                "transaction.timeout.ms": transaction_timeout_ms,
+                "enable.idempotence": True,
+                "acks": "all",
+                "statistics.interval.ms": STATS_INTERVAL_MS,
+            }
+        )
+        return config
+
+    def __repr__(self) -> str:
+        return (
+            f"WriterOptions(bootstrap_servers={self.bootstrap_servers!r}, topic={self.topic!r}, "
+            f"prefix={self.prefix!r} (from {self.prefix_source}), decision_log_topic={self.decision_log_topic!r}, "
+            f"consumer_group={self.consumer_group!r}, transaction_timeout_ms={self.transaction_timeout_ms}, "
+            f"kafka_config={redact(self.kafka_config)!r})"
+        )
+
+
+def parse_writer_options(options: Mapping[str, str], streaming: bool) -> WriterOptions:
+    """Validate ``options`` (as Spark passes them) for a streaming (``writeStream``) or batch (``write``) sink."""
+    opts = {key.lower(): value for key, value in options.items()}
+    _reject_typos(opts)
+    kafka_config = _producer_settings(opts)
+    bootstrap = pop_bootstrap_servers(kafka_config)
+    timeout = kafka_config.pop("transaction.timeout.ms", None)
+    parsed = WriterOptions(
+        bootstrap_servers=bootstrap,
+        topic=_topic_name(opts, "topic"),
+        **_prefix(opts, streaming),
+        decision_log_topic=_topic_name(opts, "decisionLogTopic") or DEFAULT_DECISION_LOG_TOPIC,
+        consumer_group=_consumer_group(opts),
+        transaction_timeout_ms=None if timeout is None else _transaction_timeout(timeout),
+        kafka_config=kafka_config,
+    )
+    _check_with_librdkafka(parsed)
+    return parsed
+
+
+def derived_prefix(checkpoint_location: str) -> str:
+    """The prefix of a streaming query without ``transactional.id.prefix``: a digest of its checkpoint."""
+    digest = hashlib.sha256(_normalise_location(checkpoint_location).encode("utf-8")).hexdigest()
+    return DERIVED_PREFIX_START + digest[:16]
+
+
+def _producer_settings(opts: Mapping[str, str]) -> dict[str, str]:
+    for key in opts:
+        setting = key[len("kafka."):] if key.startswith("kafka.") else None
+        if setting in _OWNED_SETTINGS:
+            raise KafkaEosOptionError(key, "is not supported by the kafka_eos sink.", _OWNED_SETTINGS[setting] + ".")
+        if setting in UNSAFE_SETTINGS:
+            raise KafkaEosOptionError(key, "is a consumer setting; the kafka_eos sink only produces.", "remove it from the writer's options.")
+    settings = parse_kafka_settings(opts)
+    idempotence = settings.pop("enable.idempotence", "true").strip().lower()
+    if idempotence != "true":
+        raise KafkaEosOptionError(
+            "kafka.enable.idempotence", f"is {idempotence!r}; transactions need the idempotent producer.",
+            "remove it (the sink always enables idempotence).",
+        )
+    for name in ("acks", "request.required.acks"):
+        acks = settings.pop(name, "all").strip().lower()
+        if acks not in ("all", "-1"):
+            raise KafkaEosOptionError(
+                f"kafka.{name}", f"is {acks!r}; exactly-once needs every in-sync replica to acknowledge.",
+                "remove it (the sink always uses acks=all).",
+            )
+    return settings
+
+
+def _prefix(opts: Mapping[str, str], streaming: bool) -> dict[str, str]:
+    given = opts.get("transactional.id.prefix")
+    if given is not None:
+        prefix = given.strip()
+        if not _PREFIX.fullmatch(prefix) or len(prefix) > MAX_PREFIX_LENGTH:
+            raise KafkaEosOptionError(
+                "transactional.id.prefix", f"is {given!r}.",
+                f"use 1 to {MAX_PREFIX_LENGTH} characters among letters, digits, '.', '_' and '-'.",
+            )
+        return {"prefix": prefix, "prefix_source": "option"}
+    checkpoint = (opts.get("checkpointlocation") or "").strip()
+    if streaming and checkpoint:
+        return {"prefix": derived_prefix(checkpoint), "prefix_source": "checkpointLocation"}
+    if streaming:
+        raise KafkaEosOptionError(
+            "transactional.id.prefix/checkpointLocation", "neither is set, so the sink has no stable name for its transactions.",
+            "add .option('transactional.id.prefix', 'orders-etl') (keep it across restarts), "
+            "or give the query's .option('checkpointLocation', ...) to derive it from.",
+        )
+    raise KafkaEosOptionError(
+        "transactional.id.prefix", "is missing; a batch write needs it so that a failed run's open transactions "
+        "are found and aborted by the next run.",
+        "add .option('transactional.id.prefix', 'orders-backfill') and keep it the same when re-running the job.",
+    )
+
+
+def _normalise_location(location: str) -> str:
+    """One spelling per checkpoint directory: 'file:///c/', 'file:/c' and '/c//' are all '/c'."""
+    parts = urlsplit(location.strip())
+    path = posixpath.normpath(parts.path) if parts.path else "/"
+    if path.startswith("//"):  # normpath keeps a leading '//' (POSIX); a checkpoint path never means it
+        path = "/" + path.lstrip("/")
+    if parts.scheme.lower() in ("", "file") and not parts.netloc:
+        return path
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{path}"
+
+
+def _topic_name(opts: Mapping[str, str], option: str) -> Optional[str]:
+    raw = opts.get(option.lower())
+    if raw is None:
+        return None
+    name = raw.strip()
+    if not _TOPIC.fullmatch(name) or name in (".", ".."):
+        raise KafkaEosOptionError(option, f"is {raw!r}, not a valid Kafka topic name.", "use 1 to 249 letters, digits, '.', '_' or '-'.")
+    return name
+
+
+def _consumer_group(opts: Mapping[str, str]) -> Optional[str]:
+    raw = opts.get("consumergroup")
+    if raw is None:
+        return None
+    if not raw.strip():
+        raise KafkaEosOptionError("consumerGroup", "is empty.", "name the consumer group whose offsets the sink commits, or remove the option.")
+    return raw.strip()
+
+
+def _transaction_timeout(raw: str) -> int:
+    text = raw.strip()
+    if not text.isdigit() or not 0 < int(text) <= _MAX_TRANSACTION_TIMEOUT_MS:
+        raise KafkaEosOptionError(
+            "kafka.transaction.timeout.ms", f"is {raw!r}.",
+            "use a whole number of milliseconds greater than 0, at most the broker's transaction.max.timeout.ms "
+            "(or remove it: the sink then uses the broker's maximum).",
+        )
+    return int(text)
+
+
+def _check_with_librdkafka(options: WriterOptions) -> None:
+    """Let librdkafka refuse unknown or invalid producer settings now, rather than in every task."""
+    problem = _librdkafka_refusal(options)
+    if problem is None:
+        return
+    # librdkafka names the property it refused, but not always as the user spelt it (aliases): try them one by one.
+    culprit = next((key for key, value in options.kafka_config.items()
+                    if _librdkafka_refusal(replace(options, kafka_config={key: value}))), None)
+    raise KafkaEosOptionError(
+        f"kafka.{culprit}" if culprit else "kafka.*", f"is refused by librdkafka: {_without_secrets(problem, options)}",
+        "fix or remove the setting (librdkafka's CONFIGURATION.md lists the producer settings).",
+    )
+
+
+def _librdkafka_refusal(options: WriterOptions) -> Optional[str]:
+    """librdkafka's error for the producer configuration, or None. A producer without bootstrap servers
+    never connects; it is created and dropped at once."""
+    config = options.producer_config("kafka-eos-config-check", options.transaction_timeout_ms or _MAX_TRANSACTION_TIMEOUT_MS)
+    config = {key: value for key, value in config.items() if not key.startswith(_NOT_CHECKED_ON_DRIVER)}
+    del config["bootstrap.servers"]
+    config["log_level"] = 0
+    try:
+        Producer(config)
+    except KafkaException as err:
+        return str(err.args[0].str())
+    except (TypeError, ValueError) as err:
+        return str(err)
+    return None
+
+
+def _without_secrets(message: str, options: WriterOptions) -> str:
+    for key, value in options.kafka_config.items():
+        if is_secret(key) and value:
+            message = message.replace(value, REDACTED)
+    return message

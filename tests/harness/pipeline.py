@@ -1,0 +1,97 @@
+"""An exactly-once Kafka -> Spark -> Kafka pipeline for writer tests, and the checks on its output."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from spark_kafka_eos.txn.session import TransactionSession, TxnState
+from spark_kafka_eos.write.transactional_id import coordinator_transactional_id, parse_task_transactional_id
+from tests.harness.kafka import KafkaTestCluster, Sent
+
+
+@dataclass
+class Pipeline:
+    """Copies ``source`` to ``sink`` through ``kafka_eos`` with ``prefix``."""
+
+    spark: SparkSession
+    kafka: KafkaTestCluster
+    source: str
+    sink: str
+    prefix: str
+    checkpoint: Path
+    decision_log: str
+
+    @classmethod
+    def create(cls, spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path, partitions: int = 3) -> "Pipeline":
+        tag = uuid.uuid4().hex[:8]
+        return cls(
+            spark, kafka, kafka.create_topic(partitions, prefix="src"), kafka.create_topic(partitions, prefix="sink"),
+            f"eos-{tag}", tmp_path / f"checkpoint-{tag}", f"_decisions-{tag}",
+        )
+
+    def source_df(self, **options: object) -> DataFrame:
+        reader = (
+            self.spark.readStream.format("kafka_eos")
+            .option("kafka.bootstrap.servers", self.kafka.bootstrap_servers)
+            .option("subscribe", self.source)
+            .option("startingOffsets", "earliest")
+        )
+        for name, value in options.items():
+            reader = reader.option(name, str(value))
+        return reader.load()
+
+    def start(self, df: Optional[DataFrame] = None, **options: object) -> StreamingQuery:
+        frame = df if df is not None else self.source_df(maxOffsetsPerTrigger=options.pop("maxOffsetsPerTrigger", 50))
+        writer = (
+            frame.selectExpr("key", "value", "partition")
+            .writeStream.format("kafka_eos")
+            .option("kafka.bootstrap.servers", self.kafka.bootstrap_servers)
+            .option("topic", self.sink)
+            .option("transactional.id.prefix", self.prefix)
+            .option("decisionLogTopic", self.decision_log)
+            .option("checkpointLocation", str(self.checkpoint))
+        )
+        for name, value in options.items():
+            writer = writer.option(name, str(value))
+        return writer.start()
+
+    def produce(self, count: int, start: int = 0) -> list[Sent]:
+        partitions = self.kafka.partitions_of(self.source)
+        return self.kafka.produce_plain(
+            self.source, [Sent(partitions[i % len(partitions)], f"k{i}".encode(), f"v{i}".encode()) for i in range(start, start + count)]
+        )
+
+    def open_transactions(self) -> list[str]:
+        """Open transactions of the prefix, as ListTransactions reports them."""
+        with TransactionSession(self.kafka.bootstrap_servers) as session:
+            return sorted(
+                t.transactional_id
+                for t in session.list_transactions(state_filters=[TxnState.ONGOING.value])
+                if t.transactional_id == coordinator_transactional_id(self.prefix)
+                or parse_task_transactional_id(self.prefix, t.transactional_id) is not None
+            )
+
+    def assert_exactly_once(self, sent: list[Sent]) -> None:
+        """The sink holds every sent record exactly once, in per-partition order, and no
+        transaction of the prefix is open."""
+        self.kafka.wait_until_stable(self.sink)
+        out = self.kafka.read_committed(self.sink)
+        counts = Counter(r.value for r in out)
+        duplicates = {v: n for v, n in counts.items() if n > 1}
+        missing = {s.value for s in sent} - set(counts)
+        assert not duplicates, f"{len(duplicates)} duplicated records, e.g. {list(duplicates.items())[:5]}"
+        assert not missing, f"{len(missing)} lost records, e.g. {sorted(missing)[:5]}"
+        assert len(out) == len(sent)
+        # Records keep their source partition (the partition column) and their order within it.
+        for partition in {s.partition for s in sent}:
+            written = [s.value for s in sent if s.partition == partition]
+            read = [r.value for r in out if r.partition == partition]
+            assert read == written, f"partition {partition} out of order"
+        assert self.open_transactions() == []
