@@ -46,7 +46,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator["object"]:
 
     warehouse = Path(tmp_path_factory.mktemp("warehouse"))
     session = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master("local[2,3]")
         .appName("spark-kafka-eos-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

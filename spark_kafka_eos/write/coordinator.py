@@ -39,7 +39,10 @@ log = logging.getLogger(__name__)
 VERIFY_MARGIN_MS = 10_000
 """A participant must have at least this long left before its transaction times out, or the
 epoch is aborted rather than decided: phase 2 has to reach it in time."""
-FAULT_POINTS = ("before_decision", "after_decision", "during_phase2")
+TASK_FAULT_POINT = "task_write"
+FAULT_POINTS = ("before_decision", "after_decision", "during_phase2", TASK_FAULT_POINT)
+"""Test-only option ``testing.failAt``: ``<point>`` raises there, ``<point>:kill-driver`` kills the
+driver JVM there (coordinator points), ``task_write:kill`` kills a task's Python worker."""
 
 
 class KafkaEosCommitError(KafkaEosError):

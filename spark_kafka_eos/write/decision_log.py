@@ -41,6 +41,10 @@ _LOG_TOPIC_CONFIG = {
 }
 
 RecordKind = Literal["decision", "complete", "reset"]
+_NOT_READY = {
+    KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT,
+}
 
 
 class KafkaEosDecisionLogError(KafkaEosError):
@@ -188,9 +192,17 @@ class DecisionLog:
                 )
             time.sleep(0.02)
 
-    def _offset(self, tp: KafkaTopicPartition, isolation: IsolationLevel) -> int:
-        futures = self._admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=isolation, request_timeout=30)
-        return int(futures[tp].result(30).offset)
+    def _offset(self, tp: KafkaTopicPartition, isolation: IsolationLevel, timeout_s: float = 30.0) -> int:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                futures = self._admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=isolation, request_timeout=timeout_s)
+                return int(futures[tp].result(timeout_s).offset)
+            except KafkaException as exc:
+                # A log topic created a moment ago has no leader (epoch) everywhere yet.
+                if exc.args[0].code() not in _NOT_READY or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
     # -- writing --------------------------------------------------------------------------
     def append(self, record: LogRecord, group_offsets: Optional[Mapping[tuple[str, int], int]] = None) -> None:

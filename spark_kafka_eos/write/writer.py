@@ -3,13 +3,16 @@ commit and abort go to the :class:`TwoPhaseCommitCoordinator`."""
 
 from __future__ import annotations
 
+import os
+import signal
 import uuid
 from typing import Iterator, Optional, Sequence
 
 import pyarrow as pa
+from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos.write.coordinator import TASK_FAULT_POINT, KafkaEosInjectedFault, TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.decision_log import batch_epoch, stream_epoch
 from spark_kafka_eos.write.task_producer import write_task
 from spark_kafka_eos.write.writer_options import WriterOptions
@@ -22,11 +25,26 @@ class _KafkaEosWriterBase:
         self.fail_at = fail_at
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if self.fail_at is not None and self.fail_at.startswith(TASK_FAULT_POINT):
+            iterator = _fail_after_first_batch(iterator, self.fail_at.partition(":")[2])
         return write_task(self.options, iterator, transaction_timeout_ms=self.transaction_timeout_ms)
 
     @property
     def coordinator(self) -> TwoPhaseCommitCoordinator:
         return TwoPhaseCommitCoordinator(self.options, self.transaction_timeout_ms, self.fail_at)
+
+
+def _fail_after_first_batch(batches: Iterator[pa.RecordBatch], mode: str) -> Iterator[pa.RecordBatch]:
+    """Test-only (``testing.failAt=task_write[:kill]``): the first attempt of Spark partition 0 fails
+    after handing over its first batch: it raises, or with ``kill`` its Python worker dies."""
+    context = TaskContext.get()
+    doomed = context is not None and context.partitionId() == 0 and context.attemptNumber() == 0
+    for index, batch in enumerate(batches):
+        if doomed and index == 1:
+            if mode == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            raise KafkaEosInjectedFault("Injected fault in a task after its first batch (testing.failAt)")
+        yield batch
 
 
 class KafkaEosStreamWriter(_KafkaEosWriterBase, DataSourceStreamArrowWriter):

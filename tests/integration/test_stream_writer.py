@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaException
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from tests.harness.kafka import KafkaTestCluster
@@ -26,3 +28,56 @@ def test_many_batches_exactly_once_in_order(spark: SparkSession, kafka: KafkaTes
         query.stop()
     assert len(batches) >= 9
     pipeline.assert_exactly_once(sent)
+
+
+@pytest.mark.parametrize("point", ["before_decision", "after_decision", "during_phase2"])
+def test_a_driver_failure_then_a_restart_is_exactly_once(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path, point: str) -> None:
+    pipeline = Pipeline.create(spark, kafka, tmp_path)
+    sent = pipeline.produce(120)
+    failing = pipeline.start(maxOffsetsPerTrigger=40, **{"testing.failAt": point})
+    with pytest.raises(StreamingQueryException, match="Injected fault"):
+        failing.awaitTermination(180)
+    restarted = pipeline.start(maxOffsetsPerTrigger=40)
+    try:
+        restarted.processAllAvailable()
+    finally:
+        restarted.stop()
+    pipeline.assert_exactly_once(sent)
+
+
+@pytest.mark.parametrize("mode", ["raise", "kill"])
+def test_a_task_failing_mid_write_is_retried_exactly_once(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path, mode: str) -> None:
+    pipeline = Pipeline.create(spark, kafka, tmp_path)
+    sent = pipeline.produce(150)
+    # Small Arrow batches: the first attempt of partition 0 fails after writing its first batch.
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "5")
+    try:
+        query = pipeline.start(maxOffsetsPerTrigger=60, **{"testing.failAt": "task_write" + (":kill" if mode == "kill" else "")})
+        try:
+            query.processAllAvailable()
+            retried = query.lastProgress is not None
+        finally:
+            query.stop()
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert retried
+    pipeline.assert_exactly_once(sent)
+
+
+def test_a_zombie_attempt_is_fenced_and_aborted(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    pipeline = Pipeline.create(spark, kafka, tmp_path)
+    zombie = kafka.producer(f"{pipeline.prefix}-0-7")
+    zombie.begin_transaction()
+    zombie.produce(pipeline.sink, value=b"zombie", partition=0)
+    zombie.flush(30)
+    assert pipeline.open_transactions() == [f"{pipeline.prefix}-0-7"]
+    sent = pipeline.produce(60)
+    query = pipeline.start()
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    pipeline.assert_exactly_once(sent)
+    with pytest.raises(KafkaException):
+        zombie.commit_transaction(30)
+    assert b"zombie" not in {r.value for r in kafka.read_committed(pipeline.sink)}

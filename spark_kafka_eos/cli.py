@@ -1,0 +1,369 @@
+"""Inspect and repair a transactional id prefix of the ``kafka_eos`` sink.
+
+    python -m spark_kafka_eos.cli inspect --bootstrap-servers B --prefix P [--topic T ...]
+    python -m spark_kafka_eos.cli recover --bootstrap-servers B --prefix P
+    python -m spark_kafka_eos.cli reset   --bootstrap-servers B --prefix P [--yes]
+
+``inspect`` only reads. ``recover`` does what the driver does before every epoch: roll the last decision
+forward, then abort (and fence) every open transaction of the prefix. ``reset`` recovers, then appends a
+``reset`` record so that a new query (a new checkpoint) may reuse the prefix from micro-batch 0.
+Options are parsed by :func:`parse_writer_options`, as the sink parses them; secrets are never printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Callable, Mapping, Optional, Sequence
+
+from confluent_kafka import KafkaError, KafkaException
+
+from spark_kafka_eos.errors import KafkaEosError
+from spark_kafka_eos.options import ReaderOptions, TopicPartition, parse_reader_options
+from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
+from spark_kafka_eos.secrets import REDACTED, is_secret, redact
+from spark_kafka_eos.txn.session import TransactionSession, TxnDescription, TxnSessionError, TxnState
+from spark_kafka_eos.write.decision_log import DecisionLog, LogRecord
+from spark_kafka_eos.write.recovery import abort_lingering, recover
+from spark_kafka_eos.write.transaction_timeout import resolve_transaction_timeout_ms
+from spark_kafka_eos.write.transactional_id import coordinator_transactional_id, parse_task_transactional_id
+from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
+
+EXIT_OK = 0
+EXIT_NOTHING_DONE = 1
+EXIT_ERROR = 2
+
+Command = Callable[[WriterOptions, TransactionSession, argparse.Namespace], int]
+
+_EPILOG = """\
+exit codes: 0 done (inspect: always), 1 refused or nothing to do, 2 error (one line on stderr).
+recover and reset abort every open transaction of the prefix: run them only when the query that
+uses the prefix is stopped (a running query would see its current epoch aborted)."""
+
+
+class KafkaEosCliError(KafkaEosError):
+    """A problem the command line tool reports as one line on stderr."""
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    """Last stable offset vs high watermark of one topic-partition."""
+
+    topic: str
+    partition: int
+    last_stable: int
+    high_watermark: int
+
+    @property
+    def pinned(self) -> bool:
+        """True when an open transaction holds read_committed consumers below the high watermark."""
+        return self.last_stable < self.high_watermark
+
+
+# -- entry point ------------------------------------------------------------------------------
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run one command; returns the exit code (0 ok, 1 refused / nothing done, 2 error)."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as done:  # argparse: 0 after --help, 2 on a usage error (already printed)
+        return done.code if isinstance(done.code, int) else EXIT_ERROR
+    try:
+        options = writer_options(args)
+        with session_for(options) as session:
+            command: Command = args.command
+            return command(options, session, args)
+    except Exception as err:  # every failure is one line on stderr, never a traceback
+        print(f"error: {_scrub(_error_text(err), dict(args.kafka))}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m spark_kafka_eos.cli``."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT[,...]", help="the Kafka cluster")
+    common.add_argument("--prefix", required=True, help="the transactional.id.prefix of the sink")
+    common.add_argument("--decision-log-topic", metavar="TOPIC",
+                        help="the sink's decisionLogTopic option (default: _kafka_eos_decisions)")
+    common.add_argument("--kafka", action="append", default=[], type=_setting, metavar="KEY=VALUE",
+                        help="a librdkafka client setting, as the sink's kafka.* options (security etc.); repeatable")
+    parser = argparse.ArgumentParser(prog="python -m spark_kafka_eos.cli", epilog=_EPILOG,
+                                     description="Inspect and repair a transactional id prefix of the kafka_eos sink.",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    inspect_parser = _add_command(commands, common, inspect_command, "show the prefix's last decision-log record, "
+                                  "its open transactions and, per --topic, last stable offset vs high watermark")
+    inspect_parser.add_argument("--topic", action="append", default=[], metavar="TOPIC",
+                                help="also show this topic's last stable offset vs high watermark; repeatable")
+    _add_command(commands, common, recover_command, "roll the prefix's last decision forward, then abort every "
+                 "open transaction of the prefix (as the driver does before an epoch)")
+    reset_parser = _add_command(commands, common, reset_command, "recover, then append a reset record, so that a "
+                                "new query (new checkpoint) may reuse the prefix from micro-batch 0")
+    reset_parser.add_argument("--yes", action="store_true", help="do it (without: only print what would happen)")
+    return parser
+
+
+def _add_command(commands: "argparse._SubParsersAction[argparse.ArgumentParser]", common: argparse.ArgumentParser,
+                 command: Command, summary: str) -> argparse.ArgumentParser:
+    name = command.__name__.removesuffix("_command")
+    sub = commands.add_parser(name, parents=[common], help=summary, description=summary[0].upper() + summary[1:] + ".",
+                              epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub.set_defaults(command=command)
+    return sub
+
+
+def writer_options(args: argparse.Namespace) -> WriterOptions:
+    """The sink's options for this prefix, parsed exactly as the sink parses them."""
+    settings: dict[str, str] = dict(args.kafka)
+    if "bootstrap.servers" in settings:
+        raise KafkaEosCliError("give the brokers with --bootstrap-servers, not --kafka bootstrap.servers=...")
+    options = {f"kafka.{key}": value for key, value in settings.items()}
+    options.update({"kafka.bootstrap.servers": args.bootstrap_servers, "transactional.id.prefix": args.prefix})
+    if args.decision_log_topic is not None:
+        options["decisionLogTopic"] = args.decision_log_topic
+    return parse_writer_options(options, streaming=False)
+
+
+def session_for(options: WriterOptions) -> TransactionSession:
+    """A transaction session with the sink's connection settings (librdkafka names: the session
+    translates them itself; coordinator.open_session translates them twice, which drops or refuses
+    security settings)."""
+    return TransactionSession(options.bootstrap_servers, options.connection_config())
+
+
+def _setting(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` (``kafka.KEY=VALUE`` too); the value is never echoed, it may be a secret."""
+    key, separator, value = text.partition("=")
+    key = key.strip().lower()
+    key = key[len("kafka."):] if key.startswith("kafka.") else key
+    if not separator or not key:
+        raise argparse.ArgumentTypeError("expected KEY=VALUE, a librdkafka setting such as security.protocol=SASL_SSL")
+    return key, value
+
+
+# -- commands ---------------------------------------------------------------------------------
+def inspect_command(options: WriterOptions, session: TransactionSession, args: argparse.Namespace) -> int:
+    """Print the last record, the open transactions and, per ``--topic``, LSO vs high watermark."""
+    now_ms = _now_ms()
+    offsets = partition_offsets(options, args.topic) if args.topic else []
+    decision_log = existing_decision_log(options)
+    print(f"prefix {options.prefix} on {options.bootstrap_servers}, decision log topic {options.decision_log_topic}"
+          + ("" if decision_log else " (does not exist)"))
+    if options.kafka_config:
+        print(f"client settings: {redact(options.kafka_config)}")
+    last = decision_log.last(options.prefix) if decision_log else None
+    print("\n".join(record_lines(last, now_ms, _participant_states(session, last))))
+    print("\n".join(transaction_lines(open_transactions(session, options.prefix), now_ms)))
+    for line in offset_lines(offsets):
+        print(line)
+    return EXIT_OK
+
+
+def recover_command(options: WriterOptions, session: TransactionSession, args: argparse.Namespace) -> int:
+    """Roll forward and abort lingering transactions; exit 1 when there was nothing to do."""
+    return EXIT_OK if recover_prefix(options, session) else EXIT_NOTHING_DONE
+
+
+def reset_command(options: WriterOptions, session: TransactionSession, args: argparse.Namespace) -> int:
+    """Recover, then append a ``reset`` record; without ``--yes`` only say what would happen."""
+    decision_log = existing_decision_log(options)
+    last = decision_log.last(options.prefix) if decision_log else None
+    if decision_log is None or last is None or last.kind == "reset":
+        print(f"nothing to reset: {_last_summary(options, decision_log, last)}; "
+              "a new query may already use this prefix from micro-batch 0")
+        return EXIT_NOTHING_DONE
+    reset = LogRecord("reset", options.prefix, f"reset:{_now_ms()}")
+    if not args.yes:
+        print("\n".join(reset_plan(options, last, open_transactions(session, options.prefix))))
+        return EXIT_NOTHING_DONE
+    recover_prefix(options, session)
+    decision_log.append(reset)
+    print(f"appended reset record {reset.epoch_id} for prefix {options.prefix} to {options.decision_log_topic}: "
+          "a new query may use this prefix from micro-batch 0")
+    return EXIT_OK
+
+
+def recover_prefix(options: WriterOptions, session: TransactionSession) -> bool:
+    """What the driver does before an epoch: roll the last decision forward, then abort and fence
+    every open transaction of the prefix. Prints what it did; returns whether it did anything."""
+    rolled = _roll_forward(options, session)
+    aborted = abort_lingering(session, options.prefix, resolve_transaction_timeout_ms(options))
+    print(f"aborted {len(aborted)} open transaction(s) of prefix {options.prefix}: {', '.join(aborted)}"
+          if aborted else f"no open transactions of prefix {options.prefix}")
+    return rolled or bool(aborted)
+
+
+def _roll_forward(options: WriterOptions, session: TransactionSession) -> bool:
+    decision_log = existing_decision_log(options)
+    before = decision_log.last(options.prefix) if decision_log else None
+    if decision_log is None or before is None or before.kind != "decision":
+        print(f"nothing to roll forward: {_last_summary(options, decision_log, before)}")
+        return False
+    recover(session, decision_log, options.prefix)
+    committed = "; ".join(f"{p.transactional_id} ({p.describe_output()})" for p in before.participants)
+    print(f"rolled forward decision {before.epoch_id}: committed {len(before.participants)} participant "
+          f"transaction(s): {committed}; recorded it complete")
+    return True
+
+
+def _last_summary(options: WriterOptions, decision_log: Optional[DecisionLog], last: Optional[LogRecord]) -> str:
+    if decision_log is None:
+        return f"decision log topic {options.decision_log_topic} does not exist"
+    if last is None:
+        return f"prefix {options.prefix} has no record in {options.decision_log_topic}"
+    return f"the last record of prefix {options.prefix} is {last.kind} {last.epoch_id}"
+
+
+# -- what Kafka says --------------------------------------------------------------------------
+def existing_decision_log(options: WriterOptions) -> Optional[DecisionLog]:
+    """The decision log, or None when its topic does not exist (the CLI never creates it)."""
+    found = _existing_partitions(options, [options.decision_log_topic])
+    return DecisionLog(options) if found else None
+
+
+def open_transactions(session: TransactionSession, prefix: str) -> list[TxnDescription]:
+    """The Ongoing transactions of ``prefix`` (task ids and the coordinator's), described."""
+    ids = [t.transactional_id for t in session.list_transactions(state_filters=[TxnState.ONGOING.value])
+           if _of_prefix(prefix, t.transactional_id)]
+    described = session.describe(ids) if ids else {}
+    return [described[txn_id] for txn_id in ids]
+
+
+def _of_prefix(prefix: str, transactional_id: str) -> bool:
+    return (transactional_id == coordinator_transactional_id(prefix)
+            or parse_task_transactional_id(prefix, transactional_id) is not None)
+
+
+def _participant_states(session: TransactionSession, record: Optional[LogRecord]) -> Mapping[str, TxnDescription]:
+    """Current states of an undecided-yet-incomplete decision's participants (else none: ids are reused)."""
+    if record is None or record.kind != "decision" or not record.participants:
+        return {}
+    return session.describe([p.transactional_id for p in record.participants])
+
+
+def partition_offsets(options: WriterOptions, topics: Sequence[str]) -> list[PartitionOffsets]:
+    """Per partition of ``topics``: the LSO (read_committed latest) and the high watermark."""
+    partitions = _existing_partitions(options, topics)
+    missing = sorted(set(topics) - {topic for topic, _ in partitions})
+    if missing:
+        raise KafkaEosCliError(f"topic(s) {', '.join(missing)} do not exist on {options.bootstrap_servers}")
+    stable = _lookup(options, topics, "read_committed").latest(partitions)
+    written = _lookup(options, topics, "read_uncommitted").latest(partitions)
+    return [PartitionOffsets(t, p, stable[(t, p)], written[(t, p)]) for t, p in sorted(partitions)]
+
+
+def _existing_partitions(options: WriterOptions, topics: Sequence[str]) -> list[TopicPartition]:
+    reader_options = _reader_options(options, topics, "read_committed")
+    return KafkaOffsetLookup(reader_options).partitions(reader_options.subscription, must_exist=False)
+
+
+def _lookup(options: WriterOptions, topics: Sequence[str], isolation: str) -> KafkaOffsetLookup:
+    return KafkaOffsetLookup(_reader_options(options, topics, isolation))
+
+
+def _reader_options(options: WriterOptions, topics: Sequence[str], isolation: str) -> ReaderOptions:
+    """Reader options on ``topics`` with the sink's connection settings, to reuse the reader's offset lookup."""
+    return parse_reader_options(
+        {"subscribe": ",".join(dict.fromkeys(topics)), "kafka.isolation.level": isolation,
+         **{f"kafka.{key}": value for key, value in options.connection_config().items()}},
+        streaming=False,
+    )
+
+
+# -- rendering --------------------------------------------------------------------------------
+def record_lines(record: Optional[LogRecord], now_ms: int, states: Mapping[str, TxnDescription]) -> list[str]:
+    """The last decision-log record: kind, epoch, participants, consumer group offsets, time."""
+    if record is None:
+        return ["last record: none"]
+    lines = [f"last record: {record.kind} {record.epoch_id}, written {_utc(record.written_at_ms)} "
+             f"({_duration(now_ms - record.written_at_ms)} ago)"]
+    for p in record.participants:
+        now = states.get(p.transactional_id)
+        lines.append(f"  participant {p.transactional_id}: spark partition {p.spark_partition}, producer {p.producer_id} "
+                     f"epoch {p.epoch}, {p.describe_output()}" + (f"; now {now.state}" if now else ""))
+    if record.consumer_group:
+        offsets = ", ".join(f"{t}-{p} -> {o}" for t, p, o in record.offsets) or "none"
+        lines.append(f"  consumer group {record.consumer_group}: {offsets}")
+    if record.kind == "decision":
+        lines.append("  (not recorded complete yet: `recover` or the query's next epoch rolls it forward)")
+    return lines
+
+
+def transaction_lines(transactions: Sequence[TxnDescription], now_ms: int) -> list[str]:
+    """One line per open transaction: state, producer id / epoch, age, timeout, partitions."""
+    if not transactions:
+        return ["open transactions: none"]
+    return [f"open transactions: {len(transactions)}"] + [_transaction_line(d, now_ms) for d in transactions]
+
+
+def _transaction_line(d: TxnDescription, now_ms: int) -> str:
+    partitions = ", ".join(f"{t}-{p}" for t, ps in sorted(d.topic_partitions.items()) for p in ps) or "none"
+    timing = f"timeout {_duration(d.transaction_timeout_ms)}"
+    if d.transaction_start_time_ms >= 0:
+        age_ms = now_ms - d.transaction_start_time_ms
+        left_ms = max(d.transaction_timeout_ms - age_ms, 0)
+        timing = f"started {_duration(age_ms)} ago, {timing} ({_duration(left_ms)} left)"
+    return (f"  {d.transactional_id}: {d.state}, producer {d.producer_id} epoch {d.producer_epoch}, "
+            f"{timing}, partitions {partitions}")
+
+
+def offset_lines(offsets: Sequence[PartitionOffsets]) -> list[str]:
+    """One line per partition; a partition whose LSO is below its high watermark is flagged PINNED."""
+    return [f"topic {o.topic} partition {o.partition}: last stable offset {o.last_stable}, high watermark "
+            f"{o.high_watermark}" + (f", PINNED ({o.high_watermark - o.last_stable} offsets held back by an open "
+                                     "transaction)" if o.pinned else ", stable") for o in offsets]
+
+
+def reset_plan(options: WriterOptions, last: LogRecord, transactions: Sequence[TxnDescription]) -> list[str]:
+    """What ``reset --yes`` would do."""
+    open_ids = ", ".join(d.transactional_id for d in transactions) or "none"
+    roll = (f"roll forward decision {last.epoch_id} ({len(last.participants)} participant(s))"
+            if last.kind == "decision" else f"nothing to roll forward (last record: {last.kind} {last.epoch_id})")
+    return [
+        f"reset of prefix {options.prefix} (last record: {last.kind} {last.epoch_id}) would:",
+        f"  1. {roll}",
+        f"  2. abort every open transaction of the prefix (now: {open_ids})",
+        f"  3. append a reset record to {options.decision_log_topic}, so that a new query (new checkpoint) may "
+        "use this prefix from micro-batch 0",
+        "Do this only when the query that used this prefix is gone for good. Nothing was changed; "
+        "re-run with --yes to do it.",
+    ]
+
+
+def _utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _duration(ms: int) -> str:
+    seconds = ms / 1000
+    return f"{seconds:.1f}s" if seconds < 120 else f"{seconds / 60:.1f}min"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# -- errors -----------------------------------------------------------------------------------
+def _error_text(err: BaseException) -> str:
+    """One line: the message of our own and Kafka's errors, the type too for anything else."""
+    if isinstance(err, KafkaException) and err.args and isinstance(err.args[0], KafkaError):
+        text = f"Kafka: {err.args[0].str()}"
+    elif isinstance(err, (KafkaEosError, TxnSessionError, ValueError)):
+        text = str(err)
+    else:
+        text = f"{type(err).__name__}: {err}"
+    return " ".join(text.split())
+
+
+def _scrub(text: str, settings: Mapping[str, str]) -> str:
+    """``text`` without the value of any secret setting (belt and braces: messages name keys only)."""
+    for key, value in settings.items():
+        if is_secret(key) and value:
+            text = text.replace(value, REDACTED)
+    return text
+
+
+if __name__ == "__main__":
+    sys.exit(main())
