@@ -4,7 +4,7 @@
     python -m spark_kafka_eos.cli recover --bootstrap-servers B --prefix P
     python -m spark_kafka_eos.cli reset   --bootstrap-servers B --prefix P [--yes]
 
-``inspect`` only reads. ``recover`` does what the driver does before every epoch: roll the last decision
+``inspect`` only reads. ``recover`` does what the driver's recovery and commit do: roll the last decision
 forward, then abort (and fence) every open transaction of the prefix. ``reset`` recovers, then appends a
 ``reset`` record so that a new query (a new checkpoint) may reuse the prefix from micro-batch 0.
 Options are parsed by :func:`parse_writer_options`, as the sink parses them; secrets are never printed.
@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_parser.add_argument("--topic", action="append", default=[], metavar="TOPIC",
                                 help="also show this topic's last stable offset vs high watermark; repeatable")
     _add_command(commands, common, recover_command, "roll the prefix's last decision forward, then abort every "
-                 "open transaction of the prefix (as the driver does before an epoch)")
+                 "open transaction of the prefix (as the driver's recovery and commit do)")
     reset_parser = _add_command(commands, common, reset_command, "recover, then append a reset record, so that a "
                                 "new query (new checkpoint) may reuse the prefix from micro-batch 0")
     reset_parser.add_argument("--yes", action="store_true", help="do it (without: only print what would happen)")
@@ -186,7 +186,7 @@ def reset_command(options: WriterOptions, session: TransactionSession, args: arg
 
 
 def recover_prefix(options: WriterOptions, session: TransactionSession) -> bool:
-    """What the driver does before an epoch: roll the last decision forward, then abort and fence
+    """What the driver's recovery and commit do: roll the last decision forward, then abort and fence
     every open transaction of the prefix. Prints what it did; returns whether it did anything."""
     rolled = _roll_forward(options, session)
     aborted = abort_lingering(session, options.prefix, resolve_transaction_timeout_ms(options))
@@ -196,6 +196,7 @@ def recover_prefix(options: WriterOptions, session: TransactionSession) -> bool:
 
 
 def _roll_forward(options: WriterOptions, session: TransactionSession) -> bool:
+    """:func:`recover` when the last record is a decision; prints what it did."""
     decision_log = existing_decision_log(options)
     before = decision_log.last(options.prefix) if decision_log else None
     if decision_log is None or before is None or before.kind != "decision":
@@ -209,6 +210,7 @@ def _roll_forward(options: WriterOptions, session: TransactionSession) -> bool:
 
 
 def _last_summary(options: WriterOptions, decision_log: Optional[DecisionLog], last: Optional[LogRecord]) -> str:
+    """Why there is nothing to roll forward or reset."""
     if decision_log is None:
         return f"decision log topic {options.decision_log_topic} does not exist"
     if last is None:
@@ -237,7 +239,8 @@ def _of_prefix(prefix: str, transactional_id: str) -> bool:
 
 
 def _participant_states(session: TransactionSession, record: Optional[LogRecord]) -> Mapping[str, TxnDescription]:
-    """Current states of an undecided-yet-incomplete decision's participants (else none: ids are reused)."""
+    """Current states of the participants of a decision not recorded complete yet (of no other record:
+    once complete, its transactional ids are reused by later epochs)."""
     if record is None or record.kind != "decision" or not record.participants:
         return {}
     return session.describe([p.transactional_id for p in record.participants])
@@ -249,12 +252,15 @@ def partition_offsets(options: WriterOptions, topics: Sequence[str]) -> list[Par
     missing = sorted(set(topics) - {topic for topic, _ in partitions})
     if missing:
         raise KafkaEosCliError(f"topic(s) {', '.join(missing)} do not exist on {options.bootstrap_servers}")
-    stable = _lookup(options, topics, "read_committed").latest(partitions)
+    # High watermark first: traffic between the two requests can then only make the LSO look higher,
+    # never flag a partition without an open transaction as pinned.
     written = _lookup(options, topics, "read_uncommitted").latest(partitions)
+    stable = _lookup(options, topics, "read_committed").latest(partitions)
     return [PartitionOffsets(t, p, stable[(t, p)], written[(t, p)]) for t, p in sorted(partitions)]
 
 
 def _existing_partitions(options: WriterOptions, topics: Sequence[str]) -> list[TopicPartition]:
+    """The partitions of those of ``topics`` that exist."""
     reader_options = _reader_options(options, topics, "read_committed")
     return KafkaOffsetLookup(reader_options).partitions(reader_options.subscription, must_exist=False)
 

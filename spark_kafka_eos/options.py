@@ -50,6 +50,7 @@ SOURCE_OPTIONS = (
     "fetchOffset.retryIntervalMs",
     "maxRecordsPerBatch",
     "maxBytesPerBatch",
+    "consumerGroup",
 )
 # Options of the sink and of Spark itself: known, so never reported as typos of a source option.
 OTHER_KNOWN_OPTIONS = (
@@ -58,7 +59,6 @@ OTHER_KNOWN_OPTIONS = (
     "checkpointLocation",
     "path",
     "decisionLogTopic",
-    "consumerGroup",
     "testing.failAt",
 )
 _CANONICAL = {name.lower(): name for name in SOURCE_OPTIONS + OTHER_KNOWN_OPTIONS}
@@ -121,15 +121,17 @@ class OffsetBound:
     """A starting or ending position, before it is resolved against Kafka.
 
     ``offsets`` maps partitions to offsets (with -2 earliest and -1 latest) for the JSON form,
-    ``timestamp`` is one timestamp for all partitions, ``timestamps`` one per partition.
+    ``timestamp`` is one timestamp for all partitions, ``timestamps`` one per partition, ``group``
+    the consumer group whose committed offsets to start from (``startingOffsets=group``).
     ``option`` is the option it came from, for error messages.
     """
 
-    kind: Literal["earliest", "latest", "offsets", "timestamp", "timestamps"]
+    kind: Literal["earliest", "latest", "offsets", "timestamp", "timestamps", "group"]
     option: str
     offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
     timestamp: Optional[int] = None
     timestamps: Mapping[TopicPartition, int] = field(default_factory=dict)
+    group: Optional[str] = None
 
 
 @dataclass(frozen=True, repr=False)
@@ -348,11 +350,21 @@ def _parse_bound(opts: Mapping[str, str], side: Literal["starting", "ending"], d
                 raise KafkaEosOptionError(by_ts_option, f"has a negative timestamp {ts} for {tp[0]}-{tp[1]}.", "give milliseconds since the epoch.")
         return OffsetBound("timestamps", by_ts_option, timestamps=per_partition)
     raw = opts.get(offsets_option.lower(), default).strip()
+    if raw.lower() == "group" and side == "starting":
+        group = opts.get("consumergroup", "").strip()
+        if not group:
+            raise KafkaEosOptionError(
+                "startingOffsets", "is group, but no consumerGroup is set.",
+                "name the group with .option('consumerGroup', ...): its committed offsets are the start "
+                "(earliest where it has none).",
+            )
+        return OffsetBound("group", offsets_option, group=group)
     if raw.lower() in ("earliest", "latest"):
         return OffsetBound("earliest" if raw.lower() == "earliest" else "latest", offsets_option)
     example = '{"topicA":{"0":23,"1":-2},"topicB":{"0":-1}}'
     if not raw.startswith("{"):
-        raise KafkaEosOptionError(offsets_option, f"is {raw!r}.", f"use earliest, latest, or JSON such as {example} (-2 = earliest, -1 = latest).")
+        also = ", group (with consumerGroup)" if side == "starting" else ""
+        raise KafkaEosOptionError(offsets_option, f"is {raw!r}.", f"use earliest, latest{also}, or JSON such as {example} (-2 = earliest, -1 = latest).")
     offsets = _parse_partition_numbers(raw, offsets_option, example)
     for tp, offset in offsets.items():
         if offset < EARLIEST:

@@ -11,7 +11,7 @@ import re
 import time
 from typing import Callable, Mapping, Optional, Sequence, TypeVar
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
 
@@ -88,6 +88,17 @@ class KafkaOffsetLookup:
     def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[int]]:
         found = self._list_offsets({tp: OffsetSpec.for_timestamp(ts) for tp, ts in timestamps.items()})
         return {tp: (offset if offset >= 0 else None) for tp, offset in found.items()}
+
+    def committed(self, group: str, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, Optional[int]]:
+        if not partitions:
+            return {}
+
+        def request() -> dict[TopicPartition, Optional[int]]:
+            wanted = ConsumerGroupTopicPartitions(group, [KafkaTopicPartition(t, p) for t, p in partitions])
+            result = self._admin.list_consumer_group_offsets([wanted], request_timeout=self._timeout_s)[group].result(self._timeout_s)
+            return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in result.topic_partitions}
+
+        return self._retrying("list consumer group offsets", request)
 
     def _list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec]) -> dict[TopicPartition, int]:
         if not specs:

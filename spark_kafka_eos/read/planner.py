@@ -50,6 +50,10 @@ class OffsetLookup(Protocol):
         """Earliest offset whose timestamp is >= the given one; None where there is none."""
         ...
 
+    def committed(self, group: str, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, Optional[int]]:
+        """The group's committed offsets; None where it has none."""
+        ...
+
 
 def resolve_bound(
     bound: OffsetBound,
@@ -65,6 +69,10 @@ def resolve_bound(
         return {tp: earliest[tp] for tp in partitions}
     if bound.kind == "latest":
         return {tp: latest[tp] for tp in partitions}
+    if bound.kind == "group":
+        assert bound.group is not None
+        committed = lookup.committed(bound.group, partitions)
+        return {tp: earliest[tp] if committed.get(tp) is None else min(committed[tp], latest[tp]) for tp in partitions}
     if bound.kind == "offsets":
         _require_exact_partitions(bound, set(bound.offsets), partitions)
         return {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 import uuid
 from typing import Iterator, Optional, Sequence
 
@@ -35,12 +36,18 @@ class _KafkaEosWriterBase:
 
 
 def _fail_after_first_batch(batches: Iterator[pa.RecordBatch], mode: str) -> Iterator[pa.RecordBatch]:
-    """Test-only (``testing.failAt=task_write[:kill]``): the first attempt of Spark partition 0 fails
-    after handing over its first batch: it raises, or with ``kill`` its Python worker dies."""
+    """Test-only (``testing.failAt=task_write[:kill|:sleep<seconds>]``): the first attempt of Spark
+    partition 0, after handing over its first batch, raises; or its Python worker dies (``kill``);
+    or it stalls (``sleep6``: six seconds) and goes on."""
     context = TaskContext.get()
     doomed = context is not None and context.partitionId() == 0 and context.attemptNumber() == 0
     for index, batch in enumerate(batches):
         if doomed and index == 1:
+            if mode.startswith("sleep"):
+                time.sleep(float(mode[len("sleep"):]))
+                doomed = False
+                yield batch
+                continue
             if mode == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
             raise KafkaEosInjectedFault("Injected fault in a task after its first batch (testing.failAt)")

@@ -58,7 +58,8 @@ def test_two_subscription_options_are_refused() -> None:
         ("startingOffsets", '{"orders": {"0": 1', "not valid JSON"),
         ("startingOffsets", '{"orders": [0, 1]}', "must map partitions"),
         ("startingOffsets", '{"orders": {"zero": 1}}', "partition numbers"),
-        ("startingOffsets", "newest", "use earliest, latest, or JSON"),
+        ("startingOffsets", "newest", "use earliest, latest, group (with consumerGroup), or JSON"),
+        ("startingOffsets", "group", "no consumerGroup is set"),
         ("endingOffsets", '{"orders": {"0": -3}}', "offset -3"),
         ("assign", '{"orders": "0"}', "list of partition numbers"),
         ("startingTimestamp", "yesterday", "milliseconds since the epoch"),
@@ -124,6 +125,11 @@ def test_offsets_json_and_timestamps_parse() -> None:
     # startingTimestamp wins over startingOffsetsByTimestamp and startingOffsets, as in Spark.
     both = parse(startingTimestamp="1700000000000", startingOffsets="earliest")
     assert both.starting.kind == "timestamp" and both.starting.timestamp == 1_700_000_000_000
+
+
+def test_starting_at_a_consumer_groups_offsets() -> None:
+    opts = parse(startingOffsets="group", consumerGroup="backfill")
+    assert opts.starting.kind == "group" and opts.starting.group == "backfill"
 
 
 def test_assign_and_pattern() -> None:

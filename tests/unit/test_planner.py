@@ -31,6 +31,9 @@ class FakeLookup:
     def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[int]]:
         return {tp: (ts // 10 if ts // 10 < self._latest[tp] else None) for tp, ts in timestamps.items()}
 
+    def committed(self, group: str, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, Optional[int]]:
+        return {A0: 42} if group == "g" else {}
+
 
 EARLIEST = {A0: 0, A1: 0}
 LATEST = {A0: 100, A1: 50}
@@ -87,6 +90,10 @@ def test_timestamps_resolve_and_strategy_applies() -> None:
     assert resolve_bound(bound("timestamp", timestamp=700), [A0, A1], EARLIEST, LATEST, LOOKUP, False, "latest") == {A0: 70, A1: 50}
     # As an end, "no record after it" means the end of the partition.
     assert resolve_bound(bound("timestamp", start=False, timestamp=700), [A0, A1], EARLIEST, LATEST, LOOKUP, True) == {A0: 70, A1: 50}
+
+
+def test_group_offsets_start_where_the_group_stopped_else_earliest() -> None:
+    assert resolve_bound(OffsetBound("group", "startingOffsets", group="g"), [A0, A1], EARLIEST, LATEST, LOOKUP, False) == {A0: 42, A1: 0}
 
 
 def test_max_records_per_partition_cuts_evenly() -> None:

@@ -1,0 +1,130 @@
+"""df.write.format("kafka_eos"): one two-phase commit per job; offsets in the transaction."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import OffsetSpec
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.functions import udf
+
+from tests.harness.kafka import KafkaTestCluster, Sent
+from tests.harness.pipeline import Pipeline
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+
+def write(df: DataFrame, pipeline: Pipeline, **options: object) -> None:
+    writer = (
+        df.write.format("kafka_eos").mode("append")
+        .option("kafka.bootstrap.servers", pipeline.kafka.bootstrap_servers)
+        .option("topic", pipeline.sink)
+        .option("transactional.id.prefix", pipeline.prefix)
+        .option("decisionLogTopic", pipeline.decision_log)
+    )
+    for name, value in options.items():
+        writer = writer.option(name, str(value))
+    writer.save()
+
+
+def rows(spark: SparkSession, count: int, partitions: int = 3) -> DataFrame:
+    return spark.range(0, count, numPartitions=partitions).selectExpr(
+        "CAST(id AS STRING) AS key", "CONCAT('v', CAST(id AS STRING)) AS value", "CAST(id % 3 AS INT) AS partition"
+    )
+
+
+def sent(count: int) -> list[Sent]:
+    return [Sent(i % 3, str(i).encode(), f"v{i}".encode()) for i in range(count)]
+
+
+def group_offsets(kafka: KafkaTestCluster, group: str, topic: str) -> dict[int, int]:
+    request = ConsumerGroupTopicPartitions(group, [KafkaTopicPartition(topic, p) for p in kafka.partitions_of(topic)])
+    result = kafka.admin.list_consumer_group_offsets([request])[group].result(30)
+    return {tp.partition: tp.offset for tp in result.topic_partitions}
+
+
+def test_a_batch_write_is_exactly_once(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    pipeline = Pipeline.create(spark, kafka, tmp_path)
+    write(rows(spark, 300), pipeline)
+    # Three Spark tasks write to each Kafka partition: no order between them.
+    pipeline.assert_exactly_once(sent(300), ordered=False)
+
+
+def test_a_job_with_a_permanently_failing_task_leaves_nothing(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    pipeline = Pipeline.create(spark, kafka, tmp_path)
+
+    @udf("string")
+    def fail_on_250(value: str) -> str:
+        if value == "v250":
+            raise ValueError("permanent failure")
+        return value
+
+    df = rows(spark, 300).withColumn("value", fail_on_250("value"))
+    with pytest.raises(Exception, match="permanent failure"):
+        write(df, pipeline)
+    kafka.wait_until_stable(pipeline.sink)
+    assert kafka.read_committed(pipeline.sink) == []
+    assert pipeline.open_transactions() == []
+
+
+def test_a_job_outliving_the_transaction_timeout_is_aborted_before_deciding(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    pipeline = Pipeline.create(spark, kafka, tmp_path)
+    # Small Arrow batches; partition 0's first attempt stalls 6 s after writing its first batch,
+    # so its transaction has less than the 10 s margin left of 15 s when the driver verifies it.
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "5")
+    try:
+        with pytest.raises(Exception, match="aborted instead of committed.*left of its 15s transaction timeout"):
+            write(rows(spark, 30), pipeline, **{"kafka.transaction.timeout.ms": 15_000, "testing.failAt": "task_write:sleep6"})
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    kafka.wait_until_stable(pipeline.sink)
+    assert kafka.read_committed(pipeline.sink) == []
+    assert pipeline.open_transactions() == []
+
+
+def test_group_offsets_follow_each_streaming_batch(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    pipeline = Pipeline.create(spark, kafka, tmp_path)
+    group = f"etl-{uuid.uuid4().hex[:6]}"
+    produced = pipeline.produce(90)
+    source = pipeline.source_df(maxOffsetsPerTrigger=40).selectExpr(
+        "key", "value", "partition", "topic AS source_topic", "partition AS source_partition", "offset AS source_offset"
+    )
+    query = pipeline.start(source, consumerGroup=group)
+    try:
+        query.processAllAvailable()
+        assert group_offsets(kafka, group, pipeline.source) == kafka.offsets(pipeline.source, OffsetSpec.latest())
+        produced += pipeline.produce(30, start=90)
+        query.processAllAvailable()
+        assert group_offsets(kafka, group, pipeline.source) == kafka.offsets(pipeline.source, OffsetSpec.latest())
+    finally:
+        query.stop()
+    pipeline.assert_exactly_once(produced)
+
+
+def test_a_backfill_run_twice_resumes_from_the_group(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    pipeline = Pipeline.create(spark, kafka, tmp_path)
+    group = f"backfill-{uuid.uuid4().hex[:6]}"
+
+    def backfill() -> None:
+        df = (
+            spark.read.format("kafka_eos")
+            .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+            .option("subscribe", pipeline.source)
+            .option("startingOffsets", "group")
+            .option("consumerGroup", group)
+            .load()
+            .selectExpr("key", "value", "partition", "topic AS source_topic", "partition AS source_partition", "offset AS source_offset")
+        )
+        write(df, pipeline, consumerGroup=group)
+
+    produced = pipeline.produce(100)
+    backfill()
+    produced += pipeline.produce(50, start=100)
+    backfill()
+    backfill()  # nothing new: writes nothing
+    pipeline.assert_exactly_once(produced)
+    assert group_offsets(kafka, group, pipeline.source) == kafka.offsets(pipeline.source, OffsetSpec.latest())
