@@ -13,6 +13,7 @@ Options are parsed by :func:`parse_writer_options`, as the sink parses them; sec
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.secrets import REDACTED, is_secret, redact
 from spark_kafka_eos.txn.session import TransactionSession, TxnDescription, TxnSessionError, TxnState
 from spark_kafka_eos.write.decision_log import DecisionLog, LogRecord
-from spark_kafka_eos.write.recovery import abort_lingering, recover
+from spark_kafka_eos.write.recovery import KafkaEosCommittedDataLostError, abort_lingering, recover
 from spark_kafka_eos.write.transaction_timeout import resolve_transaction_timeout_ms
 from spark_kafka_eos.write.transactional_id import coordinator_transactional_id, parse_task_transactional_id
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
@@ -102,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     reset_parser = _add_command(commands, common, reset_command, "recover, then append a reset record, so that a "
                                 "new query (new checkpoint) may reuse the prefix from micro-batch 0")
     reset_parser.add_argument("--yes", action="store_true", help="do it (without: only print what would happen)")
+    reset_parser.add_argument("--accept-data-loss", action="store_true",
+                              help="with --yes: reset even when the last decision has participants that can no "
+                              "longer be committed (their records are lost; the output names them)")
     return parser
 
 
@@ -178,31 +182,38 @@ def reset_command(options: WriterOptions, session: TransactionSession, args: arg
     if not args.yes:
         print("\n".join(reset_plan(options, last, open_transactions(session, options.prefix))))
         return EXIT_NOTHING_DONE
-    recover_prefix(options, session)
+    recover_prefix(options, session, accept_data_loss=args.accept_data_loss)
     decision_log.append(reset)
     print(f"appended reset record {reset.epoch_id} for prefix {options.prefix} to {options.decision_log_topic}: "
           "a new query may use this prefix from micro-batch 0")
     return EXIT_OK
 
 
-def recover_prefix(options: WriterOptions, session: TransactionSession) -> bool:
+def recover_prefix(options: WriterOptions, session: TransactionSession, accept_data_loss: bool = False) -> bool:
     """What the driver's recovery and commit do: roll the last decision forward, then abort and fence
     every open transaction of the prefix. Prints what it did; returns whether it did anything."""
-    rolled = _roll_forward(options, session)
+    rolled = _roll_forward(options, session, accept_data_loss)
     aborted = abort_lingering(session, options.prefix, resolve_transaction_timeout_ms(options))
     print(f"aborted {len(aborted)} open transaction(s) of prefix {options.prefix}: {', '.join(aborted)}"
           if aborted else f"no open transactions of prefix {options.prefix}")
     return rolled or bool(aborted)
 
 
-def _roll_forward(options: WriterOptions, session: TransactionSession) -> bool:
-    """:func:`recover` when the last record is a decision; prints what it did."""
+def _roll_forward(options: WriterOptions, session: TransactionSession, accept_data_loss: bool) -> bool:
+    """:func:`recover` when the last record is a decision; prints what it did. A participant that can
+    no longer be committed is an error, unless ``accept_data_loss``: then it is printed."""
     decision_log = existing_decision_log(options)
     before = decision_log.last(options.prefix) if decision_log else None
     if decision_log is None or before is None or before.kind != "decision":
         print(f"nothing to roll forward: {_last_summary(options, decision_log, before)}")
         return False
-    recover(session, decision_log, options.prefix)
+    try:
+        recover(session, decision_log, options.prefix)
+    except KafkaEosCommittedDataLostError as lost:
+        if not accept_data_loss:
+            raise
+        print(f"DATA LOSS accepted (--accept-data-loss): {lost}")
+        return True
     committed = "; ".join(f"{p.transactional_id} ({p.describe_output()})" for p in before.participants)
     print(f"rolled forward decision {before.epoch_id}: committed {len(before.participants)} participant "
           f"transaction(s): {committed}; recorded it complete")
@@ -372,4 +383,6 @@ def _scrub(text: str, settings: Mapping[str, str]) -> str:
 
 
 if __name__ == "__main__":
+    # What the modules log as warnings (e.g. the aborted ids) is printed on stdout already.
+    logging.basicConfig(level=logging.ERROR, format="%(name)s: %(message)s")
     sys.exit(main())

@@ -189,6 +189,25 @@ def test_reset_needs_yes_then_lets_a_new_query_start_from_batch_zero(capsys: pyt
     assert run(capsys, prefix.argv("reset", "--yes"))[0] == 1  # already reset: nothing to do
 
 
+def test_reset_goes_past_a_lost_participant_only_when_told(capsys: pytest.CaptureFixture[str], prefix: Prefix) -> None:
+    decision_log = DecisionLog(prefix.options())
+    decision_log.ensure_topic()
+    never_prepared = Participant(f"{prefix.name}-0-0", 4711, 0, 0, (("out", 0, 3),))  # the coordinator knows no such id
+    decision_log.append(LogRecord("decision", prefix.name, "stream:7", (never_prepared,)))
+
+    assert main(prefix.argv("reset", "--yes")) == 2
+    assert "LOST" in capsys.readouterr().err
+    last = decision_log.last(prefix.name)
+    assert last is not None and last.kind == "decision"
+
+    code, out = run(capsys, prefix.argv("reset", "--yes", "--accept-data-loss"))
+
+    assert code == 0
+    assert f"DATA LOSS accepted (--accept-data-loss): Decision stream:7 of prefix '{prefix.name}'" in out
+    last = decision_log.last(prefix.name)
+    assert last is not None and last.kind == "reset"
+
+
 def test_secrets_are_never_printed(capsys: pytest.CaptureFixture[str], prefix: Prefix) -> None:
     secret = f"s3cret-{uuid.uuid4().hex}"
 
