@@ -27,6 +27,7 @@ from spark_kafka_eos.options import ReaderOptions, TopicPartition, parse_reader_
 from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.secrets import REDACTED, is_secret, redact
 from spark_kafka_eos.txn.session import TransactionSession, TxnDescription, TxnSessionError, TxnState
+from spark_kafka_eos.write.coordinator import open_session
 from spark_kafka_eos.write.decision_log import DecisionLog, LogRecord
 from spark_kafka_eos.write.recovery import KafkaEosCommittedDataLostError, abort_lingering, recover
 from spark_kafka_eos.write.transaction_timeout import resolve_transaction_timeout_ms
@@ -73,7 +74,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return done.code if isinstance(done.code, int) else EXIT_ERROR
     try:
         options = writer_options(args)
-        with session_for(options) as session:
+        with open_session(options) as session:
             command: Command = args.command
             return command(options, session, args)
     except Exception as err:  # every failure is one line on stderr, never a traceback
@@ -128,13 +129,6 @@ def writer_options(args: argparse.Namespace) -> WriterOptions:
     if args.decision_log_topic is not None:
         options["decisionLogTopic"] = args.decision_log_topic
     return parse_writer_options(options, streaming=False)
-
-
-def session_for(options: WriterOptions) -> TransactionSession:
-    """A transaction session with the sink's connection settings (librdkafka names: the session
-    translates them itself; coordinator.open_session translates them twice, which drops or refuses
-    security settings)."""
-    return TransactionSession(options.bootstrap_servers, options.connection_config())
 
 
 def _setting(text: str) -> tuple[str, str]:

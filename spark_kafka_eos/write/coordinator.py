@@ -27,7 +27,6 @@ from typing import Optional, Sequence
 from pyspark.sql.datasource import WriterCommitMessage
 
 from spark_kafka_eos.errors import KafkaEosError
-from spark_kafka_eos.txn.client_config import translate
 from spark_kafka_eos.txn.session import TransactionSession, TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.decision_log import DecisionLog, KafkaEosDecisionLogError, LogRecord, Participant
@@ -54,7 +53,8 @@ class KafkaEosInjectedFault(KafkaEosError):
 
 
 def open_session(options: WriterOptions) -> TransactionSession:
-    return TransactionSession(options.bootstrap_servers, translate(options.kafka_config))
+    """A coordinator-RPC session with the write's connection (bootstrap and security) settings."""
+    return TransactionSession(options.bootstrap_servers, options.connection_config())
 
 
 class TwoPhaseCommitCoordinator:

@@ -238,7 +238,9 @@ def _check_with_librdkafka(options: WriterOptions) -> None:
 def _librdkafka_refusal(options: WriterOptions) -> Optional[str]:
     """librdkafka's error for the producer configuration, or None. A producer without bootstrap servers
     never connects; it is created and dropped at once."""
-    config = options.producer_config("kafka-eos-config-check", options.transaction_timeout_ms or _MAX_TRANSACTION_TIMEOUT_MS)
+    # Below the int32 maximum: librdkafka checks socket.timeout.ms <= transaction.timeout.ms + 100.
+    timeout_ms = options.transaction_timeout_ms or _MAX_TRANSACTION_TIMEOUT_MS - 1000
+    config = options.producer_config("kafka-eos-config-check", timeout_ms)
     config = {key: value for key, value in config.items() if not key.startswith(_NOT_CHECKED_ON_DRIVER)}
     del config["bootstrap.servers"]
     config["log_level"] = 0
