@@ -1,0 +1,82 @@
+"""The coordinator and recovery without Spark: replays, refusals and loud data loss."""
+
+from __future__ import annotations
+
+import uuid
+
+import pyarrow as pa
+import pytest
+
+from spark_kafka_eos.write.commit_message import TaskCommit
+from spark_kafka_eos.write.coordinator import KafkaEosCommitError, TwoPhaseCommitCoordinator, open_session
+from spark_kafka_eos.write.decision_log import DecisionLog, LogRecord, Participant, stream_epoch
+from spark_kafka_eos.write.recovery import KafkaEosCommittedDataLostError, recover
+from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
+from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
+from tests.harness.kafka import KafkaTestCluster
+
+pytestmark = pytest.mark.kafka
+TIMEOUT_MS = 60_000
+
+
+def sink_options(kafka: KafkaTestCluster, topic: str) -> WriterOptions:
+    tag = uuid.uuid4().hex[:8]
+    return parse_writer_options(
+        {"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": topic, "transactional.id.prefix": f"coord-{tag}",
+         "decisionlogtopic": f"_decisions-{tag}"},
+        streaming=True,
+    )
+
+
+def prepare(options: WriterOptions, partition: int, values: list[str]) -> TaskCommit:
+    batch = pa.record_batch([pa.array(values, pa.string())], names=["value"])
+    return write_task(options, [batch], task=TaskIdentity(partition, 0, partition), transaction_timeout_ms=TIMEOUT_MS)
+
+
+def committed_values(kafka: KafkaTestCluster, topic: str) -> list[bytes]:
+    kafka.wait_until_stable(topic)
+    return sorted(r.value or b"" for r in kafka.read_committed(topic))
+
+
+def test_a_replayed_epoch_is_not_written_twice(kafka: KafkaTestCluster) -> None:
+    topic = kafka.create_topic(2)
+    options = sink_options(kafka, topic)
+    coordinator = TwoPhaseCommitCoordinator(options, TIMEOUT_MS)
+    coordinator.commit(stream_epoch(0), [prepare(options, 0, ["a"]), prepare(options, 1, ["b"])])
+    # Spark re-runs batch 0 (crash before its commit log): new transactions with the same data.
+    replay = [prepare(options, 0, ["a"]), prepare(options, 1, ["b"])]
+    coordinator.commit(stream_epoch(0), replay)
+    assert committed_values(kafka, topic) == [b"a", b"b"]
+    coordinator.commit(stream_epoch(1), [prepare(options, 0, ["c"]), None])
+    assert committed_values(kafka, topic) == [b"a", b"b", b"c"]
+
+
+def test_an_older_epoch_on_the_same_prefix_is_refused(kafka: KafkaTestCluster) -> None:
+    topic = kafka.create_topic(1)
+    options = sink_options(kafka, topic)
+    coordinator = TwoPhaseCommitCoordinator(options, TIMEOUT_MS)
+    coordinator.commit(stream_epoch(5), [prepare(options, 0, ["five"])])
+    with pytest.raises(KafkaEosCommitError, match="already committed micro-batch 5.*at micro-batch 0"):
+        coordinator.commit(stream_epoch(0), [prepare(options, 0, ["zero"])])
+    assert committed_values(kafka, topic) == [b"five"]
+
+
+def test_a_decided_participant_that_was_aborted_is_reported_as_lost(kafka: KafkaTestCluster) -> None:
+    topic = kafka.create_topic(2)
+    options = sink_options(kafka, topic)
+    kept, doomed = prepare(options, 0, ["kept"]), prepare(options, 1, ["x", "y", "z"])
+    assert kept.transaction is not None and doomed.transaction is not None
+    decision_log = DecisionLog(options)
+    decision_log.ensure_topic()
+    decision = LogRecord(
+        "decision", options.prefix, stream_epoch(3),
+        tuple(Participant(t.transaction.transactional_id, t.transaction.producer_id, t.transaction.epoch, t.spark_partition, t.records)
+              for t in (kept, doomed) if t.transaction is not None),
+    )
+    decision_log.append(decision)
+    with open_session(options) as session:
+        session.abort(doomed.transaction)  # as the broker does when a transaction times out
+        with pytest.raises(KafkaEosCommittedDataLostError, match=rf"LOST: {options.prefix}-1-0 \({topic}-\d: \d records"):
+            recover(session, decision_log, options.prefix)
+    # The participant that could be committed was.
+    assert committed_values(kafka, topic) == [b"kept"]
