@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 _OUT_OF_RANGE = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}
 _VANISHED = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
 _MAX_MESSAGES_PER_POLL = 10_000
-_POLL_TIMEOUT_S = 0.1
+_POLL_TIMEOUT_S = 0.05
 
 
 def read_offset_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:

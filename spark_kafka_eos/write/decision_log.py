@@ -41,6 +41,9 @@ _LOG_TOPIC_CONFIG = {
 }
 
 RecordKind = Literal["decision", "complete", "reset"]
+# Log topics seen to exist by this (reused) Python worker: saves a metadata request per epoch.
+_EXISTING_TOPICS: set[tuple[str, str]] = set()
+_ADMIN_CLIENTS: dict[tuple[tuple[str, str], ...], AdminClient] = {}
 _NOT_READY = {
     KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT,
@@ -132,16 +135,21 @@ class DecisionLog:
         self._options = options
         self._topic = options.decision_log_topic
         self._connection = options.connection_config()
-        self._admin = AdminClient(self._connection)
+        self._admin = _admin_client(self._connection)
         self._settle_timeout_s = settle_timeout_s
+        self._producer: Optional[Producer] = None
 
     # -- topic ----------------------------------------------------------------------------
     def ensure_topic(self) -> None:
         """Create the compacted log topic when it is missing; a clear error if that is forbidden."""
-        if self._topic in self._admin.list_topics(timeout=30).topics:
+        known = (self._options.bootstrap_servers, self._topic)
+        if known in _EXISTING_TOPICS:
             return
-        brokers = len(self._admin.list_topics(timeout=30).brokers)
-        replication = min(3, brokers)
+        metadata = self._admin.list_topics(timeout=30)
+        if self._topic in metadata.topics:
+            _EXISTING_TOPICS.add(known)
+            return
+        replication = min(3, len(metadata.brokers))
         futures = self._admin.create_topics(
             [NewTopic(self._topic, 1, replication, config=dict(_LOG_TOPIC_CONFIG))], operation_timeout=30
         )
@@ -208,9 +216,7 @@ class DecisionLog:
     def append(self, record: LogRecord, group_offsets: Optional[Mapping[tuple[str, int], int]] = None) -> None:
         """Commit ``record`` (and the consumer group's offsets, when given) in the coordinator's
         transaction. Returns only once it is committed; raises if it is not."""
-        txn_id = coordinator_transactional_id(record.prefix)
-        producer = Producer(self._options.producer_config(txn_id, COORDINATOR_TRANSACTION_TIMEOUT_MS))
-        producer.init_transactions(30)
+        producer = self._coordinator_producer(record.prefix)
         producer.begin_transaction()
         try:
             producer.produce(self._topic, value=record.to_json(), key=record.prefix.encode())
@@ -225,6 +231,25 @@ class DecisionLog:
             _abort_quietly(producer)
             raise
         _commit(producer)
+
+    def _coordinator_producer(self, prefix: str) -> Producer:
+        """The coordinator's transactional producer, initialised once per log instance (one commit or
+        recovery): ``init_transactions`` fences any other driver of the prefix."""
+        if self._producer is None:
+            txn_id = coordinator_transactional_id(prefix)
+            producer = Producer(self._options.producer_config(txn_id, COORDINATOR_TRANSACTION_TIMEOUT_MS))
+            producer.init_transactions(30)
+            self._producer = producer
+        return self._producer
+
+
+def _admin_client(connection: Mapping[str, str]) -> AdminClient:
+    """An admin client per connection, kept by this (reused) Python worker: a new client's first
+    offset request waits for metadata, which costs more than the rest of a commit."""
+    key = tuple(sorted(connection.items()))
+    if key not in _ADMIN_CLIENTS:
+        _ADMIN_CLIENTS[key] = AdminClient(dict(connection))
+    return _ADMIN_CLIENTS[key]
 
 
 def _group_metadata(connection: Mapping[str, str], group: str) -> object:

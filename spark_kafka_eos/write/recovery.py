@@ -54,7 +54,8 @@ def roll_forward(session: TransactionSession, decision: LogRecord) -> None:
             "Re-run that epoch's input for the partitions named, and raise kafka.transaction.timeout.ms "
             "(up to the broker's transaction.max.timeout.ms) or restart failed queries sooner."
         )
-    session.wait_settled(list(participants))
+    # No need to wait for the markers: once PrepareCommit is logged the coordinator finishes the
+    # commit, and a task re-initialising the id waits for that (CONCURRENT_TRANSACTIONS, retried).
 
 
 def _is_open(p: Participant, d: TxnDescription) -> bool:

@@ -10,13 +10,20 @@ from spark_kafka_eos.write.writer_options import WriterOptions
 
 
 
+# Per bootstrap servers, for reused Python workers: a broker setting that changes only on restart.
+_BROKER_MAX: dict[str, int] = {}
+
+
 def broker_max_transaction_timeout_ms(options: WriterOptions) -> int:
     """``transaction.max.timeout.ms`` of a broker of the cluster."""
+    if options.bootstrap_servers in _BROKER_MAX:
+        return _BROKER_MAX[options.bootstrap_servers]
     admin = AdminClient(options.connection_config())
     broker_id = next(iter(admin.list_topics(timeout=30).brokers))
     resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
     configs = admin.describe_configs([resource], request_timeout=30)[resource].result(30)
-    return int(configs["transaction.max.timeout.ms"].value)
+    _BROKER_MAX[options.bootstrap_servers] = int(configs["transaction.max.timeout.ms"].value)
+    return _BROKER_MAX[options.bootstrap_servers]
 
 
 def resolve_transaction_timeout_ms(options: WriterOptions) -> int:
