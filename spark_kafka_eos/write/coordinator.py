@@ -21,8 +21,9 @@ import logging
 import os
 import signal
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 from pyspark.sql.datasource import WriterCommitMessage
 
@@ -30,7 +31,7 @@ from spark_kafka_eos.errors import KafkaEosError
 from spark_kafka_eos.txn.session import TransactionSession, TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.decision_log import DecisionLog, KafkaEosDecisionLogError, LogRecord, Participant
-from spark_kafka_eos.write.recovery import abort_lingering, abort_prepared, roll_forward
+from spark_kafka_eos.write.recovery import abort_lingering, abort_prepared, complete
 from spark_kafka_eos.write.writer_options import WriterOptions
 
 log = logging.getLogger(__name__)
@@ -69,17 +70,11 @@ class TwoPhaseCommitCoordinator:
     # -- commit ---------------------------------------------------------------------------
     def commit(self, epoch_id: str, messages: Sequence[Optional[WriterCommitMessage]]) -> None:
         tasks = _task_commits(messages)
-        decision_log = DecisionLog(self._options)
-        decision_log.ensure_topic()
-        with open_session(self._options) as session:
-            last = decision_log.last(self._prefix)
-            if last is not None and last.epoch_id == epoch_id:
-                self._finish_replay(session, decision_log, last, tasks)
+        with self._epoch(epoch_id, tasks) as (session, decision_log, last):
+            if session is None:
                 return
             self._refuse_older_epoch(session, last, epoch_id, tasks)
-            if last is not None and last.kind == "decision":
-                roll_forward(session, last)
-                decision_log.append(last.completed())
+            complete(session, decision_log, last)
             participants = tuple(
                 Participant(t.transaction.transactional_id, t.transaction.producer_id, t.transaction.epoch, t.spark_partition, t.records)
                 for t in tasks
@@ -97,17 +92,14 @@ class TwoPhaseCommitCoordinator:
             self._fault("after_decision")
             if self._fail_at is not None and self._fail_at.startswith("during_phase2"):
                 self._partial_phase2(session, decision)
-            roll_forward(session, decision)
-            decision_log.append(decision.completed())
+            complete(session, decision_log, decision)
             abort_lingering(session, self._prefix, self._timeout_ms)
         log.info("Committed %s of prefix %s: %d participants", epoch_id, self._prefix, len(participants))
 
     def _finish_replay(self, session: TransactionSession, decision_log: DecisionLog, last: LogRecord, tasks: list[TaskCommit]) -> None:
         """Spark re-ran an epoch that is already decided: its output is (being) committed, so
         this run's transactions are duplicates and are aborted."""
-        if last.kind == "decision":
-            roll_forward(session, last)
-            decision_log.append(last.completed())
+        complete(session, decision_log, last)
         decided = {p.transactional_id: (p.producer_id, p.epoch) for p in last.participants}
         duplicates = [
             t.transaction for t in tasks
@@ -184,16 +176,28 @@ class TwoPhaseCommitCoordinator:
     # -- abort ----------------------------------------------------------------------------
     def abort(self, epoch_id: str, messages: Sequence[Optional[WriterCommitMessage]]) -> None:
         tasks = _task_commits(messages)
+        with self._epoch(epoch_id, tasks) as (session, _decision_log, _last):
+            if session is None:
+                return  # decided before the failure: the decision stands, and was rolled forward
+            abort_prepared(session, [t.transaction for t in tasks if t.transaction is not None])
+            abort_lingering(session, self._prefix, self._timeout_ms)
+
+    @contextmanager
+    def _epoch(
+        self, epoch_id: str, tasks: list[TaskCommit]
+    ) -> Iterator[tuple[Optional[TransactionSession], DecisionLog, Optional[LogRecord]]]:
+        """Open the log and a session for an epoch and read the prefix's last record. An epoch that
+        is already decided is finished here (rolled forward, this run's duplicates aborted) and the
+        caller gets no session: there is nothing left to decide."""
         decision_log = DecisionLog(self._options)
         decision_log.ensure_topic()
         with open_session(self._options) as session:
             last = decision_log.last(self._prefix)
             if last is not None and last.epoch_id == epoch_id:
-                # Decided before the failure: the decision stands.
                 self._finish_replay(session, decision_log, last, tasks)
-                return
-            abort_prepared(session, [t.transaction for t in tasks if t.transaction is not None])
-            abort_lingering(session, self._prefix, self._timeout_ms)
+                yield None, decision_log, last
+            else:
+                yield session, decision_log, last
 
 
 def _task_commits(messages: Sequence[Optional[WriterCommitMessage]]) -> list[TaskCommit]:

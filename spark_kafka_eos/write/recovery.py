@@ -111,9 +111,15 @@ def abort_lingering(session: TransactionSession, prefix: str, transaction_timeou
 def recover(session: TransactionSession, decision_log: DecisionLog, prefix: str) -> Optional[LogRecord]:
     """Roll the last decision of ``prefix`` forward and record its completion. Returns the
     prefix's last log record."""
-    last = decision_log.last(prefix)
-    if last is not None and last.kind == "decision":
-        roll_forward(session, last)
-        last = last.completed()
-        decision_log.append(last)
-    return last
+    return complete(session, decision_log, decision_log.last(prefix))
+
+
+def complete(session: TransactionSession, decision_log: DecisionLog, record: Optional[LogRecord]) -> Optional[LogRecord]:
+    """If ``record`` is a decision: roll it forward and append its completion, which is returned.
+    Any other record is returned as it is."""
+    if record is None or record.kind != "decision":
+        return record
+    roll_forward(session, record)
+    completed = record.completed()
+    decision_log.append(completed)
+    return completed

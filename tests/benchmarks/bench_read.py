@@ -13,31 +13,20 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import time
 import uuid
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Callable
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.benchmarks.common import PythonWorkerMemory, bootstrap_servers, connector_jars
+from tests.benchmarks.common import produce as produce_one
+
 RECORDS = int(os.environ.get("BENCH_RECORDS", "2000000"))
 PARTITIONS = 2
 VALUE = b"v" * 100
-CONNECTOR_JARS = Path(os.environ.get("KAFKA_EOS_HOME", ".")) / ".cache" / "spark-kafka" / "jars"
-# Only the connector and what it adds to Spark; pyspark already ships Scala, slf4j, lz4, snappy.
-CONNECTOR_JAR_PREFIXES = ("spark-sql-kafka-0-10", "spark-token-provider-kafka-0-10", "kafka-clients", "commons-pool2")
-
-
-def connector_jars() -> list[Path]:
-    jars = sorted(j for j in CONNECTOR_JARS.glob("*.jar") if j.name.startswith(CONNECTOR_JAR_PREFIXES))
-    if not any(j.name.startswith("spark-sql-kafka") for j in jars):
-        sys.exit(f"Spark's Kafka connector is not in {CONNECTOR_JARS}: run `make bench-read`, which resolves it.")
-    return jars
-
-
 def produce(bootstrap: str, topic: str) -> int:
     """Write RECORDS committed records in transactions of 10,000, plus aborted ones."""
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{uuid.uuid4().hex}", "linger.ms": 20})
@@ -47,12 +36,7 @@ def produce(bootstrap: str, topic: str) -> int:
         producer.begin_transaction()
         n = min(10_000, RECORDS - committed)
         for i in range(n):
-            while True:
-                try:
-                    producer.produce(topic, value=VALUE, key=str(i).encode(), partition=i % PARTITIONS)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
+            produce_one(producer, topic, VALUE, str(i).encode(), i % PARTITIONS)
         # Flush first: aborting with records in flight is fatal (INVALID_TXN_STATE) with
         # librdkafka 2.16 against Kafka 4.3.
         producer.flush(60)
@@ -94,11 +78,7 @@ def timed(label: str, run: Callable[[], int]) -> tuple[str, float, int]:
 def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     with ExitStack() as stack:
-        bootstrap = os.environ.get("KAFKA_EOS_BOOTSTRAP_SERVERS")
-        if not bootstrap:
-            from spark_kafka_eos.local_kafka import LocalKafka
-
-            bootstrap = stack.enter_context(LocalKafka(tempfile.mkdtemp(prefix="kafka-eos-bench-"), heap="2g")).bootstrap_servers
+        bootstrap = bootstrap_servers(stack)
         topic = f"bench-read-{uuid.uuid4().hex[:6]}"
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
@@ -137,14 +117,18 @@ def main() -> None:
 
             return run
 
+        with PythonWorkerMemory() as workers:
+            eos_result = timed("kafka_eos  (spark.read, local[2])", spark_read("kafka_eos"))
         results = [
             timed("raw confluent-kafka consumer (1 process)", lambda: raw_consumer(bootstrap, topic, ends)),
-            timed("kafka_eos  (spark.read, local[2])", spark_read("kafka_eos")),
+            eos_result,
             timed("Spark kafka source (read_committed, local[2])", spark_read("kafka", **{"kafka.isolation.level": "read_committed"})),
         ]
         raw, eos, builtin = (r[1] for r in results)
         print(f">> kafka_eos / Spark's Kafka source throughput ratio: {builtin / eos:.2f}")
         print(f">> kafka_eos / raw consumer throughput ratio:          {raw / eos:.2f}")
+        print(f">> kafka_eos peak memory of one Spark Python worker: {workers.peak_mib:.0f} MiB "
+              f"(for {committed:,} records of {len(VALUE)} bytes: bounded by maxRecordsPerBatch, not by the partition)")
         spark.stop()
 
 

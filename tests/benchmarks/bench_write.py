@@ -24,7 +24,8 @@ import pyarrow as pa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.benchmarks.bench_read import connector_jars
+from tests.benchmarks.common import bootstrap_servers, connector_jars
+from tests.benchmarks.common import produce as produce_one
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", "1000000"))
 PARTITIONS = 3
@@ -34,12 +35,7 @@ VALUE = b"v" * 100
 def fill(bootstrap: str, topic: str) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     for i in range(RECORDS):
-        while True:
-            try:
-                producer.produce(topic, value=VALUE, key=str(i).encode(), partition=i % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_one(producer, topic, VALUE, str(i).encode(), i % PARTITIONS)
     producer.flush(60)
 
 
@@ -49,12 +45,7 @@ def raw_transactional(bootstrap: str, topic: str) -> float:
     start = time.perf_counter()
     producer.begin_transaction()
     for i in range(RECORDS):
-        while True:
-            try:
-                producer.produce(topic, VALUE, str(i).encode(), i % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_one(producer, topic, VALUE, str(i).encode(), i % PARTITIONS)
     producer.commit_transaction(120)
     return time.perf_counter() - start
 
@@ -82,11 +73,7 @@ def commit_times(bootstrap: str, topic: str, rounds: int = 15) -> list[float]:
 def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     with ExitStack() as stack:
-        bootstrap = os.environ.get("KAFKA_EOS_BOOTSTRAP_SERVERS")
-        if not bootstrap:
-            from spark_kafka_eos.local_kafka import LocalKafka
-
-            bootstrap = stack.enter_context(LocalKafka(tempfile.mkdtemp(prefix="kafka-eos-bench-"), heap="2g")).bootstrap_servers
+        bootstrap = bootstrap_servers(stack)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         tag = uuid.uuid4().hex[:6]
         source, eos_sink, spark_sink, raw_sink, commit_sink = (f"bench-{n}-{tag}" for n in ("src", "eos", "spark", "raw", "commit"))

@@ -58,7 +58,7 @@ def test_a_job_with_a_permanently_failing_task_leaves_nothing(spark: SparkSessio
     pipeline = Pipeline.create(spark, kafka, tmp_path)
 
     @udf("string")
-    def fail_on_250(value: str) -> str:
+    def fail_on_250(value):  # type: ignore[no-untyped-def]  # untyped: Spark infers no eval type from hints
         if value == "v250":
             raise ValueError("permanent failure")
         return value
