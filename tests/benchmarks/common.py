@@ -44,7 +44,7 @@ def produce(producer: Producer, topic: str, value: bytes, key: Optional[bytes], 
 
 
 class PythonWorkerMemory:
-    """Samples the resident memory of Spark's Python workers (processes running pyspark's
+    """Samples the resident memory of Spark's Python workers (Python processes running pyspark's
     daemon or worker modules) in a background thread; ``peak_mib`` is the largest single one."""
 
     def __init__(self, interval_s: float = 0.05) -> None:
@@ -69,8 +69,9 @@ class PythonWorkerMemory:
                 if not proc.name.isdigit():
                     continue
                 try:
-                    if b"pyspark" not in (proc / "cmdline").read_bytes():
-                        continue
+                    argv = (proc / "cmdline").read_bytes().split(b"\0")
+                    if b"python" not in argv[0] or b"pyspark" not in b" ".join(argv[1:]):
+                        continue  # the JVM's command line names pyspark too
                     rss_kib = next(int(line.split()[1]) for line in (proc / "status").read_text().splitlines() if line.startswith("VmRSS:"))
                 except (OSError, StopIteration, ValueError):
                     continue

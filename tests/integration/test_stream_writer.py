@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,10 +11,11 @@ from confluent_kafka import KafkaException
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
-from tests.harness.kafka import KafkaTestCluster
+from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.pipeline import Pipeline
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+PIPELINE_JOB = Path(__file__).resolve().parents[2] / "notebooks" / "eos_pipeline.py"
 
 
 def test_many_batches_exactly_once_in_order(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
@@ -81,3 +84,20 @@ def test_a_zombie_attempt_is_fenced_and_aborted(spark: SparkSession, kafka: Kafk
     with pytest.raises(KafkaException):
         zombie.commit_transaction(30)
     assert b"zombie" not in {r.value for r in kafka.read_committed(pipeline.sink)}
+
+
+def test_the_driver_killed_between_decision_and_phase_2(kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    """A real crash: the pipeline's driver JVM is SIGKILLed right after the decision of its first
+    micro-batch, so neither phase 2 nor Spark's abort runs. The restarted query rolls the decision
+    forward before its tasks run, and its replay of the batch is recognised and aborted."""
+    source, sink = kafka.create_topic(3, prefix="src"), kafka.create_topic(3, prefix="sink")
+    sent = kafka.produce_plain(source, [Sent(i % 3, f"k{i}".encode(), f"order {i}".encode()) for i in range(2500)])
+    job = [sys.executable, str(PIPELINE_JOB), kafka.bootstrap_servers, source, sink, str(tmp_path / "checkpoint"), "--group", f"g-{sink}"]
+    crashed = subprocess.run(job + ["--crash-after-decision"], capture_output=True, text=True, timeout=300)
+    assert crashed.returncode != 0
+    assert kafka.read_committed(sink) == []  # decided, but not one participant committed yet
+    restarted = subprocess.run(job, capture_output=True, text=True, timeout=300)
+    assert restarted.returncode == 0, restarted.stderr[-2000:]
+    kafka.wait_until_stable(sink)
+    out = kafka.read_committed(sink)
+    assert sorted(r.value or b"" for r in out) == sorted(b"processed:" + (s.value or b"") for s in sent)
