@@ -20,7 +20,7 @@ from spark_kafka_eos.schema import record_schema
 from spark_kafka_eos.write.coordinator import FAULT_POINTS, open_session
 from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.input_schema import validate_input_schema
-from spark_kafka_eos.write.recovery import recover
+from spark_kafka_eos.write.recovery import abort_lingering, recover
 from spark_kafka_eos.write.transaction_timeout import resolve_transaction_timeout_ms
 from spark_kafka_eos.write.writer import KafkaEosBatchWriter, KafkaEosStreamWriter
 from spark_kafka_eos.write.writer_options import parse_writer_options
@@ -69,5 +69,9 @@ class KafkaEosDataSource(DataSource):
         decision_log.ensure_topic()
         with open_session(options) as session:
             recover(session, decision_log, options.prefix)
+            if not streaming:
+                # writer() runs once, before any task of the job (streamWriter() also runs in the
+                # commit process, after the tasks): what is open now is left over from earlier jobs.
+                abort_lingering(session, options.prefix, timeout_ms)
         writer_class = KafkaEosStreamWriter if streaming else KafkaEosBatchWriter
         return writer_class(options, timeout_ms, fail_at)

@@ -30,8 +30,8 @@ from pyspark.sql.datasource import WriterCommitMessage
 from spark_kafka_eos.errors import KafkaEosError
 from spark_kafka_eos.txn.session import TransactionSession, TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
-from spark_kafka_eos.write.decision_log import DecisionLog, KafkaEosDecisionLogError, LogRecord, Participant
-from spark_kafka_eos.write.recovery import abort_lingering, abort_prepared, complete
+from spark_kafka_eos.write.decision_log import DecisionLog, LogRecord, Participant
+from spark_kafka_eos.write.recovery import KafkaEosCommittedDataLostError, abort_lingering, abort_prepared, complete
 from spark_kafka_eos.write.writer_options import WriterOptions
 
 log = logging.getLogger(__name__)
@@ -92,14 +92,31 @@ class TwoPhaseCommitCoordinator:
             self._fault("after_decision")
             if self._fail_at is not None and self._fail_at.startswith("during_phase2"):
                 self._partial_phase2(session, decision)
-            complete(session, decision_log, decision)
-            abort_lingering(session, self._prefix, self._timeout_ms)
+            self._finish_decided(session, decision_log, decision)
         log.info("Committed %s of prefix %s: %d participants", epoch_id, self._prefix, len(participants))
+
+    def _finish_decided(self, session: TransactionSession, decision_log: DecisionLog, decision: LogRecord) -> None:
+        """Phase 2 and clean-up of a decided epoch. Past the commit point, a failure must not read as
+        "nothing was written": a re-run of a batch job would write everything twice."""
+        try:
+            complete(session, decision_log, decision)
+        except KafkaEosCommittedDataLostError:
+            raise
+        except Exception as err:
+            raise KafkaEosCommitError(
+                f"Epoch {decision.epoch_id} of prefix '{self._prefix}' IS COMMITTED (its decision is in the log), but "
+                f"phase 2 did not finish: {err}. Do not re-run it: the next start of a writer with this prefix (or "
+                f"`python -m spark_kafka_eos.cli recover --prefix {self._prefix} ...`) makes all of it visible."
+            ) from err
+        try:
+            abort_lingering(session, self._prefix, self._timeout_ms)
+        except Exception as err:  # noqa: BLE001 - clean-up only; the next epoch retries it
+            log.warning("Could not abort lingering transactions of %s after %s: %s", self._prefix, decision.epoch_id, err)
 
     def _finish_replay(self, session: TransactionSession, decision_log: DecisionLog, last: LogRecord, tasks: list[TaskCommit]) -> None:
         """Spark re-ran an epoch that is already decided: its output is (being) committed, so
-        this run's transactions are duplicates and are aborted."""
-        complete(session, decision_log, last)
+        this run's transactions are duplicates and are aborted (first, so that they cannot linger
+        if finishing the decision fails)."""
         decided = {p.transactional_id: (p.producer_id, p.epoch) for p in last.participants}
         duplicates = [
             t.transaction for t in tasks
@@ -107,6 +124,7 @@ class TwoPhaseCommitCoordinator:
             and decided.get(t.transaction.transactional_id) != (t.transaction.producer_id, t.transaction.epoch)
         ]
         abort_prepared(session, duplicates)
+        complete(session, decision_log, last)
         abort_lingering(session, self._prefix, self._timeout_ms)
         log.warning("Epoch %s of prefix %s was already decided: aborted %d duplicate transactions", last.epoch_id, self._prefix, len(duplicates))
 
@@ -151,8 +169,15 @@ class TwoPhaseCommitCoordinator:
             decision_log.append(decision, _group_offsets(decision))
         except Exception as err:
             # The outcome is whatever the log says: read it back rather than guess.
-            recorded = _safe_last(decision_log, self._prefix)
-            if recorded is not None and recorded.epoch_id == decision.epoch_id:
+            try:
+                recorded = decision_log.last(self._prefix)
+            except Exception as unreadable:
+                # Unknown outcome: abort nothing; abort() or the next recovery reads the log again.
+                raise KafkaEosCommitError(
+                    f"The decision write failed ({err}) and the log could not be read back ({unreadable}); "
+                    "the epoch's fate is settled by the next recovery."
+                ) from err
+            if recorded is not None and recorded.epoch_id == decision.epoch_id and recorded.participants == decision.participants:
                 log.warning("Decision write reported %s, but the decision is in the log: going on", err)
                 return
             abort_prepared(session, [p.state for p in decision.participants])
@@ -176,10 +201,12 @@ class TwoPhaseCommitCoordinator:
     # -- abort ----------------------------------------------------------------------------
     def abort(self, epoch_id: str, messages: Sequence[Optional[WriterCommitMessage]]) -> None:
         tasks = _task_commits(messages)
-        with self._epoch(epoch_id, tasks) as (session, _decision_log, _last):
+        with self._epoch(epoch_id, tasks) as (session, decision_log, last):
             if session is None:
                 return  # decided before the failure: the decision stands, and was rolled forward
             abort_prepared(session, [t.transaction for t in tasks if t.transaction is not None])
+            # An unfinished decision of another epoch is rolled forward, never swept up as lingering.
+            complete(session, decision_log, last)
             abort_lingering(session, self._prefix, self._timeout_ms)
 
     @contextmanager
@@ -191,6 +218,8 @@ class TwoPhaseCommitCoordinator:
         caller gets no session: there is nothing left to decide."""
         decision_log = DecisionLog(self._options)
         decision_log.ensure_topic()
+        # Fence any other driver of the prefix before reading what it may have decided.
+        decision_log.fence(self._prefix)
         with open_session(self._options) as session:
             last = decision_log.last(self._prefix)
             if last is not None and last.epoch_id == epoch_id:
@@ -222,13 +251,6 @@ def _group_offsets(decision: LogRecord) -> Optional[dict[tuple[str, int], int]]:
     if not decision.consumer_group or not decision.offsets:
         return None
     return {(t, p): o for t, p, o in decision.offsets}
-
-
-def _safe_last(decision_log: DecisionLog, prefix: str) -> Optional[LogRecord]:
-    try:
-        return decision_log.last(prefix)
-    except KafkaEosDecisionLogError:
-        return None
 
 
 def _kill_driver_jvm() -> None:

@@ -147,6 +147,13 @@ class DecisionLog:
             return
         metadata = self._admin.list_topics(timeout=30)
         if self._topic in metadata.topics:
+            partitions = len(metadata.topics[self._topic].partitions)
+            if partitions != 1:
+                raise KafkaEosDecisionLogError(
+                    f"The decision log topic '{self._topic}' (option decisionLogTopic) has {partitions} partitions; "
+                    "it must have exactly 1 (every decision of a prefix is read from partition 0). Fix: name another "
+                    f"topic with decisionLogTopic, or recreate it with 1 partition and cleanup.policy=compact."
+                )
             _EXISTING_TOPICS.add(known)
             return
         replication = min(3, len(metadata.brokers))
@@ -174,7 +181,9 @@ class DecisionLog:
         if end == 0:
             return None
         reader_options = parse_reader_options(
-            {"assign": json.dumps({self._topic: [0]}), **{f"kafka.{k}": v for k, v in self._connection.items()}},
+            # The log is read to its end every epoch: don't let the broker hold the last fetch.
+            {"assign": json.dumps({self._topic: [0]}), "kafka.fetch.wait.max.ms": "10",
+             **{f"kafka.{k}": v for k, v in self._connection.items()}},
             streaming=False,
         )
         found: Optional[bytes] = None
@@ -219,7 +228,7 @@ class DecisionLog:
         producer = self._coordinator_producer(record.prefix)
         producer.begin_transaction()
         try:
-            producer.produce(self._topic, value=record.to_json(), key=record.prefix.encode())
+            producer.produce(self._topic, value=record.to_json(), key=record.prefix.encode(), partition=0)
             if group_offsets and record.consumer_group:
                 producer.send_offsets_to_transaction(
                     [KafkaTopicPartition(t, p, o) for (t, p), o in sorted(group_offsets.items())],
@@ -231,6 +240,11 @@ class DecisionLog:
             _abort_quietly(producer)
             raise
         _commit(producer)
+
+    def fence(self, prefix: str) -> None:
+        """Initialise the coordinator's transactional id now: any other (zombie) driver of the
+        prefix can no longer commit a decision from here on."""
+        self._coordinator_producer(prefix)
 
     def _coordinator_producer(self, prefix: str) -> Producer:
         """The coordinator's transactional producer, initialised once per log instance (one commit or

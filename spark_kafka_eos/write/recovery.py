@@ -19,6 +19,8 @@ from spark_kafka_eos.txn.session import (
     PreparedTxnState,
     TransactionSession,
     TxnDescription,
+    TxnFencedError,
+    TxnInvalidStateError,
     TxnSessionError,
     TxnState,
 )
@@ -70,10 +72,11 @@ def _commit(session: TransactionSession, p: Participant) -> Optional[tuple[Parti
     try:
         session.commit(p.state)
         return None
-    except TxnSessionError:
-        # Fenced or invalid state: committed meanwhile by someone else is fine, aborted is not.
+    except (TxnFencedError, TxnInvalidStateError):
+        # Committed meanwhile by someone else is fine, aborted is not. Transient errors (timeouts,
+        # a broker restarting) propagate instead: they say nothing about the participant.
         now = session.describe([p.transactional_id])[p.transactional_id]
-        return None if now.state in _COMMITTED and now.producer_id == p.producer_id else (p, now)
+        return None if _committable(p, now) and now.state in _COMMITTED else (p, now)
 
 
 def abort_prepared(session: TransactionSession, states: Iterable[PreparedTxnState]) -> None:

@@ -16,6 +16,17 @@ from spark_kafka_eos.write.transactional_id import coordinator_transactional_id,
 from tests.harness.kafka import KafkaTestCluster, Sent
 
 
+def open_transactions(kafka: KafkaTestCluster, prefix: str) -> list[str]:
+    """Open transactions of ``prefix`` (task and coordinator ids), as ListTransactions reports them."""
+    with TransactionSession(kafka.bootstrap_servers) as session:
+        return sorted(
+            t.transactional_id
+            for t in session.list_transactions(state_filters=[TxnState.ONGOING.value])
+            if t.transactional_id == coordinator_transactional_id(prefix)
+            or parse_task_transactional_id(prefix, t.transactional_id) is not None
+        )
+
+
 @dataclass
 class Pipeline:
     """Copies ``source`` to ``sink`` through ``kafka_eos`` with ``prefix``."""
@@ -69,14 +80,7 @@ class Pipeline:
         )
 
     def open_transactions(self) -> list[str]:
-        """Open transactions of the prefix, as ListTransactions reports them."""
-        with TransactionSession(self.kafka.bootstrap_servers) as session:
-            return sorted(
-                t.transactional_id
-                for t in session.list_transactions(state_filters=[TxnState.ONGOING.value])
-                if t.transactional_id == coordinator_transactional_id(self.prefix)
-                or parse_task_transactional_id(self.prefix, t.transactional_id) is not None
-            )
+        return open_transactions(self.kafka, self.prefix)
 
     def assert_exactly_once(self, sent: list[Sent], ordered: bool = True) -> None:
         """The sink holds every sent record exactly once (in per-partition order, when ``ordered``),

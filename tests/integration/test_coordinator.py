@@ -14,6 +14,7 @@ from spark_kafka_eos.write.recovery import KafkaEosCommittedDataLostError, recov
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.kafka import KafkaTestCluster
+from tests.harness.pipeline import open_transactions
 
 pytestmark = pytest.mark.kafka
 TIMEOUT_MS = 60_000
@@ -49,6 +50,7 @@ def test_a_replayed_epoch_is_not_written_twice(kafka: KafkaTestCluster) -> None:
     assert committed_values(kafka, topic) == [b"a", b"b"]
     coordinator.commit(stream_epoch(1), [prepare(options, 0, ["c"]), None])
     assert committed_values(kafka, topic) == [b"a", b"b", b"c"]
+    assert open_transactions(kafka, options.prefix) == []
 
 
 def test_an_older_epoch_on_the_same_prefix_is_refused(kafka: KafkaTestCluster) -> None:
@@ -59,6 +61,7 @@ def test_an_older_epoch_on_the_same_prefix_is_refused(kafka: KafkaTestCluster) -
     with pytest.raises(KafkaEosCommitError, match="already committed micro-batch 5.*at micro-batch 0"):
         coordinator.commit(stream_epoch(0), [prepare(options, 0, ["zero"])])
     assert committed_values(kafka, topic) == [b"five"]
+    assert open_transactions(kafka, options.prefix) == []
 
 
 def test_a_decided_participant_that_was_aborted_is_reported_as_lost(kafka: KafkaTestCluster) -> None:
@@ -80,3 +83,4 @@ def test_a_decided_participant_that_was_aborted_is_reported_as_lost(kafka: Kafka
             recover(session, decision_log, options.prefix)
     # The participant that could be committed was.
     assert committed_values(kafka, topic) == [b"kept"]
+    assert open_transactions(kafka, options.prefix) == []

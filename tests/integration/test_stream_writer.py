@@ -11,8 +11,9 @@ from confluent_kafka import KafkaException
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
+from spark_kafka_eos.write.writer_options import derived_prefix
 from tests.harness.kafka import KafkaTestCluster, Sent
-from tests.harness.pipeline import Pipeline
+from tests.harness.pipeline import Pipeline, open_transactions
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 PIPELINE_JOB = Path(__file__).resolve().parents[2] / "notebooks" / "eos_pipeline.py"
@@ -101,3 +102,4 @@ def test_the_driver_killed_between_decision_and_phase_2(kafka: KafkaTestCluster,
     kafka.wait_until_stable(sink)
     out = kafka.read_committed(sink)
     assert sorted(r.value or b"" for r in out) == sorted(b"processed:" + (s.value or b"") for s in sent)
+    assert open_transactions(kafka, derived_prefix(str(tmp_path / "checkpoint"))) == []
