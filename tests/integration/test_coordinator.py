@@ -9,7 +9,7 @@ import pytest
 
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.coordinator import KafkaEosCommitError, TwoPhaseCommitCoordinator, open_session
-from spark_kafka_eos.write.decision_log import DecisionLog, LogRecord, Participant, stream_epoch
+from spark_kafka_eos.write.decision_log import DecisionLog, KafkaEosDecisionLogError, LogRecord, Participant, stream_epoch
 from spark_kafka_eos.write.recovery import KafkaEosCommittedDataLostError, recover
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
@@ -84,3 +84,20 @@ def test_a_decided_participant_that_was_aborted_is_reported_as_lost(kafka: Kafka
     # The participant that could be committed was.
     assert committed_values(kafka, topic) == [b"kept"]
     assert open_transactions(kafka, options.prefix) == []
+
+
+def test_a_decision_log_with_several_partitions_is_refused(kafka: KafkaTestCluster) -> None:
+    topic = kafka.create_topic(1)
+    log_topic = kafka.create_topic(3, prefix="_decisions")
+    options = parse_writer_options(
+        {"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": topic, "transactional.id.prefix": f"coord-{uuid.uuid4().hex[:8]}",
+         "decisionlogtopic": log_topic},
+        streaming=True,
+    )
+    task = prepare(options, 0, ["never"])
+    with pytest.raises(KafkaEosDecisionLogError, match="has 3 partitions; it must have exactly 1"):
+        TwoPhaseCommitCoordinator(options, TIMEOUT_MS).commit(stream_epoch(0), [task])
+    assert task.transaction is not None
+    with open_session(options) as session:
+        session.abort(task.transaction)
+    assert committed_values(kafka, topic) == []
