@@ -11,7 +11,9 @@
 
 # COMMAND ----------
 
+import atexit
 import os
+import signal
 import sys
 import tempfile
 import uuid
@@ -22,6 +24,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 stack = ExitStack()
+# Stop the embedded broker however the demo ends (failed assertion, Ctrl-C, SIGTERM).
+atexit.register(stack.close)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 BOOTSTRAP = os.environ.get("KAFKA_EOS_BOOTSTRAP_SERVERS")
 if not BOOTSTRAP:
     from spark_kafka_eos.local_kafka import LocalKafka
