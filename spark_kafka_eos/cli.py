@@ -22,16 +22,16 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from confluent_kafka import KafkaError, KafkaException
 
-from spark_kafka_eos.errors import KafkaEosError
+from spark_kafka_eos.errors import KafkaEosCommittedDataLostError, KafkaEosError
 from spark_kafka_eos.options import ReaderOptions, TopicPartition, parse_reader_options
 from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.secrets import REDACTED, is_secret, redact
 from spark_kafka_eos.txn.session import TransactionSession, TxnDescription, TxnSessionError, TxnState
 from spark_kafka_eos.write.coordinator import open_session
 from spark_kafka_eos.write.decision_log import DecisionLog, LogRecord
-from spark_kafka_eos.write.recovery import KafkaEosCommittedDataLostError, abort_lingering, recover
+from spark_kafka_eos.write.recovery import abort_lingering, recover
 from spark_kafka_eos.write.transaction_timeout import resolve_transaction_timeout_ms
-from spark_kafka_eos.write.transactional_id import coordinator_transactional_id, parse_task_transactional_id
+from spark_kafka_eos.write.transactional_id import belongs_to_prefix
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 
 EXIT_OK = 0
@@ -233,14 +233,9 @@ def existing_decision_log(options: WriterOptions) -> Optional[DecisionLog]:
 def open_transactions(session: TransactionSession, prefix: str) -> list[TxnDescription]:
     """The Ongoing transactions of ``prefix`` (task ids and the coordinator's), described."""
     ids = [t.transactional_id for t in session.list_transactions(state_filters=[TxnState.ONGOING.value])
-           if _of_prefix(prefix, t.transactional_id)]
+           if belongs_to_prefix(prefix, t.transactional_id)]
     described = session.describe(ids) if ids else {}
     return [described[txn_id] for txn_id in ids]
-
-
-def _of_prefix(prefix: str, transactional_id: str) -> bool:
-    return (transactional_id == coordinator_transactional_id(prefix)
-            or parse_task_transactional_id(prefix, transactional_id) is not None)
 
 
 def _participant_states(session: TransactionSession, record: Optional[LogRecord]) -> Mapping[str, TxnDescription]:

@@ -28,3 +28,36 @@ class KafkaEosUnavailableError(KafkaEosError, TimeoutError):
 
 class KafkaEosReadError(KafkaEosError):
     """Reading a planned offset range failed."""
+
+
+class KafkaEosSchemaError(KafkaEosError, ValueError):
+    """The DataFrame to write lacks a column the sink needs, or has one of the wrong type."""
+
+    def __init__(self, column: str, problem: str, fix: str) -> None:
+        self.column = column
+        super().__init__(f"Column '{column}': {problem} Fix: {fix}")
+
+
+class KafkaEosWriteError(KafkaEosError):
+    """A task could not write its records; its transaction was aborted, so none of them is visible."""
+
+    def __init__(self, transactional_id: str, problem: str, fix: str) -> None:
+        self.transactional_id = transactional_id
+        super().__init__(
+            f"Writing to Kafka failed (transactional id {transactional_id!r}): {problem} None of the task's records "
+            f"becomes visible (its transaction, if any, is aborted). Fix: {fix}."
+        )
+
+
+class KafkaEosDecisionLogError(KafkaEosError):
+    """The decision log cannot be read or written."""
+
+
+class KafkaEosCommitError(KafkaEosError):
+    """The epoch could not be committed as asked. The message says which: aborted (nothing of it is
+    visible), or committed with phase 2 unfinished (do not re-run; recovery finishes it)."""
+
+
+class KafkaEosCommittedDataLostError(KafkaEosError):
+    """A participant of a committed decision was aborted (usually: its transaction timed out before
+    phase 2 reached it). Its records are lost; this is never silent."""

@@ -202,7 +202,7 @@ class ReaderOptions:
 def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderOptions:
     """Validate ``options`` (as Spark passes them) for a batch or streaming read."""
     opts = {key.lower(): value for key, value in options.items()}
-    _reject_typos(opts)
+    reject_typos(opts)
     kafka_config = parse_kafka_settings(opts)
     bootstrap = pop_bootstrap_servers(kafka_config)
     subscription = _parse_subscription(opts)
@@ -281,7 +281,8 @@ def pop_bootstrap_servers(settings: dict[str, str]) -> str:
     return bootstrap
 
 
-def _reject_typos(opts: Mapping[str, str]) -> None:
+def reject_typos(opts: Mapping[str, str]) -> None:
+    """Refuse an option that is not ours but looks like a typo of one (lower-cased keys)."""
     for key in opts:
         if key in _CANONICAL or key.startswith("kafka.") or key.startswith("spark."):
             continue

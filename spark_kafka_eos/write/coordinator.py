@@ -27,11 +27,11 @@ from typing import Iterator, Optional, Sequence
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from spark_kafka_eos.errors import KafkaEosError
+from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError, KafkaEosError
 from spark_kafka_eos.txn.session import TransactionSession, TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.decision_log import DecisionLog, LogRecord, Participant
-from spark_kafka_eos.write.recovery import KafkaEosCommittedDataLostError, abort_lingering, abort_prepared, complete
+from spark_kafka_eos.write.recovery import abort_lingering, abort_prepared, complete
 from spark_kafka_eos.write.writer_options import WriterOptions
 
 log = logging.getLogger(__name__)
@@ -43,10 +43,6 @@ TASK_FAULT_POINT = "task_write"
 FAULT_POINTS = ("before_decision", "after_decision", "during_phase2", TASK_FAULT_POINT)
 """Test-only option ``testing.failAt``: ``<point>`` raises there, ``<point>:kill-driver`` kills the
 driver JVM there (coordinator points), ``task_write:kill`` kills a task's Python worker."""
-
-
-class KafkaEosCommitError(KafkaEosError):
-    """The epoch was not committed; everything it wrote was aborted."""
 
 
 class KafkaEosInjectedFault(KafkaEosError):

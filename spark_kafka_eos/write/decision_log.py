@@ -19,9 +19,9 @@ from typing import Literal, Mapping, Optional
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import NewTopic, OffsetSpec
 
-from spark_kafka_eos.errors import KafkaEosError
+from spark_kafka_eos.errors import KafkaEosDecisionLogError
 from spark_kafka_eos.options import parse_reader_options
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
@@ -43,15 +43,10 @@ _LOG_TOPIC_CONFIG = {
 RecordKind = Literal["decision", "complete", "reset"]
 # Log topics seen to exist by this (reused) Python worker: saves a metadata request per epoch.
 _EXISTING_TOPICS: set[tuple[str, str]] = set()
-_ADMIN_CLIENTS: dict[tuple[tuple[str, str], ...], AdminClient] = {}
 _NOT_READY = {
     KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT,
 }
-
-
-class KafkaEosDecisionLogError(KafkaEosError):
-    """The decision log cannot be read or written."""
 
 
 @dataclass(frozen=True)
@@ -135,7 +130,7 @@ class DecisionLog:
         self._options = options
         self._topic = options.decision_log_topic
         self._connection = options.connection_config()
-        self._admin = _admin_client(self._connection)
+        self._admin = options.admin_client()
         self._settle_timeout_s = settle_timeout_s
         self._producer: Optional[Producer] = None
 
@@ -255,15 +250,6 @@ class DecisionLog:
             producer.init_transactions(30)
             self._producer = producer
         return self._producer
-
-
-def _admin_client(connection: Mapping[str, str]) -> AdminClient:
-    """An admin client per connection, kept by this (reused) Python worker: a new client's first
-    offset request waits for metadata, which costs more than the rest of a commit."""
-    key = tuple(sorted(connection.items()))
-    if key not in _ADMIN_CLIENTS:
-        _ADMIN_CLIENTS[key] = AdminClient(dict(connection))
-    return _ADMIN_CLIENTS[key]
 
 
 def _group_metadata(connection: Mapping[str, str], group: str) -> object:

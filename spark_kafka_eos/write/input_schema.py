@@ -30,7 +30,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from spark_kafka_eos.errors import KafkaEosError
+from spark_kafka_eos.errors import KafkaEosSchemaError
 from spark_kafka_eos.write.writer_options import WriterOptions
 
 VALUE, KEY, TOPIC, PARTITION, HEADERS = "value", "key", "topic", "partition", "headers"
@@ -50,14 +50,6 @@ _COLUMN_TYPES: dict[str, tuple[tuple[DataType, ...], str]] = {
 }
 _HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 ALLOWED_COLUMNS = (VALUE, KEY, TOPIC, PARTITION, HEADERS, *SOURCE_COLUMNS)
-
-
-class KafkaEosSchemaError(KafkaEosError, ValueError):
-    """The DataFrame to write lacks a column the sink needs, or has one of the wrong type."""
-
-    def __init__(self, column: str, problem: str, fix: str) -> None:
-        self.column = column
-        super().__init__(f"Column '{column}': {problem} Fix: {fix}")
 
 
 @dataclass(frozen=True)

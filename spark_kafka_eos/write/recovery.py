@@ -14,7 +14,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Optional
 
-from spark_kafka_eos.errors import KafkaEosError
+from spark_kafka_eos.errors import KafkaEosCommittedDataLostError
 from spark_kafka_eos.txn.session import (
     PreparedTxnState,
     TransactionSession,
@@ -25,17 +25,12 @@ from spark_kafka_eos.txn.session import (
     TxnState,
 )
 from spark_kafka_eos.write.decision_log import DecisionLog, LogRecord, Participant
-from spark_kafka_eos.write.transactional_id import coordinator_transactional_id, parse_task_transactional_id
+from spark_kafka_eos.write.transactional_id import belongs_to_prefix
 
 log = logging.getLogger(__name__)
 
 _COMMITTED = (TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT)
 _PARALLELISM = 8
-
-
-class KafkaEosCommittedDataLostError(KafkaEosError):
-    """A participant of a committed decision was aborted (usually: its transaction timed out before
-    phase 2 reached it). Its records are lost; this is never silent."""
 
 
 def roll_forward(session: TransactionSession, decision: LogRecord) -> None:
@@ -95,12 +90,10 @@ def abort_lingering(session: TransactionSession, prefix: str, transaction_timeou
     """Abort and fence every open transaction of ``prefix`` (task ids and the coordinator's) except
     ``keep``: failed and speculative attempts, and zombies of earlier runs. Returns the ids aborted."""
     kept = set(keep)
-    coordinator = coordinator_transactional_id(prefix)
     doomed = sorted(
         t.transactional_id
         for t in session.list_transactions(state_filters=[TxnState.ONGOING.value])
-        if t.transactional_id not in kept
-        and (t.transactional_id == coordinator or parse_task_transactional_id(prefix, t.transactional_id) is not None)
+        if t.transactional_id not in kept and belongs_to_prefix(prefix, t.transactional_id)
     )
     with ThreadPoolExecutor(max_workers=_PARALLELISM) as pool:
         # InitProducerId aborts the open transaction and bumps the epoch: a zombie still writing is fenced.

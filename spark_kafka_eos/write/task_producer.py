@@ -30,7 +30,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from pyspark import TaskContext
 
-from spark_kafka_eos.errors import KafkaEosError
+from spark_kafka_eos.errors import KafkaEosWriteError
 from spark_kafka_eos.txn.session import PreparedTxnState
 from spark_kafka_eos.write.commit_message import PartitionCount, SourceOffset, TaskCommit
 from spark_kafka_eos.write.input_schema import (
@@ -79,17 +79,6 @@ _FIXES: Mapping[int, str] = {
     KafkaError.INVALID_PRODUCER_EPOCH: _FENCED_FIX,
 }
 _MAX_REPORTED_FAILURES = 5
-
-
-class KafkaEosWriteError(KafkaEosError):
-    """A task could not write its records; its transaction was aborted, so none of them is visible."""
-
-    def __init__(self, transactional_id: str, problem: str, fix: str) -> None:
-        self.transactional_id = transactional_id
-        super().__init__(
-            f"Writing to Kafka failed (transactional id {transactional_id!r}): {problem} None of the task's records "
-            f"becomes visible (its transaction, if any, is aborted). Fix: {fix}."
-        )
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ broker's ``transaction.max.timeout.ms`` (read from the broker, never guessed).""
 
 from __future__ import annotations
 
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka.admin import ConfigResource
 
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.write.writer_options import WriterOptions
@@ -18,7 +18,7 @@ def broker_max_transaction_timeout_ms(options: WriterOptions) -> int:
     """``transaction.max.timeout.ms`` of a broker of the cluster."""
     if options.bootstrap_servers in _BROKER_MAX:
         return _BROKER_MAX[options.bootstrap_servers]
-    admin = AdminClient(options.connection_config())
+    admin = options.admin_client()
     broker_id = next(iter(admin.list_topics(timeout=30).brokers))
     resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
     configs = admin.describe_configs([resource], request_timeout=30)[resource].result(30)

@@ -36,3 +36,8 @@ def parse_task_transactional_id(prefix: str, transactional_id: str) -> Optional[
     if match is None:
         return None
     return TaskTransactionalId(prefix, int(match.group(1)), int(match.group(2)))
+
+
+def belongs_to_prefix(prefix: str, transactional_id: str) -> bool:
+    """True for the task ids and the coordinator id of exactly ``prefix``."""
+    return transactional_id == coordinator_transactional_id(prefix) or parse_task_transactional_id(prefix, transactional_id) is not None

@@ -21,9 +21,10 @@ from typing import Literal, Mapping, Optional
 from urllib.parse import urlsplit
 
 from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient
 
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.options import UNSAFE_SETTINGS, _reject_typos, parse_kafka_settings, pop_bootstrap_servers
+from spark_kafka_eos.options import UNSAFE_SETTINGS, parse_kafka_settings, reject_typos, pop_bootstrap_servers
 from spark_kafka_eos.secrets import REDACTED, is_secret, redact
 
 DEFAULT_DECISION_LOG_TOPIC = "_kafka_eos_decisions"
@@ -49,6 +50,7 @@ _OWNED_SETTINGS: Mapping[str, str] = {
 # executors (e.g. shipped with --files) or run kinit, so the driver-side check leaves them out.
 _NOT_CHECKED_ON_DRIVER = ("ssl.", "sasl.", "security.", "plugin.")
 _CONNECTION_SETTINGS = ("security.", "ssl.", "sasl.", "socket.", "client.dns.", "broker.address.")
+_ADMIN_CLIENTS: dict[tuple[tuple[str, str], ...], AdminClient] = {}
 
 
 @dataclass(frozen=True, repr=False)
@@ -70,6 +72,14 @@ class WriterOptions:
         config = {k: v for k, v in self.kafka_config.items() if k.startswith(_CONNECTION_SETTINGS)}
         config["bootstrap.servers"] = self.bootstrap_servers
         return config
+
+    def admin_client(self) -> AdminClient:
+        """An admin client for :meth:`connection_config`, kept by this (reused) Python worker: a new
+        client's first offset request waits for metadata, which costs more than the rest of a commit."""
+        key = tuple(sorted(self.connection_config().items()))
+        if key not in _ADMIN_CLIENTS:
+            _ADMIN_CLIENTS[key] = AdminClient(dict(key))
+        return _ADMIN_CLIENTS[key]
 
     def producer_config(self, transactional_id: str, transaction_timeout_ms: int) -> dict[str, object]:
         """librdkafka configuration of one task's transactional producer."""
@@ -107,7 +117,7 @@ class WriterOptions:
 def parse_writer_options(options: Mapping[str, str], streaming: bool) -> WriterOptions:
     """Validate ``options`` (as Spark passes them) for a streaming (``writeStream``) or batch (``write``) sink."""
     opts = {key.lower(): value for key, value in options.items()}
-    _reject_typos(opts)
+    reject_typos(opts)
     kafka_config = _producer_settings(opts)
     bootstrap = pop_bootstrap_servers(kafka_config)
     timeout = kafka_config.pop("transaction.timeout.ms", None)

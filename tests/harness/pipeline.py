@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from spark_kafka_eos.txn.session import TransactionSession, TxnState
-from spark_kafka_eos.write.transactional_id import coordinator_transactional_id, parse_task_transactional_id
+from spark_kafka_eos.write.transactional_id import belongs_to_prefix
 from tests.harness.kafka import KafkaTestCluster, Sent
 
 
@@ -22,8 +22,7 @@ def open_transactions(kafka: KafkaTestCluster, prefix: str) -> list[str]:
         return sorted(
             t.transactional_id
             for t in session.list_transactions(state_filters=[TxnState.ONGOING.value])
-            if t.transactional_id == coordinator_transactional_id(prefix)
-            or parse_task_transactional_id(prefix, t.transactional_id) is not None
+            if belongs_to_prefix(prefix, t.transactional_id)
         )
 
 

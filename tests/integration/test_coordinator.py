@@ -8,9 +8,10 @@ import pyarrow as pa
 import pytest
 
 from spark_kafka_eos.write.commit_message import TaskCommit
-from spark_kafka_eos.write.coordinator import KafkaEosCommitError, TwoPhaseCommitCoordinator, open_session
-from spark_kafka_eos.write.decision_log import DecisionLog, KafkaEosDecisionLogError, LogRecord, Participant, stream_epoch
-from spark_kafka_eos.write.recovery import KafkaEosCommittedDataLostError, recover
+from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError, KafkaEosDecisionLogError
+from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator, open_session
+from spark_kafka_eos.write.decision_log import DecisionLog, LogRecord, Participant, stream_epoch
+from spark_kafka_eos.write.recovery import recover
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.kafka import KafkaTestCluster

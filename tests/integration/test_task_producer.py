@@ -16,7 +16,8 @@ import pytest
 
 from spark_kafka_eos.txn.session import TransactionSession, TxnFencedError, TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
-from spark_kafka_eos.write.task_producer import KafkaEosWriteError, TaskIdentity, write_task
+from spark_kafka_eos.errors import KafkaEosWriteError
+from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.kafka import KafkaTestCluster
 
