@@ -46,6 +46,8 @@ _EXISTING_TOPICS: set[tuple[str, str]] = set()
 _NOT_READY = {
     KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT,
+    # A reused admin client whose metadata predates the topic: "Failed to query partition leaders".
+    KafkaError._NOENT,
 }
 
 
