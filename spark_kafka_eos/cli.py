@@ -28,7 +28,8 @@ from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.secrets import REDACTED, is_secret, redact
 from spark_kafka_eos.txn.session import TransactionSession, TxnDescription, TxnSessionError, TxnState
 from spark_kafka_eos.write.coordinator import open_session
-from spark_kafka_eos.write.decision_log import DecisionLog, LogRecord
+from spark_kafka_eos.write.decision_log import DecisionLog
+from spark_kafka_eos.write.log_record import LogRecord
 from spark_kafka_eos.write.recovery import abort_lingering, recover
 from spark_kafka_eos.write.transaction_timeout import resolve_transaction_timeout_ms
 from spark_kafka_eos.write.transactional_id import belongs_to_prefix

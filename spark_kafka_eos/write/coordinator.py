@@ -30,7 +30,8 @@ from pyspark.sql.datasource import WriterCommitMessage
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError, KafkaEosError
 from spark_kafka_eos.txn.session import TransactionSession, TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
-from spark_kafka_eos.write.decision_log import DecisionLog, LogRecord, Participant
+from spark_kafka_eos.write.decision_log import DecisionLog
+from spark_kafka_eos.write.log_record import LogRecord, Participant
 from spark_kafka_eos.write.recovery import abort_lingering, abort_prepared, complete
 from spark_kafka_eos.write.writer_options import WriterOptions
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Literal, Mapping, Optional
+from typing import Mapping, Optional
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -25,11 +24,10 @@ from spark_kafka_eos.errors import KafkaEosDecisionLogError
 from spark_kafka_eos.options import parse_reader_options
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
-from spark_kafka_eos.txn.session import PreparedTxnState
+from spark_kafka_eos.write.log_record import LogRecord
 from spark_kafka_eos.write.transactional_id import coordinator_transactional_id
 from spark_kafka_eos.write.writer_options import WriterOptions
 
-FORMAT_VERSION = 1
 COORDINATOR_TRANSACTION_TIMEOUT_MS = 60_000
 """The decision transaction only writes one record: a short timeout keeps a crashed driver's
 half-written decision from holding the log's LSO for long."""
@@ -40,7 +38,6 @@ _LOG_TOPIC_CONFIG = {
     "min.cleanable.dirty.ratio": "0.1",
 }
 
-RecordKind = Literal["decision", "complete", "reset"]
 # Log topics seen to exist by this (reused) Python worker: saves a metadata request per epoch.
 _EXISTING_TOPICS: set[tuple[str, str]] = set()
 _NOT_READY = {
@@ -49,80 +46,6 @@ _NOT_READY = {
     # A reused admin client whose metadata predates the topic: "Failed to query partition leaders".
     KafkaError._NOENT,
 }
-
-
-@dataclass(frozen=True)
-class Participant:
-    """One task attempt's prepared transaction, as decided."""
-
-    transactional_id: str
-    producer_id: int
-    epoch: int
-    spark_partition: int
-    records: tuple[tuple[str, int, int], ...] = ()
-
-    @property
-    def state(self) -> PreparedTxnState:
-        return PreparedTxnState(self.transactional_id, self.producer_id, self.epoch)
-
-    def describe_output(self) -> str:
-        return ", ".join(f"{t}-{p}: {n} records" for t, p, n in self.records) or "no records"
-
-
-@dataclass(frozen=True)
-class LogRecord:
-    """One record of the decision log. ``epoch_id`` names the Spark epoch: ``stream:<batchId>``
-    for a micro-batch, ``batch:<writeId>`` for a whole batch job."""
-
-    kind: RecordKind
-    prefix: str
-    epoch_id: str
-    participants: tuple[Participant, ...] = ()
-    consumer_group: Optional[str] = None
-    offsets: tuple[tuple[str, int, int], ...] = ()
-    written_at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
-
-    @property
-    def batch_id(self) -> Optional[int]:
-        """The micro-batch id of a streaming epoch, None for a batch job."""
-        kind, _, value = self.epoch_id.partition(":")
-        return int(value) if kind == "stream" else None
-
-    def completed(self) -> "LogRecord":
-        return LogRecord("complete", self.prefix, self.epoch_id, consumer_group=self.consumer_group, offsets=self.offsets)
-
-    def to_json(self) -> bytes:
-        body = asdict(self)
-        body["format"] = FORMAT_VERSION
-        return json.dumps(body, separators=(",", ":")).encode()
-
-    @classmethod
-    def from_json(cls, raw: bytes) -> "LogRecord":
-        body = json.loads(raw)
-        if body.get("format") != FORMAT_VERSION:
-            raise KafkaEosDecisionLogError(
-                f"Decision log record of format {body.get('format')!r}; this version reads format {FORMAT_VERSION}. "
-                "Upgrade spark-kafka-eos."
-            )
-        participants = tuple(
-            Participant(
-                p["transactional_id"], p["producer_id"], p["epoch"], p["spark_partition"],
-                tuple(tuple(r) for r in p["records"]),  # type: ignore[misc]
-            )
-            for p in body["participants"]
-        )
-        return cls(
-            body["kind"], body["prefix"], body["epoch_id"], participants, body.get("consumer_group"),
-            tuple(tuple(o) for o in body.get("offsets", ())), body["written_at_ms"],  # type: ignore[misc]
-        )
-
-
-def stream_epoch(batch_id: int) -> str:
-    return f"stream:{batch_id}"
-
-
-def batch_epoch(write_id: str) -> str:
-    return f"batch:{write_id}"
 
 
 class DecisionLog:

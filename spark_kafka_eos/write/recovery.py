@@ -24,7 +24,8 @@ from spark_kafka_eos.txn.session import (
     TxnSessionError,
     TxnState,
 )
-from spark_kafka_eos.write.decision_log import DecisionLog, LogRecord, Participant
+from spark_kafka_eos.write.decision_log import DecisionLog
+from spark_kafka_eos.write.log_record import LogRecord, Participant
 from spark_kafka_eos.write.transactional_id import belongs_to_prefix
 
 log = logging.getLogger(__name__)

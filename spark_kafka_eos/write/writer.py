@@ -14,7 +14,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from spark_kafka_eos.write.coordinator import TASK_FAULT_POINT, KafkaEosInjectedFault, TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.decision_log import batch_epoch, stream_epoch
+from spark_kafka_eos.write.log_record import batch_epoch, stream_epoch
 from spark_kafka_eos.write.task_producer import write_task
 from spark_kafka_eos.write.writer_options import WriterOptions
 

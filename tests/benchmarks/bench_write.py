@@ -52,7 +52,7 @@ def raw_transactional(bootstrap: str, topic: str) -> float:
 
 def commit_times(bootstrap: str, topic: str, rounds: int = 15) -> list[float]:
     from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-    from spark_kafka_eos.write.decision_log import stream_epoch
+    from spark_kafka_eos.write.log_record import stream_epoch
     from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
     from spark_kafka_eos.write.writer_options import parse_writer_options
 

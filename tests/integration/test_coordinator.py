@@ -10,7 +10,8 @@ import pytest
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError, KafkaEosDecisionLogError
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator, open_session
-from spark_kafka_eos.write.decision_log import DecisionLog, LogRecord, Participant, stream_epoch
+from spark_kafka_eos.write.decision_log import DecisionLog
+from spark_kafka_eos.write.log_record import LogRecord, Participant, stream_epoch
 from spark_kafka_eos.write.recovery import recover
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
