@@ -24,6 +24,8 @@ parser.add_argument("--group", default="orders-etl")
 parser.add_argument("--crash-after-decision", action="store_true", help="kill the driver between decision and phase 2 (demo)")
 args = parser.parse_args()
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+if args.crash_after_decision:  # the Python workers import the fault-injecting source from tests/
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.environ.get("PYTHONPATH")]))
 
 spark = (
     SparkSession.builder.master("local[2]").appName("kafka_eos pipeline")
@@ -61,7 +63,12 @@ writer = (
     .trigger(availableNow=True)
 )
 if args.crash_after_decision:
-    writer = writer.option("testing.failAt", "after_decision:kill-driver")
+    # Fault injection is test scaffolding, not part of the package: a data source from tests/.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from tests.harness.faults import FAULTS_FORMAT, FaultInjectingDataSource
+
+    spark.dataSource.register(FaultInjectingDataSource)
+    writer = writer.format(FAULTS_FORMAT).option("testing.failAt", "after_decision:kill-driver")
 query = writer.start()
 query.awaitTermination()
 print(f"pipeline done: {sum(p['numInputRows'] for p in query.recentProgress)} records in {len(query.recentProgress)} batches")

@@ -22,17 +22,17 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from confluent_kafka import KafkaError, KafkaException
 
-from spark_kafka_eos.errors import KafkaEosCommittedDataLostError, KafkaEosError
+from spark_kafka_eos.errors import KafkaEosError
 from spark_kafka_eos.options import ReaderOptions, TopicPartition, parse_reader_options
 from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.secrets import REDACTED, is_secret, redact
-from spark_kafka_eos.txn.session import TransactionSession, TxnDescription, TxnSessionError, TxnState
+from spark_kafka_eos.txn.session import TransactionSession, TxnDescription, TxnSessionError
 from spark_kafka_eos.write.coordinator import open_session
 from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import LogRecord
-from spark_kafka_eos.write.recovery import abort_lingering, recover
+from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos.write.recovery import abort_lingering, open_transactions
 from spark_kafka_eos.write.transaction_timeout import resolve_transaction_timeout_ms
-from spark_kafka_eos.write.transactional_id import belongs_to_prefix
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 
 EXIT_OK = 0
@@ -173,7 +173,7 @@ def reset_command(options: WriterOptions, session: TransactionSession, args: arg
         print(f"nothing to reset: {_last_summary(options, decision_log, last)}; "
               "a new query may already use this prefix from micro-batch 0")
         return EXIT_NOTHING_DONE
-    reset = LogRecord("reset", options.prefix, f"reset:{_now_ms()}")
+    reset = LogRecord("reset", options.prefix, f"reset:{_now_ms()}", previous_epoch_id=last.epoch_id)
     if not args.yes:
         print("\n".join(reset_plan(options, last, open_transactions(session, options.prefix))))
         return EXIT_NOTHING_DONE
@@ -185,34 +185,31 @@ def reset_command(options: WriterOptions, session: TransactionSession, args: arg
 
 
 def recover_prefix(options: WriterOptions, session: TransactionSession, accept_data_loss: bool = False) -> bool:
-    """What the driver's recovery and commit do: roll the last decision forward, then abort and fence
-    every open transaction of the prefix. Prints what it did; returns whether it did anything."""
-    rolled = _roll_forward(options, session, accept_data_loss)
-    aborted = abort_lingering(session, options.prefix, resolve_transaction_timeout_ms(options))
+    """What the driver's recovery and commit do: fence other drivers, roll the last decision forward,
+    then abort and fence every open transaction of the prefix. Prints what it did; returns whether it
+    did anything. A participant that can no longer be committed is an error, unless
+    ``accept_data_loss``: then it is printed."""
+    timeout_ms = resolve_transaction_timeout_ms(options)
+    decision_log = existing_decision_log(options)
+    if decision_log is None:  # no decision was ever taken: nothing to roll forward, nothing to prove
+        print(f"nothing to roll forward: {_last_summary(options, decision_log, None)}")
+        aborted = abort_lingering(session, options.prefix, timeout_ms, lambda: None)
+        rolled = False
+    else:
+        report = TwoPhaseCommitCoordinator(options, timeout_ms).recover(accept_data_loss)
+        before, aborted = report.last_before, report.aborted
+        rolled = before is not None and before.kind == "decision"
+        if report.data_loss:
+            print(f"DATA LOSS accepted (--accept-data-loss): {report.data_loss}")
+        elif rolled and before is not None:
+            committed = "; ".join(f"{p.transactional_id} ({p.describe_output()})" for p in before.participants)
+            print(f"rolled forward decision {before.epoch_id}: committed {len(before.participants)} participant "
+                  f"transaction(s): {committed}; recorded it complete")
+        else:
+            print(f"nothing to roll forward: {_last_summary(options, decision_log, before)}")
     print(f"aborted {len(aborted)} open transaction(s) of prefix {options.prefix}: {', '.join(aborted)}"
           if aborted else f"no open transactions of prefix {options.prefix}")
     return rolled or bool(aborted)
-
-
-def _roll_forward(options: WriterOptions, session: TransactionSession, accept_data_loss: bool) -> bool:
-    """:func:`recover` when the last record is a decision; prints what it did. A participant that can
-    no longer be committed is an error, unless ``accept_data_loss``: then it is printed."""
-    decision_log = existing_decision_log(options)
-    before = decision_log.last(options.prefix) if decision_log else None
-    if decision_log is None or before is None or before.kind != "decision":
-        print(f"nothing to roll forward: {_last_summary(options, decision_log, before)}")
-        return False
-    try:
-        recover(session, decision_log, options.prefix)
-    except KafkaEosCommittedDataLostError as lost:
-        if not accept_data_loss:
-            raise
-        print(f"DATA LOSS accepted (--accept-data-loss): {lost}")
-        return True
-    committed = "; ".join(f"{p.transactional_id} ({p.describe_output()})" for p in before.participants)
-    print(f"rolled forward decision {before.epoch_id}: committed {len(before.participants)} participant "
-          f"transaction(s): {committed}; recorded it complete")
-    return True
 
 
 def _last_summary(options: WriterOptions, decision_log: Optional[DecisionLog], last: Optional[LogRecord]) -> str:
@@ -229,14 +226,6 @@ def existing_decision_log(options: WriterOptions) -> Optional[DecisionLog]:
     """The decision log, or None when its topic does not exist (the CLI never creates it)."""
     found = _existing_partitions(options, [options.decision_log_topic])
     return DecisionLog(options) if found else None
-
-
-def open_transactions(session: TransactionSession, prefix: str) -> list[TxnDescription]:
-    """The Ongoing transactions of ``prefix`` (task ids and the coordinator's), described."""
-    ids = [t.transactional_id for t in session.list_transactions(state_filters=[TxnState.ONGOING.value])
-           if belongs_to_prefix(prefix, t.transactional_id)]
-    described = session.describe(ids) if ids else {}
-    return [described[txn_id] for txn_id in ids]
 
 
 def _participant_states(session: TransactionSession, record: Optional[LogRecord]) -> Mapping[str, TxnDescription]:

@@ -59,6 +59,7 @@ OTHER_KNOWN_OPTIONS = (
     "checkpointLocation",
     "path",
     "decisionLogTopic",
+    "writeId",
     "testing.failAt",
 )
 _CANONICAL = {name.lower(): name for name in SOURCE_OPTIONS + OTHER_KNOWN_OPTIONS}

@@ -44,6 +44,10 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator["object"]:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    from tests.harness.faults import FaultInjectingDataSource, make_importable_by_workers
+
+    make_importable_by_workers()
+
     warehouse = Path(tmp_path_factory.mktemp("warehouse"))
     session = (
         SparkSession.builder.master("local[2,3]")
@@ -58,6 +62,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator["object"]:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
+    session.dataSource.register(FaultInjectingDataSource)
     try:
         yield session
     finally:

@@ -8,6 +8,7 @@ from typing import Optional
 from pyspark.sql.datasource import WriterCommitMessage
 
 from spark_kafka_eos.txn.session import PreparedTxnState
+from spark_kafka_eos.write.log_record import Position
 
 PartitionCount = tuple[str, int, int]
 """(topic, partition, records written by this task)."""
@@ -22,14 +23,18 @@ class TaskCommit(WriterCommitMessage):
 
     ``transaction`` carries the transactional id, producer id and epoch the coordinator needs to
     verify and commit the transaction without the producer, which the task dropped unclosed.
+    ``epoch_id`` says which run and micro-batch the task wrote for (see ``EpochId``); ``probe`` is
+    where its first record landed.
     """
 
+    epoch_id: str
     spark_partition: int
     attempt_number: int
     task_attempt_id: int
     transaction: Optional[PreparedTxnState]
     records: tuple[PartitionCount, ...] = ()
     source_offsets: tuple[SourceOffset, ...] = ()
+    probe: Optional[Position] = None
 
     @property
     def record_count(self) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -142,9 +142,11 @@ class DecisionLog:
                 time.sleep(0.1)
 
     # -- writing --------------------------------------------------------------------------
-    def append(self, record: LogRecord, group_offsets: Optional[Mapping[tuple[str, int], int]] = None) -> None:
+    def append(self, record: LogRecord, group_offsets: Optional[Mapping[tuple[str, int], int]] = None,
+               before_commit: Optional[Callable[[], None]] = None) -> None:
         """Commit ``record`` (and the consumer group's offsets, when given) in the coordinator's
-        transaction. Returns only once it is committed; raises if it is not."""
+        transaction. Returns only once it is committed; raises if it is not. ``before_commit`` runs
+        once everything is written, before the commit: if it raises, the transaction is aborted."""
         producer = self._coordinator_producer(record.prefix)
         producer.begin_transaction()
         try:
@@ -156,6 +158,8 @@ class DecisionLog:
                     30,
                 )
             producer.flush(30)
+            if before_commit is not None:
+                before_commit()
         except Exception:
             _abort_quietly(producer)
             raise

@@ -1,7 +1,9 @@
 """The records of the decision log, and their JSON format (see :mod:`spark_kafka_eos.write.decision_log`).
 
 A ``decision`` names the participants of an epoch; ``complete`` follows its phase 2; ``reset``
-(from the CLI) forgets a prefix.
+(from the CLI) forgets a prefix and remembers who owned it before.
+
+An epoch is identified by the run that owns it and, for a stream, the micro-batch: see :class:`EpochId`.
 """
 
 from __future__ import annotations
@@ -14,22 +16,75 @@ from typing import Literal, Optional
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
 from spark_kafka_eos.txn.session import PreparedTxnState
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_READABLE_FORMATS = (1, FORMAT_VERSION)
 RecordKind = Literal["decision", "complete", "reset"]
+EpochKind = Literal["stream", "batch", "reset"]
+Position = tuple[str, int, int]
+"""(topic, partition, offset)."""
+
+
+@dataclass(frozen=True)
+class EpochId:
+    """Who owns an epoch: ``run_id`` is the streaming query id (``sql.streaming.queryId``: the same
+    across restarts of one checkpoint, new for a new checkpoint) or a batch job's write id.
+    ``batch_id`` is the micro-batch of a stream, None otherwise. Spelt ``stream:<run>:<batch>``,
+    ``batch:<run>`` or ``reset:<time>``."""
+
+    kind: EpochKind
+    run_id: str
+    batch_id: Optional[int] = None
+
+    @classmethod
+    def stream(cls, query_id: str, batch_id: int) -> "EpochId":
+        return cls("stream", query_id, batch_id)
+
+    @classmethod
+    def batch(cls, write_id: str) -> "EpochId":
+        return cls("batch", write_id)
+
+    @classmethod
+    def parse(cls, text: str) -> "EpochId":
+        kind, _, rest = text.partition(":")
+        if kind == "stream":
+            run, _, batch = rest.rpartition(":")  # format 1 wrote "stream:<batch>": its run is unknown ("")
+            return cls("stream", run, int(batch))
+        if kind in ("batch", "reset"):
+            return cls(kind, rest)  # type: ignore[arg-type]
+        raise KafkaEosDecisionLogError(f"Decision log record with an unknown epoch id {text!r}. Upgrade spark-kafka-eos.")
+
+    def same_run(self, other: "EpochId") -> bool:
+        return self.kind == other.kind and self.run_id == other.run_id
+
+    def __str__(self) -> str:
+        if self.kind == "stream":
+            return f"stream:{self.run_id}:{self.batch_id}"
+        return f"{self.kind}:{self.run_id}"
+
+    def describe(self) -> str:
+        """For error messages."""
+        if self.kind == "stream":
+            return f"micro-batch {self.batch_id} of streaming query {self.run_id or '(unknown: written by an older version)'}"
+        if self.kind == "batch":
+            return f"batch write {self.run_id}"
+        return "a reset"
 
 
 @dataclass(frozen=True)
 class Participant:
-    """One task attempt's prepared transaction, as decided."""
+    """One task attempt's prepared transaction, as decided. ``probe`` is where its first record
+    landed: if that record is visible to a read_committed reader, the transaction committed."""
 
     transactional_id: str
     producer_id: int
     epoch: int
     spark_partition: int
     records: tuple[tuple[str, int, int], ...] = ()
+    probe: Optional[Position] = None
 
     @property
-    def state(self) -> PreparedTxnState:
+    def txn(self) -> PreparedTxnState:
+        """The identity of its transaction."""
         return PreparedTxnState(self.transactional_id, self.producer_id, self.epoch)
 
     def describe_output(self) -> str:
@@ -38,22 +93,30 @@ class Participant:
 
 @dataclass(frozen=True)
 class LogRecord:
-    """One record of the decision log. ``epoch_id`` names the Spark epoch: ``stream:<batchId>``
-    for a micro-batch, ``batch:<writeId>`` for a whole batch job."""
+    """One record of the decision log; ``epoch_id`` is an :class:`EpochId` as text. A ``reset``
+    names the epoch that was last before it in ``previous_epoch_id``."""
 
     kind: RecordKind
     prefix: str
     epoch_id: str
     participants: tuple[Participant, ...] = ()
     consumer_group: Optional[str] = None
-    offsets: tuple[tuple[str, int, int], ...] = ()
+    offsets: tuple[Position, ...] = ()
     written_at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    previous_epoch_id: Optional[str] = None
+
+    @property
+    def epoch(self) -> EpochId:
+        return EpochId.parse(self.epoch_id)
+
+    @property
+    def previous_epoch(self) -> Optional[EpochId]:
+        return None if self.previous_epoch_id is None else EpochId.parse(self.previous_epoch_id)
 
     @property
     def batch_id(self) -> Optional[int]:
-        """The micro-batch id of a streaming epoch, None for a batch job."""
-        kind, _, value = self.epoch_id.partition(":")
-        return int(value) if kind == "stream" else None
+        """The micro-batch id of a streaming epoch, None otherwise."""
+        return self.epoch.batch_id
 
     def completed(self) -> "LogRecord":
         return LogRecord("complete", self.prefix, self.epoch_id, consumer_group=self.consumer_group, offsets=self.offsets)
@@ -66,27 +129,21 @@ class LogRecord:
     @classmethod
     def from_json(cls, raw: bytes) -> "LogRecord":
         body = json.loads(raw)
-        if body.get("format") != FORMAT_VERSION:
+        if body.get("format") not in _READABLE_FORMATS:
             raise KafkaEosDecisionLogError(
-                f"Decision log record of format {body.get('format')!r}; this version reads format {FORMAT_VERSION}. "
-                "Upgrade spark-kafka-eos."
+                f"Decision log record of format {body.get('format')!r}; this version reads formats "
+                f"{', '.join(map(str, _READABLE_FORMATS))}. Upgrade spark-kafka-eos."
             )
         participants = tuple(
             Participant(
                 p["transactional_id"], p["producer_id"], p["epoch"], p["spark_partition"],
                 tuple(tuple(r) for r in p["records"]),  # type: ignore[misc]
+                tuple(p["probe"]) if p.get("probe") else None,  # type: ignore[arg-type]
             )
             for p in body["participants"]
         )
         return cls(
             body["kind"], body["prefix"], body["epoch_id"], participants, body.get("consumer_group"),
             tuple(tuple(o) for o in body.get("offsets", ())), body["written_at_ms"],  # type: ignore[misc]
+            body.get("previous_epoch_id"),
         )
-
-
-def stream_epoch(batch_id: int) -> str:
-    return f"stream:{batch_id}"
-
-
-def batch_epoch(write_id: str) -> str:
-    return f"batch:{write_id}"

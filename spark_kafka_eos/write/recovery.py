@@ -1,18 +1,20 @@
-"""Recovery of a prefix: roll its last decision forward; abort transactions nobody will decide.
+"""Recovery of a prefix: roll a decision forward; abort transactions nobody will decide.
 
-Roll-forward runs on the driver in ``streamWriter()`` / ``writer()``, which Spark calls before the
-tasks of each epoch start: a decided participant is committed before a task can re-initialise its
-transactional id (which would abort it). Spark also calls ``streamWriter()`` in the process that
-commits a batch, after its tasks ran, so recovery there must not abort open task transactions: they
-may be that batch's participants. Lingering transactions are aborted by commit and abort, which
-know the participants. Every step is idempotent.
+Every step is idempotent and safe to repeat. Two rules keep a superseded driver (a zombie, or an
+orchestrator's earlier run) from harming the prefix's owner:
+
+- transactions are only ever aborted by their exact producer id and epoch, as they were seen;
+- lingering transactions are listed *before* the caller proves it still owns the prefix (a coordinator
+  transaction that commits), and only what was listed is aborted. The owner fences the coordinator id
+  before its tasks run, so whatever a superseded driver lists was opened before the owner's tasks
+  existed, and once fenced its proof fails.
 """
 
 from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable, Optional
+from typing import Callable, Iterable
 
 from spark_kafka_eos.errors import KafkaEosCommittedDataLostError
 from spark_kafka_eos.txn.session import (
@@ -24,25 +26,29 @@ from spark_kafka_eos.txn.session import (
     TxnSessionError,
     TxnState,
 )
-from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import LogRecord, Participant
-from spark_kafka_eos.write.transactional_id import belongs_to_prefix
+from spark_kafka_eos.write.transactional_id import belongs_to_prefix, coordinator_transactional_id
 
 log = logging.getLogger(__name__)
 
 _COMMITTED = (TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT)
 _PARALLELISM = 8
+VisibilityCheck = Callable[[Participant], bool]
+"""True if the participant's records are visible to a read_committed reader."""
 
 
-def roll_forward(session: TransactionSession, decision: LogRecord) -> None:
-    """Commit every participant of ``decision`` that is still open; fail loudly if one was aborted."""
+def roll_forward(session: TransactionSession, decision: LogRecord, visible: VisibilityCheck) -> None:
+    """Commit every participant of ``decision`` that is still open. A participant that can no longer be
+    committed is lost only if its records are not visible either; that fails loudly."""
     participants = {p.transactional_id: p for p in decision.participants}
     states = session.describe(list(participants))
-    lost = [(p, states[p.transactional_id]) for p in participants.values() if not _committable(p, states[p.transactional_id])]
-    open_ones = [p for p in participants.values() if _is_open(p, states[p.transactional_id])]
+    unsure = [(p, states[p.transactional_id]) for p in participants.values() if not committable(p, states[p.transactional_id])]
+    open_ones = [p for p in participants.values() if is_open(p, states[p.transactional_id])]
     with ThreadPoolExecutor(max_workers=_PARALLELISM) as pool:
-        failures = [f for f in pool.map(lambda p: _commit(session, p), open_ones) if f is not None]
-    lost.extend(failures)
+        unsure += [f for f in pool.map(lambda p: _commit(session, p), open_ones) if f is not None]
+    # An id reused since (librdkafka bumps the epoch for every new producer) says nothing about this
+    # decision: its records tell.
+    lost = [(p, d) for p, d in unsure if p.probe is None or not visible(p)]
     if lost:
         details = "; ".join(f"{p.transactional_id} ({p.describe_output()}): now {d.state}, producer {d.producer_id} epoch {d.producer_epoch}" for p, d in lost)
         raise KafkaEosCommittedDataLostError(
@@ -56,23 +62,25 @@ def roll_forward(session: TransactionSession, decision: LogRecord) -> None:
     # commit, and a task re-initialising the id waits for that (CONCURRENT_TRANSACTIONS, retried).
 
 
-def _is_open(p: Participant, d: TxnDescription) -> bool:
+def is_open(p: Participant, d: TxnDescription) -> bool:
+    """The participant's own transaction is still open."""
     return d.state == TxnState.ONGOING and (d.producer_id, d.producer_epoch) == (p.producer_id, p.epoch)
 
 
-def _committable(p: Participant, d: TxnDescription) -> bool:
-    return _is_open(p, d) or (d.state in _COMMITTED and (d.producer_id, d.producer_epoch) == (p.producer_id, p.epoch))
+def committable(p: Participant, d: TxnDescription) -> bool:
+    """The participant's own transaction is open or committed (or committing)."""
+    return is_open(p, d) or (d.state in _COMMITTED and (d.producer_id, d.producer_epoch) == (p.producer_id, p.epoch))
 
 
-def _commit(session: TransactionSession, p: Participant) -> Optional[tuple[Participant, TxnDescription]]:
+def _commit(session: TransactionSession, p: Participant) -> "tuple[Participant, TxnDescription] | None":
     try:
-        session.commit(p.state)
+        session.commit(p.txn)
         return None
     except (TxnFencedError, TxnInvalidStateError):
         # Committed meanwhile by someone else is fine, aborted is not. Transient errors (timeouts,
         # a broker restarting) propagate instead: they say nothing about the participant.
         now = session.describe([p.transactional_id])[p.transactional_id]
-        return None if _committable(p, now) and now.state in _COMMITTED else (p, now)
+        return None if committable(p, now) and now.state in _COMMITTED else (p, now)
 
 
 def abort_prepared(session: TransactionSession, states: Iterable[PreparedTxnState]) -> None:
@@ -87,36 +95,42 @@ def abort_prepared(session: TransactionSession, states: Iterable[PreparedTxnStat
         list(pool.map(abort, states))
 
 
-def abort_lingering(session: TransactionSession, prefix: str, transaction_timeout_ms: int, keep: Iterable[str] = ()) -> list[str]:
-    """Abort and fence every open transaction of ``prefix`` (task ids and the coordinator's) except
-    ``keep``: failed and speculative attempts, and zombies of earlier runs. Returns the ids aborted."""
-    kept = set(keep)
-    doomed = sorted(
-        t.transactional_id
-        for t in session.list_transactions(state_filters=[TxnState.ONGOING.value])
-        if t.transactional_id not in kept and belongs_to_prefix(prefix, t.transactional_id)
+def open_transactions(session: TransactionSession, prefix: str) -> list[TxnDescription]:
+    """The open transactions of ``prefix`` (task ids and the coordinator's), described."""
+    ids = sorted(
+        t.transactional_id for t in session.list_transactions(state_filters=[TxnState.ONGOING.value])
+        if belongs_to_prefix(prefix, t.transactional_id)
     )
+    return [d for d in session.describe(ids).values() if d.state == TxnState.ONGOING] if ids else []
+
+
+def abort_lingering(
+    session: TransactionSession, prefix: str, transaction_timeout_ms: int, prove_ownership: Callable[[], None],
+    keep: Iterable[str] = (),
+) -> list[str]:
+    """Abort the open transactions of ``prefix`` except ``keep`` (failed and speculative attempts,
+    zombies of earlier runs), each by its exact producer id and epoch, and fence them. They are listed
+    first; ``prove_ownership`` then runs (it must raise if this driver no longer owns the prefix);
+    only then is anything aborted. Returns the ids aborted."""
+    kept = set(keep) | {coordinator_transactional_id(prefix)}
+    doomed = [d for d in open_transactions(session, prefix) if d.transactional_id not in kept]
+    if not doomed:
+        return []
+    prove_ownership()
+
+    def fence(d: TxnDescription) -> str:
+        try:
+            # InitProducerId with the producer id and epoch seen: aborts that transaction and bumps the
+            # epoch (a zombie still writing is fenced), or fails if the id has moved on since.
+            session.init_producer_id(d.transactional_id, transaction_timeout_ms, d.producer_id, d.producer_epoch)
+            return d.transactional_id
+        except (TxnFencedError, TxnInvalidStateError) as err:
+            log.info("Not aborting %s: it moved on since it was listed (%s)", d.transactional_id, err)
+            return ""
+
     with ThreadPoolExecutor(max_workers=_PARALLELISM) as pool:
-        # InitProducerId aborts the open transaction and bumps the epoch: a zombie still writing is fenced.
-        list(pool.map(lambda txn_id: session.init_producer_id(txn_id, transaction_timeout_ms), doomed))
-    if doomed:
-        log.warning("Aborted lingering transactions of prefix %s: %s", prefix, ", ".join(doomed))
-        session.wait_settled(doomed)
-    return doomed
-
-
-def recover(session: TransactionSession, decision_log: DecisionLog, prefix: str) -> Optional[LogRecord]:
-    """Roll the last decision of ``prefix`` forward and record its completion. Returns the
-    prefix's last log record."""
-    return complete(session, decision_log, decision_log.last(prefix))
-
-
-def complete(session: TransactionSession, decision_log: DecisionLog, record: Optional[LogRecord]) -> Optional[LogRecord]:
-    """If ``record`` is a decision: roll it forward and append its completion, which is returned.
-    Any other record is returned as it is."""
-    if record is None or record.kind != "decision":
-        return record
-    roll_forward(session, record)
-    completed = record.completed()
-    decision_log.append(completed)
-    return completed
+        aborted = [txn_id for txn_id in pool.map(fence, doomed) if txn_id]
+    if aborted:
+        log.warning("Aborted lingering transactions of prefix %s: %s", prefix, ", ".join(aborted))
+        session.wait_settled(aborted)
+    return aborted

@@ -1,6 +1,6 @@
 """Executor side of the write path: one task attempt's transaction, prepared for the driver to decide.
 
-Per task attempt: one transactional producer under ``<prefix>-<sparkPartition>-<attempt>``, created on the
+Per task attempt: one transactional producer under its id (see :mod:`spark_kafka_eos.write.transactional_id`), created on the
 first non-empty Arrow batch (a task without rows opens no transaction and registers no id). It runs
 init_transactions (fencing any earlier holder of the id), begin, produce, flush -- the prepare phase -- then
 reads its producer id and epoch and is dropped *without* ``close()``: ``close()`` would abort the
@@ -43,6 +43,7 @@ from spark_kafka_eos.write.input_schema import (
     TOPIC,
     VALUE,
 )
+from spark_kafka_eos.write.log_record import EpochId, Position
 from spark_kafka_eos.write.transactional_id import task_transactional_id
 from spark_kafka_eos.write.writer_options import STATS_INTERVAL_MS, WriterOptions
 
@@ -100,18 +101,20 @@ class TaskIdentity:
 
 def write_task(
     options: WriterOptions,
+    epoch: EpochId,
     batches: Iterable[pa.RecordBatch],
     task: Optional[TaskIdentity] = None,
     transaction_timeout_ms: Optional[int] = None,
 ) -> TaskCommit:
-    """Write ``batches`` in one open transaction of this task attempt and return its commit message.
+    """Write ``batches`` in one open transaction of this task attempt of ``epoch`` and return its
+    commit message.
 
     ``task`` defaults to the running Spark task; ``transaction_timeout_ms`` (as resolved by the driver) to
     ``options.transaction_timeout_ms``, then to :data:`DEFAULT_TRANSACTION_TIMEOUT_MS`. The transaction is
     left open (flushed, not committed) for the driver's coordinator.
     """
     identity = task or TaskIdentity.current()
-    transactional_id = task_transactional_id(options.prefix, identity.spark_partition, identity.attempt_number)
+    transactional_id = task_transactional_id(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
     timeout_ms = transaction_timeout_ms or options.transaction_timeout_ms or DEFAULT_TRANSACTION_TIMEOUT_MS
     transaction: Optional[_TaskTransaction] = None
     positions = _SourcePositions()
@@ -123,7 +126,7 @@ def write_task(
                 transaction = _TaskTransaction(transactional_id, options.producer_config(transactional_id, timeout_ms))
             transaction.produce(_records(batch, options.topic, transactional_id))
             positions.add(batch)
-        prepared, records = transaction.prepare(timeout_ms) if transaction is not None else (None, ())
+        prepared, records, probe = transaction.prepare(timeout_ms) if transaction is not None else (None, (), None)
     except BaseException as exc:
         if transaction is not None:
             transaction.abort()
@@ -131,12 +134,14 @@ def write_task(
             traceback.clear_frames(exc.__traceback__)
         raise
     return TaskCommit(
+        epoch_id=str(epoch),
         spark_partition=identity.spark_partition,
         attempt_number=identity.attempt_number,
         task_attempt_id=identity.task_attempt_id,
         transaction=prepared,
         records=records,
         source_offsets=positions.next_offsets(),
+        probe=probe,
     )
 
 
@@ -189,12 +194,14 @@ class _TaskTransaction:
                     raise _write_error(self._transactional_id, "the producer queue stayed full",
                                        [(record[0], record[3], KafkaError(KafkaError._QUEUE_FULL), 1)]) from None
 
-    def prepare(self, transaction_timeout_ms: int) -> tuple[PreparedTxnState, tuple[PartitionCount, ...]]:
-        """Flush, check every delivery, read the producer id and epoch, and drop the producer unclosed."""
+    def prepare(self, transaction_timeout_ms: int) -> tuple[PreparedTxnState, tuple[PartitionCount, ...], Optional[Position]]:
+        """Flush, check every delivery, read the producer id and epoch, and drop the producer unclosed.
+        Also returns where the first record landed (the participant's probe)."""
         self._flush(transaction_timeout_ms / 1000 + 5)
         eos = self._stats.wait_for_transaction(self._live(), self._transactional_id)
         self._producer = None  # the only reference: librdkafka is destroyed here, the transaction stays open
-        return PreparedTxnState(self._transactional_id, eos["producer_id"], eos["producer_epoch"]), self._deliveries.counts()
+        prepared = PreparedTxnState(self._transactional_id, eos["producer_id"], eos["producer_epoch"])
+        return prepared, self._deliveries.counts(), self._deliveries.first
 
     def _flush(self, timeout_s: float) -> None:
         """Wait for every delivery report. After a failed delivery librdkafka holds the remaining records
@@ -237,11 +244,14 @@ class _DeliveryTally:
     def __init__(self) -> None:
         self.delivered: defaultdict[tuple[str, int], int] = defaultdict(int)
         self.failures: dict[tuple[Optional[str], Optional[int], int], tuple[KafkaError, int]] = {}
+        self.first: Optional[Position] = None
 
     def on_delivery(self, err: Optional[KafkaError], msg: Message) -> None:
         """Called once per record (a third of a task's CPU time at 100-byte records: keep it lean)."""
         if err is None:
             self.delivered[msg.topic(), msg.partition()] += 1
+            if self.first is None:
+                self.first = (msg.topic(), msg.partition(), msg.offset())
         else:
             self.add_failure(msg.topic(), msg.partition(), err)
 

@@ -1,21 +1,41 @@
-"""Transactional ids of a prefix: ``<prefix>-<sparkPartition>-<attempt>`` for tasks and
-``<prefix>-coordinator`` for the driver's decision transaction.
+"""Transactional ids of a prefix: ``<prefix>-<run>-<generation>-<sparkPartition>-<attempt>`` for tasks
+and ``<prefix>-coordinator`` for the driver's decision transaction.
 
-Ids are reused by every batch, so their number stays bounded by partitions x attempts (Flink's
-default scheme is not); ``init_transactions`` on a reused id fences any zombie of an earlier batch.
+- ``run`` (8 hex digits of a digest of the run id: the streaming query id or the batch write id) keeps
+  two runs on one prefix (a new checkpoint, a re-run job) from ever initialising each other's ids:
+  the coordinator can then refuse a run that does not own the prefix without it having touched the
+  owner's transactions.
+- ``generation`` is the micro-batch's parity: a straggler of epoch N (a speculative attempt, still
+  running) cannot re-initialise, and so abort, an id that epoch N+1 holds.
+
+Ids are reused by every other epoch of a run, so their number stays bounded by 2 x partitions x
+attempts per run (Flink's default scheme is not bounded); ``init_transactions`` on a reused id
+fences any zombie of an earlier epoch.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from typing import Optional
 
+from spark_kafka_eos.write.log_record import EpochId
+
 COORDINATOR_SUFFIX = "coordinator"
+GENERATIONS = 2
 
 
-def task_transactional_id(prefix: str, spark_partition: int, attempt_number: int) -> str:
-    return f"{prefix}-{spark_partition}-{attempt_number}"
+def run_tag(run_id: str) -> str:
+    return hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:8]
+
+
+def generation(epoch: EpochId) -> int:
+    return (epoch.batch_id or 0) % GENERATIONS
+
+
+def task_transactional_id(prefix: str, epoch: EpochId, spark_partition: int, attempt_number: int) -> str:
+    return f"{prefix}-{run_tag(epoch.run_id)}-{generation(epoch)}-{spark_partition}-{attempt_number}"
 
 
 def coordinator_transactional_id(prefix: str) -> str:
@@ -25,6 +45,8 @@ def coordinator_transactional_id(prefix: str) -> str:
 @dataclass(frozen=True)
 class TaskTransactionalId:
     prefix: str
+    run_tag: str
+    generation: int
     spark_partition: int
     attempt_number: int
 
@@ -32,10 +54,10 @@ class TaskTransactionalId:
 def parse_task_transactional_id(prefix: str, transactional_id: str) -> Optional[TaskTransactionalId]:
     """The task id parts if ``transactional_id`` is a task id of exactly ``prefix``, else None
     (so prefix ``a`` never claims the ids of prefix ``a-1``)."""
-    match = re.fullmatch(re.escape(prefix) + r"-(\d+)-(\d+)", transactional_id)
+    match = re.fullmatch(re.escape(prefix) + r"-([0-9a-f]{8})-(\d+)-(\d+)-(\d+)", transactional_id)
     if match is None:
         return None
-    return TaskTransactionalId(prefix, int(match.group(1)), int(match.group(2)))
+    return TaskTransactionalId(prefix, match.group(1), int(match.group(2)), int(match.group(3)), int(match.group(4)))
 
 
 def belongs_to_prefix(prefix: str, transactional_id: str) -> bool:

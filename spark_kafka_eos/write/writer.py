@@ -1,78 +1,132 @@
-"""Spark's writer interfaces for ``kafka_eos``: thin. Executors run :func:`write_task`; the driver's
-commit and abort go to the :class:`TwoPhaseCommitCoordinator`."""
+"""Spark's writer interfaces for ``kafka_eos``: thin. :func:`open_writer` validates and recovers on the
+driver before any task; executors run :func:`write_task`; the driver's commit and abort go to the
+:class:`TwoPhaseCommitCoordinator`."""
 
 from __future__ import annotations
 
-import os
-import signal
-import time
+import logging
 import uuid
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Mapping, Optional, Sequence, Union
 
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
 
-from spark_kafka_eos.write.coordinator import TASK_FAULT_POINT, KafkaEosInjectedFault, TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.log_record import batch_epoch, stream_epoch
-from spark_kafka_eos.write.task_producer import write_task
-from spark_kafka_eos.write.writer_options import WriterOptions
+from spark_kafka_eos.errors import KafkaEosCommitError
+from spark_kafka_eos.write.commit_message import TaskCommit
+from spark_kafka_eos.write.consumer_group import check_group_has_no_members
+from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
+from spark_kafka_eos.write.input_schema import validate_input_schema
+from spark_kafka_eos.write.log_record import EpochId
+from spark_kafka_eos.write.ownership import Verdict
+from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
+from spark_kafka_eos.write.transaction_timeout import resolve_transaction_timeout_ms
+from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
+
+log = logging.getLogger(__name__)
+
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+def open_writer(
+    raw_options: Mapping[str, str], schema: StructType, streaming: bool, hooks: WriterHooks = NO_HOOKS
+) -> Union["KafkaEosStreamWriter", "KafkaEosBatchWriter"]:
+    """Validate on the driver, then fence other drivers of the prefix and roll its last decision
+    forward, before any task of the epoch runs. A batch job is judged here too: refused up front
+    if the prefix is owned by a stream, and a no-op if its ``writeId`` is already committed."""
+    options = parse_writer_options(raw_options, streaming=streaming)
+    validate_input_schema(schema, options)
+    timeout_ms = resolve_transaction_timeout_ms(options)
+    check_group_has_no_members(options)
+    coordinator = TwoPhaseCommitCoordinator(options, timeout_ms, hooks)
+    if streaming:
+        coordinator.prepare()
+        return KafkaEosStreamWriter(options, timeout_ms, hooks)
+    epoch = EpochId.batch(options.write_id or uuid.uuid4().hex)
+    already_committed = coordinator.prepare(epoch).verdict == Verdict.REPLAY
+    if already_committed:
+        log.warning("writeId %s of prefix %s is already committed: this run writes nothing", epoch.run_id, options.prefix)
+    return KafkaEosBatchWriter(options, timeout_ms, hooks, epoch, already_committed)
 
 
 class _KafkaEosWriterBase:
-    def __init__(self, options: WriterOptions, transaction_timeout_ms: int, fail_at: Optional[str]) -> None:
+    def __init__(self, options: WriterOptions, transaction_timeout_ms: int, hooks: WriterHooks) -> None:
         self.options = options
         self.transaction_timeout_ms = transaction_timeout_ms
-        self.fail_at = fail_at
+        self.hooks = hooks
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        if self.fail_at is not None and self.fail_at.startswith(TASK_FAULT_POINT):
-            iterator = _fail_after_first_batch(iterator, self.fail_at.partition(":")[2])
-        return write_task(self.options, iterator, transaction_timeout_ms=self.transaction_timeout_ms)
+    def _write(self, epoch: EpochId, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return write_task(self.options, epoch, self.hooks.task_input(iterator), transaction_timeout_ms=self.transaction_timeout_ms)
 
     @property
     def coordinator(self) -> TwoPhaseCommitCoordinator:
-        return TwoPhaseCommitCoordinator(self.options, self.transaction_timeout_ms, self.fail_at)
-
-
-def _fail_after_first_batch(batches: Iterator[pa.RecordBatch], mode: str) -> Iterator[pa.RecordBatch]:
-    """Test-only (``testing.failAt=task_write[:kill|:sleep<seconds>]``): the first attempt of Spark
-    partition 0, after handing over its first batch, raises; or its Python worker dies (``kill``);
-    or it stalls (``sleep6``: six seconds) and goes on."""
-    context = TaskContext.get()
-    doomed = context is not None and context.partitionId() == 0 and context.attemptNumber() == 0
-    for index, batch in enumerate(batches):
-        if doomed and index == 1:
-            if mode.startswith("sleep"):
-                time.sleep(float(mode[len("sleep"):]))
-                doomed = False
-                yield batch
-                continue
-            if mode == "kill":
-                os.kill(os.getpid(), signal.SIGKILL)
-            raise KafkaEosInjectedFault("Injected fault in a task after its first batch (testing.failAt)")
-        yield batch
+        return TwoPhaseCommitCoordinator(self.options, self.transaction_timeout_ms, self.hooks)
 
 
 class KafkaEosStreamWriter(_KafkaEosWriterBase, DataSourceStreamArrowWriter):
-    """``df.writeStream.format("kafka_eos")``: each micro-batch is one two-phase commit."""
+    """``df.writeStream.format("kafka_eos")``: each micro-batch is one two-phase commit, identified by
+    the query id (stable across restarts of one checkpoint) and the batch id."""
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        context = TaskContext.get()
+        query_id = context.getLocalProperty(QUERY_ID_PROPERTY) if context else None
+        batch_id = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
+        if not query_id or batch_id is None:
+            raise KafkaEosCommitError(
+                f"The task has no {QUERY_ID_PROPERTY} / {BATCH_ID_PROPERTY} property, so its micro-batch cannot be "
+                "identified; nothing was written. kafka_eos needs Spark 4 structured streaming (micro-batch triggers)."
+            )
+        return self._write(EpochId.stream(query_id, int(batch_id)), iterator)
 
     def commit(self, messages: Sequence[Optional[WriterCommitMessage]], batchId: int) -> None:
-        self.coordinator.commit(stream_epoch(batchId), messages)
+        epoch = _stream_epoch(messages, batchId)
+        if epoch is not None:
+            self.coordinator.commit(epoch, messages)
 
     def abort(self, messages: Sequence[Optional[WriterCommitMessage]], batchId: int) -> None:
-        self.coordinator.abort(stream_epoch(batchId), messages)
+        epoch = _stream_epoch(messages, batchId)
+        if epoch is not None:
+            self.coordinator.abort(epoch, messages)
+        # else: no task reported; what they left open is swept by the next epoch.
 
 
 class KafkaEosBatchWriter(_KafkaEosWriterBase, DataSourceArrowWriter):
-    """``df.write.format("kafka_eos")``: the whole job is one two-phase commit, all or nothing."""
+    """``df.write.format("kafka_eos")``: the whole job is one two-phase commit, all or nothing,
+    identified by its write id (option ``writeId``, else a new one per job)."""
 
-    def __init__(self, options: WriterOptions, transaction_timeout_ms: int, fail_at: Optional[str]) -> None:
-        super().__init__(options, transaction_timeout_ms, fail_at)
-        self.write_id = uuid.uuid4().hex  # made on the driver; tasks and commit get pickled copies
+    def __init__(self, options: WriterOptions, transaction_timeout_ms: int, hooks: WriterHooks, epoch: EpochId,
+                 already_committed: bool) -> None:
+        super().__init__(options, transaction_timeout_ms, hooks)
+        self.epoch = epoch  # made on the driver; tasks and commit get pickled copies
+        self.already_committed = already_committed
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if self.already_committed:
+            identity = TaskIdentity.current()
+            return TaskCommit(str(self.epoch), identity.spark_partition, identity.attempt_number, identity.task_attempt_id, None)
+        return self._write(self.epoch, iterator)
 
     def commit(self, messages: Sequence[Optional[WriterCommitMessage]]) -> None:
-        self.coordinator.commit(batch_epoch(self.write_id), messages)
+        if not self.already_committed:
+            self.coordinator.commit(self.epoch, messages)
 
     def abort(self, messages: Sequence[Optional[WriterCommitMessage]]) -> None:
-        self.coordinator.abort(batch_epoch(self.write_id), messages)
+        if not self.already_committed:
+            self.coordinator.abort(self.epoch, messages)
+
+
+def _stream_epoch(messages: Sequence[Optional[WriterCommitMessage]], batch_id: int) -> Optional[EpochId]:
+    """The epoch the tasks wrote for; None when no task reported (nothing was written)."""
+    epochs = {EpochId.parse(m.epoch_id) for m in messages if isinstance(m, TaskCommit)}
+    if not epochs:
+        return None
+    epoch = epochs.pop()
+    if epochs or epoch.batch_id != batch_id:
+        raise KafkaEosCommitError(f"Tasks of {sorted(map(str, epochs | {epoch}))} were handed to the commit of micro-batch "
+                                  f"{batch_id}: a bug; nothing was committed.")
+    return epoch
+
+

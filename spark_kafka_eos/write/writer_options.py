@@ -14,6 +14,7 @@ from ``checkpointLocation`` (same checkpoint, same prefix); a batch write has no
 from __future__ import annotations
 
 import hashlib
+import os
 import posixpath
 import re
 from dataclasses import dataclass, replace
@@ -65,6 +66,7 @@ class WriterOptions:
     consumer_group: Optional[str]
     transaction_timeout_ms: Optional[int]
     kafka_config: Mapping[str, str]
+    write_id: Optional[str] = None
 
     def connection_config(self) -> dict[str, str]:
         """What any client needs to reach the cluster (bootstrap and security settings), without the
@@ -110,6 +112,7 @@ class WriterOptions:
             f"WriterOptions(bootstrap_servers={self.bootstrap_servers!r}, topic={self.topic!r}, "
             f"prefix={self.prefix!r} (from {self.prefix_source}), decision_log_topic={self.decision_log_topic!r}, "
             f"consumer_group={self.consumer_group!r}, transaction_timeout_ms={self.transaction_timeout_ms}, "
+            f"write_id={self.write_id!r}, "
             f"kafka_config={redact(self.kafka_config)!r})"
         )
 
@@ -129,6 +132,7 @@ def parse_writer_options(options: Mapping[str, str], streaming: bool) -> WriterO
         consumer_group=_consumer_group(opts),
         transaction_timeout_ms=None if timeout is None else _transaction_timeout(timeout),
         kafka_config=kafka_config,
+        write_id=_write_id(opts, streaming),
     )
     _check_with_librdkafka(parsed)
     return parsed
@@ -190,9 +194,30 @@ def _prefix(opts: Mapping[str, str], streaming: bool) -> dict[str, str]:
     )
 
 
+def _write_id(opts: Mapping[str, str], streaming: bool) -> Optional[str]:
+    raw = opts.get("writeid")
+    if raw is None:
+        return None
+    if streaming:
+        raise KafkaEosOptionError(
+            "writeId", "is for batch writes (df.write); a stream's epochs are named by its query and micro-batch.",
+            "remove it: the checkpoint makes a restarted query's replays recognisable.",
+        )
+    write_id = raw.strip()
+    if not _PREFIX.fullmatch(write_id) or len(write_id) > MAX_PREFIX_LENGTH:
+        raise KafkaEosOptionError(
+            "writeId", f"is {raw!r}.",
+            f"use 1 to {MAX_PREFIX_LENGTH} characters among letters, digits, '.', '_' and '-' (e.g. the job's run date).",
+        )
+    return write_id
+
+
 def _normalise_location(location: str) -> str:
-    """One spelling per checkpoint directory: 'file:///c/', 'file:/c' and '/c//' are all '/c'."""
+    """One spelling per checkpoint directory: 'file:///c/', 'file:/c' and '/c//' are all '/c'; a
+    relative path is made absolute first, as Spark resolves it (against the driver's directory)."""
     parts = urlsplit(location.strip())
+    if not parts.scheme and not posixpath.isabs(parts.path):
+        parts = urlsplit(os.path.abspath(parts.path))
     path = posixpath.normpath(parts.path) if parts.path else "/"
     if path.startswith("//"):  # normpath keeps a leading '//' (POSIX); a checkpoint path never means it
         path = "/" + path.lstrip("/")

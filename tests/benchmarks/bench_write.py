@@ -52,7 +52,7 @@ def raw_transactional(bootstrap: str, topic: str) -> float:
 
 def commit_times(bootstrap: str, topic: str, rounds: int = 15) -> list[float]:
     from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-    from spark_kafka_eos.write.log_record import stream_epoch
+    from spark_kafka_eos.write.log_record import EpochId
     from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
     from spark_kafka_eos.write.writer_options import parse_writer_options
 
@@ -63,9 +63,9 @@ def commit_times(bootstrap: str, topic: str, rounds: int = 15) -> list[float]:
     batch = pa.record_batch([pa.array([VALUE] * 1000, pa.binary())], names=["value"])
     times = []
     for epoch in range(rounds):
-        tasks = [write_task(options, [batch], task=TaskIdentity(p, 0, p), transaction_timeout_ms=60_000) for p in range(PARTITIONS)]
+        tasks = [write_task(options, EpochId.stream("bench", epoch), [batch], task=TaskIdentity(p, 0, p), transaction_timeout_ms=60_000) for p in range(PARTITIONS)]
         start = time.perf_counter()
-        coordinator.commit(stream_epoch(epoch), tasks)
+        coordinator.commit(EpochId.stream("bench", epoch), tasks)
         times.append(time.perf_counter() - start)
     return times[1:]  # the first one creates the decision-log topic
 

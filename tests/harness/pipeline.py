@@ -13,6 +13,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from spark_kafka_eos.txn.session import TransactionSession, TxnState
 from spark_kafka_eos.write.transactional_id import belongs_to_prefix
+from tests.harness.faults import FAIL_AT_OPTION, FAULTS_FORMAT
 from tests.harness.kafka import KafkaTestCluster, Sent
 
 
@@ -61,7 +62,7 @@ class Pipeline:
         if df is None:
             df = self.source_df(maxOffsetsPerTrigger=options.pop("maxOffsetsPerTrigger", 50)).selectExpr("key", "value", "partition")
         writer = (
-            df.writeStream.format("kafka_eos")
+            df.writeStream.format(FAULTS_FORMAT if FAIL_AT_OPTION in options else "kafka_eos")
             .option("kafka.bootstrap.servers", self.kafka.bootstrap_servers)
             .option("topic", self.sink)
             .option("transactional.id.prefix", self.prefix)

@@ -12,6 +12,7 @@ from confluent_kafka.admin import OffsetSpec
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import udf
 
+from tests.harness.faults import FAIL_AT_OPTION, FAULTS_FORMAT
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.pipeline import Pipeline
 
@@ -20,7 +21,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 def write(df: DataFrame, pipeline: Pipeline, **options: object) -> None:
     writer = (
-        df.write.format("kafka_eos").mode("append")
+        df.write.format(FAULTS_FORMAT if FAIL_AT_OPTION in options else "kafka_eos").mode("append")
         .option("kafka.bootstrap.servers", pipeline.kafka.bootstrap_servers)
         .option("topic", pipeline.sink)
         .option("transactional.id.prefix", pipeline.prefix)
@@ -77,7 +78,7 @@ def test_a_job_outliving_the_transaction_timeout_is_aborted_before_deciding(spar
     # so its transaction has less than the 10 s margin left of 15 s when the driver verifies it.
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "5")
     try:
-        with pytest.raises(Exception, match="aborted instead of committed.*left of its 15s transaction timeout"):
+        with pytest.raises(Exception, match="aborted instead of committed.*earliest participant times out .* less than the 10s margin"):
             write(rows(spark, 30), pipeline, **{"kafka.transaction.timeout.ms": 15_000, "testing.failAt": "task_write:sleep6"})
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")

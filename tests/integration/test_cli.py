@@ -18,10 +18,12 @@ from spark_kafka_eos.txn.session import TransactionSession, TxnState
 from spark_kafka_eos.errors import KafkaEosCommitError
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.decision_log import DecisionLog
-from spark_kafka_eos.write.log_record import LogRecord, Participant
+from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.kafka import KafkaTestCluster, Sent
+
+NEW_QUERY = EpochId.stream("a-new-query", 0)
 
 pytestmark = pytest.mark.kafka
 
@@ -98,14 +100,14 @@ def test_recover_aborts_a_lingering_transaction_that_pins_the_lso(
     capsys: pytest.CaptureFixture[str], kafka: KafkaTestCluster, session: TransactionSession, prefix: Prefix
 ) -> None:
     topic, elsewhere = kafka.create_topic(partitions=2), kafka.create_topic(partitions=1)
-    leave_open(kafka, topic, f"{prefix.name}-3-1", partition=1, count=5)
+    leave_open(kafka, topic, f"{prefix.name}-0123abcd-0-3-1", partition=1, count=5)
     other = kafka.open_transaction(elsewhere, [Sent(0, None, b"not-ours")], f"{prefix.name}-other")
 
     code, out = run(capsys, prefix.argv("inspect", "--topic", topic))
 
     assert code == 0
     assert "open transactions: 1" in out.splitlines()
-    assert re.search(rf"^  {prefix.name}-3-1: Ongoing, producer \d+ epoch \d+, started .* ago, timeout .*, "
+    assert re.search(rf"^  {prefix.name}-0123abcd-0-3-1: Ongoing, producer \d+ epoch \d+, started .* ago, timeout .*, "
                      rf"partitions {topic}-1$", out, re.MULTILINE), out
     assert f"{prefix.name}-other" not in out
     assert offsets_line(out, topic, 1) == (0, 5, True)
@@ -114,7 +116,7 @@ def test_recover_aborts_a_lingering_transaction_that_pins_the_lso(
     code, out = run(capsys, prefix.argv("recover"))
 
     assert code == 0
-    assert f"aborted 1 open transaction(s) of prefix {prefix.name}: {prefix.name}-3-1" in out
+    assert f"aborted 1 open transaction(s) of prefix {prefix.name}: {prefix.name}-0123abcd-0-3-1" in out
     kafka.wait_until_stable(topic)
     code, out = run(capsys, prefix.argv("inspect", "--topic", topic))
     assert code == 0 and "open transactions: none" in out.splitlines()
@@ -133,18 +135,18 @@ def test_recover_rolls_an_open_decided_participant_forward(
     options = prefix.options(topic)
     values = [f"decided-{i}".encode() for i in range(30)]
     rows = pa.RecordBatch.from_pydict({"value": values}, schema=pa.schema([("value", pa.binary())]))
-    task = write_task(options, iter([rows]), TaskIdentity(spark_partition=0, attempt_number=1, task_attempt_id=42))
+    task = write_task(options, EpochId.batch("cli"), iter([rows]), TaskIdentity(spark_partition=0, attempt_number=1, task_attempt_id=42))
     assert task.transaction is not None
     txn = task.transaction
     participant = Participant(txn.transactional_id, txn.producer_id, txn.epoch, 0, task.records)
     decision_log = DecisionLog(options)
     decision_log.ensure_topic()
-    decision_log.append(LogRecord("decision", prefix.name, "stream:7", (participant,), "cli-group", (("in", 0, 13),)))
+    decision_log.append(LogRecord("decision", prefix.name, "stream:q:7", (participant,), "cli-group", (("in", 0, 13),)))
 
     code, out = run(capsys, prefix.argv("inspect"))
 
     assert code == 0
-    assert "last record: decision stream:7, written " in out
+    assert "last record: decision stream:q:7, written " in out
     assert (f"  participant {txn.transactional_id}: spark partition 0, producer {txn.producer_id} epoch {txn.epoch}, "
             f"{participant.describe_output()}; now Ongoing") in out.splitlines()
     assert "  consumer group cli-group: in-0 -> 13" in out.splitlines()
@@ -154,14 +156,14 @@ def test_recover_rolls_an_open_decided_participant_forward(
     code, out = run(capsys, prefix.argv("recover"))
 
     assert code == 0
-    assert f"rolled forward decision stream:7: committed 1 participant transaction(s): {txn.transactional_id}" in out
+    assert f"rolled forward decision stream:q:7: committed 1 participant transaction(s): {txn.transactional_id}" in out
     assert f"no open transactions of prefix {prefix.name}" in out
     kafka.wait_until_stable(topic)
     assert sorted(r.value or b"" for r in kafka.read_committed(topic)) == sorted(values)  # each exactly once
     last = decision_log.last(prefix.name)
-    assert last is not None and (last.kind, last.epoch_id) == ("complete", "stream:7")
+    assert last is not None and (last.kind, last.epoch_id) == ("complete", "stream:q:7")
     code, out = run(capsys, prefix.argv("inspect"))
-    assert "last record: complete stream:7, written " in out and "open transactions: none" in out.splitlines()
+    assert "last record: complete stream:q:7, written " in out and "open transactions: none" in out.splitlines()
     assert ongoing_ids(session, prefix.name) == []
 
 
@@ -169,11 +171,11 @@ def test_reset_needs_yes_then_lets_a_new_query_start_from_batch_zero(capsys: pyt
     options = prefix.options()
     decision_log = DecisionLog(options)
     decision_log.ensure_topic()
-    decision_log.append(LogRecord("complete", prefix.name, "stream:7"))
+    decision_log.append(LogRecord("complete", prefix.name, "stream:q:7"))
     before = decision_log.last(prefix.name)
     coordinator = TwoPhaseCommitCoordinator(options, transaction_timeout_ms=60_000)
-    with pytest.raises(KafkaEosCommitError, match="already committed micro-batch 7"):
-        coordinator.commit("stream:0", [])
+    with pytest.raises(KafkaEosCommitError, match="owned by another streaming query: its last record is complete of micro-batch 7 of streaming query q"):
+        coordinator.commit(NEW_QUERY, [])
 
     code, out = run(capsys, prefix.argv("reset"))
 
@@ -187,15 +189,16 @@ def test_reset_needs_yes_then_lets_a_new_query_start_from_batch_zero(capsys: pyt
     assert "appended reset record reset:" in out
     last = decision_log.last(prefix.name)
     assert last is not None and last.kind == "reset" and last.epoch_id.startswith("reset:") and last.batch_id is None
-    coordinator.commit("stream:0", [])  # no longer refused
+    assert last.previous_epoch_id == "stream:q:7"
+    coordinator.commit(NEW_QUERY, [])  # no longer refused
     assert run(capsys, prefix.argv("reset", "--yes"))[0] == 1  # already reset: nothing to do
 
 
 def test_reset_goes_past_a_lost_participant_only_when_told(capsys: pytest.CaptureFixture[str], prefix: Prefix) -> None:
     decision_log = DecisionLog(prefix.options())
     decision_log.ensure_topic()
-    never_prepared = Participant(f"{prefix.name}-0-0", 4711, 0, 0, (("out", 0, 3),))  # the coordinator knows no such id
-    decision_log.append(LogRecord("decision", prefix.name, "stream:7", (never_prepared,)))
+    never_prepared = Participant(f"{prefix.name}-0123abcd-1-0-0", 4711, 0, 0, (("out", 0, 3),))  # the coordinator knows no such id
+    decision_log.append(LogRecord("decision", prefix.name, "stream:q:7", (never_prepared,)))
 
     assert main(prefix.argv("reset", "--yes")) == 2
     assert "LOST" in capsys.readouterr().err
@@ -205,7 +208,7 @@ def test_reset_goes_past_a_lost_participant_only_when_told(capsys: pytest.Captur
     code, out = run(capsys, prefix.argv("reset", "--yes", "--accept-data-loss"))
 
     assert code == 0
-    assert f"DATA LOSS accepted (--accept-data-loss): Decision stream:7 of prefix '{prefix.name}'" in out
+    assert f"DATA LOSS accepted (--accept-data-loss): Decision stream:q:7 of prefix '{prefix.name}'" in out
     last = decision_log.last(prefix.name)
     assert last is not None and last.kind == "reset"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Optional
 
 import pyarrow as pa
 import pytest
@@ -11,8 +12,7 @@ from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError, KafkaEosDecisionLogError
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator, open_session
 from spark_kafka_eos.write.decision_log import DecisionLog
-from spark_kafka_eos.write.log_record import LogRecord, Participant, stream_epoch
-from spark_kafka_eos.write.recovery import recover
+from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.kafka import KafkaTestCluster
@@ -20,6 +20,11 @@ from tests.harness.pipeline import open_transactions
 
 pytestmark = pytest.mark.kafka
 TIMEOUT_MS = 60_000
+QUERY = "query-1"
+
+
+def stream_epoch(batch_id: int, query: str = QUERY) -> EpochId:
+    return EpochId.stream(query, batch_id)
 
 
 def sink_options(kafka: KafkaTestCluster, topic: str) -> WriterOptions:
@@ -31,9 +36,9 @@ def sink_options(kafka: KafkaTestCluster, topic: str) -> WriterOptions:
     )
 
 
-def prepare(options: WriterOptions, partition: int, values: list[str]) -> TaskCommit:
+def prepare(options: WriterOptions, partition: int, values: list[str], epoch: Optional[EpochId] = None) -> TaskCommit:
     batch = pa.record_batch([pa.array(values, pa.string())], names=["value"])
-    return write_task(options, [batch], task=TaskIdentity(partition, 0, partition), transaction_timeout_ms=TIMEOUT_MS)
+    return write_task(options, epoch or stream_epoch(0), [batch], task=TaskIdentity(partition, 0, partition), transaction_timeout_ms=TIMEOUT_MS)
 
 
 def committed_values(kafka: KafkaTestCluster, topic: str) -> list[bytes]:
@@ -50,7 +55,7 @@ def test_a_replayed_epoch_is_not_written_twice(kafka: KafkaTestCluster) -> None:
     replay = [prepare(options, 0, ["a"]), prepare(options, 1, ["b"])]
     coordinator.commit(stream_epoch(0), replay)
     assert committed_values(kafka, topic) == [b"a", b"b"]
-    coordinator.commit(stream_epoch(1), [prepare(options, 0, ["c"]), None])
+    coordinator.commit(stream_epoch(1), [prepare(options, 0, ["c"], stream_epoch(1)), None])
     assert committed_values(kafka, topic) == [b"a", b"b", b"c"]
     assert open_transactions(kafka, options.prefix) == []
 
@@ -59,8 +64,8 @@ def test_an_older_epoch_on_the_same_prefix_is_refused(kafka: KafkaTestCluster) -
     topic = kafka.create_topic(1)
     options = sink_options(kafka, topic)
     coordinator = TwoPhaseCommitCoordinator(options, TIMEOUT_MS)
-    coordinator.commit(stream_epoch(5), [prepare(options, 0, ["five"])])
-    with pytest.raises(KafkaEosCommitError, match="already committed micro-batch 5.*at micro-batch 0"):
+    coordinator.commit(stream_epoch(5), [prepare(options, 0, ["five"], stream_epoch(5))])
+    with pytest.raises(KafkaEosCommitError, match="already decided micro-batch 5 of this query, which is now at micro-batch 0"):
         coordinator.commit(stream_epoch(0), [prepare(options, 0, ["zero"])])
     assert committed_values(kafka, topic) == [b"five"]
     assert open_transactions(kafka, options.prefix) == []
@@ -74,15 +79,15 @@ def test_a_decided_participant_that_was_aborted_is_reported_as_lost(kafka: Kafka
     decision_log = DecisionLog(options)
     decision_log.ensure_topic()
     decision = LogRecord(
-        "decision", options.prefix, stream_epoch(3),
-        tuple(Participant(t.transaction.transactional_id, t.transaction.producer_id, t.transaction.epoch, t.spark_partition, t.records)
+        "decision", options.prefix, str(stream_epoch(3)),
+        tuple(Participant(t.transaction.transactional_id, t.transaction.producer_id, t.transaction.epoch, t.spark_partition, t.records, t.probe)
               for t in (kept, doomed) if t.transaction is not None),
     )
     decision_log.append(decision)
     with open_session(options) as session:
         session.abort(doomed.transaction)  # as the broker does when a transaction times out
-        with pytest.raises(KafkaEosCommittedDataLostError, match=rf"LOST: {options.prefix}-1-0 \({topic}-\d: \d records"):
-            recover(session, decision_log, options.prefix)
+        with pytest.raises(KafkaEosCommittedDataLostError, match=rf"LOST: {doomed.transaction.transactional_id} \({topic}-\d: \d records"):
+            TwoPhaseCommitCoordinator(options, TIMEOUT_MS).prepare()
     # The participant that could be committed was.
     assert committed_values(kafka, topic) == [b"kept"]
     assert open_transactions(kafka, options.prefix) == []

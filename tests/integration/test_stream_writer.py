@@ -70,11 +70,11 @@ def test_a_task_failing_mid_write_is_retried_exactly_once(spark: SparkSession, k
 
 def test_a_zombie_attempt_is_fenced_and_aborted(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
     pipeline = Pipeline.create(spark, kafka, tmp_path)
-    zombie = kafka.producer(f"{pipeline.prefix}-0-7")
+    zombie = kafka.producer(f"{pipeline.prefix}-deadbeef-0-0-7")
     zombie.begin_transaction()
     zombie.produce(pipeline.sink, value=b"zombie", partition=0)
     zombie.flush(30)
-    assert pipeline.open_transactions() == [f"{pipeline.prefix}-0-7"]
+    assert pipeline.open_transactions() == [f"{pipeline.prefix}-deadbeef-0-0-7"]
     sent = pipeline.produce(60)
     query = pipeline.start()
     try:

@@ -17,12 +17,15 @@ import pytest
 from spark_kafka_eos.txn.session import TransactionSession, TxnFencedError, TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.errors import KafkaEosWriteError
+from spark_kafka_eos.write.log_record import EpochId
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
+from spark_kafka_eos.write.transactional_id import task_transactional_id
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.kafka import KafkaTestCluster
 
 pytestmark = pytest.mark.kafka
 
+EPOCH = EpochId.batch("task-tests")
 HEADERS_ARROW = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 ARROW_TYPES = {
     "value": pa.binary(), "key": pa.binary(), "topic": pa.string(), "partition": pa.int32(), "headers": HEADERS_ARROW,
@@ -98,11 +101,11 @@ def test_rows_leave_one_open_transaction_that_commits_to_exactly_those_rows(
     batches = [values_batch("a", 40), batch(value=[]), values_batch("b", 25)]
     threads_before = native_threads()
 
-    result = write_task(options, iter(batches), TaskIdentity(spark_partition=4, attempt_number=1, task_attempt_id=77))
+    result = write_task(options, EPOCH, iter(batches), TaskIdentity(spark_partition=4, attempt_number=1, task_attempt_id=77))
 
     assert (result.spark_partition, result.attempt_number, result.task_attempt_id) == (4, 1, 77)
     assert result.transaction is not None
-    assert result.transaction.transactional_id == f"{options.prefix}-4-1"
+    assert result.transaction.transactional_id == task_transactional_id(options.prefix, EPOCH, 4, 1)
     # The producer is gone (its librdkafka threads with it), yet its transaction stays open.
     deadline = time.monotonic() + 10
     while native_threads() > threads_before and time.monotonic() < deadline:
@@ -126,7 +129,7 @@ def test_rows_leave_one_open_transaction_that_commits_to_exactly_those_rows(
 def test_abort_leaves_nothing_visible_and_nothing_open(kafka: KafkaTestCluster, session: TransactionSession) -> None:
     topic = kafka.create_topic(partitions=2)
     options = sink(kafka, topic)
-    result = write_task(options, iter([values_batch("x", 30)]), TaskIdentity(0, 0, 1))
+    result = write_task(options, EPOCH, iter([values_batch("x", 30)]), TaskIdentity(0, 0, 1))
     assert result.transaction is not None
 
     session.abort(result.transaction)
@@ -143,11 +146,11 @@ def test_no_rows_opens_no_transaction(kafka: KafkaTestCluster, session: Transact
     options = sink(kafka, topic)
     threads_before = native_threads()
 
-    result = write_task(options, iter(batches), TaskIdentity(2, 0, 9))
+    result = write_task(options, EPOCH, iter(batches), TaskIdentity(2, 0, 9))
 
-    assert result == TaskCommit(2, 0, 9, transaction=None, records=(), source_offsets=())
+    assert result == TaskCommit(str(EPOCH), 2, 0, 9, transaction=None, records=(), source_offsets=())
     assert native_threads() <= threads_before  # no producer was ever created
-    assert describe(session, f"{options.prefix}-2-0").state == TxnState.NOT_FOUND
+    assert describe(session, task_transactional_id(options.prefix, EPOCH, 2, 0)).state == TxnState.NOT_FOUND
 
 
 def test_record_larger_than_the_topic_accepts_fails_clearly_and_aborts(
@@ -158,12 +161,12 @@ def test_record_larger_than_the_topic_accepts_fails_clearly_and_aborts(
     rows = [values_batch("small", 10), batch(value=[b"x" * 5000]), values_batch("after", 10)]
 
     with pytest.raises(KafkaEosWriteError) as raised:
-        write_task(options, iter(rows), TaskIdentity(0, 0, 3))
+        write_task(options, EPOCH, iter(rows), TaskIdentity(0, 0, 3))
 
     message = str(raised.value)
     assert f"topic {topic} partition 0" in message and "MSG_SIZE_TOO_LARGE" in message
     assert "max.message.bytes" in message and "aborted" in message
-    assert_aborted(session, f"{options.prefix}-0-0")
+    assert_aborted(session, task_transactional_id(options.prefix, EPOCH, 0, 0))
     kafka.wait_until_stable(topic)
     assert visible_values(kafka, topic) == []
     assert_nothing_open(session, options.prefix)
@@ -172,10 +175,10 @@ def test_record_larger_than_the_topic_accepts_fails_clearly_and_aborts(
 def test_rerun_of_a_task_attempt_fences_the_previous_one(kafka: KafkaTestCluster, session: TransactionSession) -> None:
     topic = kafka.create_topic(partitions=2)
     options = sink(kafka, topic)
-    first = write_task(options, iter([values_batch("first", 20)]), TaskIdentity(1, 0, 10))
+    first = write_task(options, EPOCH, iter([values_batch("first", 20)]), TaskIdentity(1, 0, 10))
     assert first.transaction is not None and describe(session, first.transaction.transactional_id).state == TxnState.ONGOING
 
-    second = write_task(options, iter([values_batch("second", 15)]), TaskIdentity(1, 0, 11))
+    second = write_task(options, EPOCH, iter([values_batch("second", 15)]), TaskIdentity(1, 0, 11))
 
     assert second.transaction is not None
     assert second.transaction.transactional_id == first.transaction.transactional_id
@@ -198,7 +201,7 @@ def test_topic_partition_headers_and_null_keys_per_row(kafka: KafkaTestCluster, 
         headers=[[{"key": "h", "value": b"1"}, {"key": "nil", "value": None}], None, [], None, [{"key": "h", "value": b"2"}]],
     )
 
-    result = write_task(options, iter([rows]), TaskIdentity(0, 0, 5))
+    result = write_task(options, EPOCH, iter([rows]), TaskIdentity(0, 0, 5))
     commit(session, kafka, result, left, right)
 
     seen = {(r.topic, r.value): r for topic in (left, right) for r in kafka.read_committed(topic)}
@@ -214,7 +217,7 @@ def test_topic_partition_headers_and_null_keys_per_row(kafka: KafkaTestCluster, 
 
 def test_topic_option_wins_over_the_topic_column(kafka: KafkaTestCluster, session: TransactionSession) -> None:
     chosen, ignored = kafka.create_topic(partitions=1), kafka.create_topic(partitions=1)
-    result = write_task(sink(kafka, chosen), iter([batch(value=[b"v"], topic=[ignored])]), TaskIdentity(0, 0, 1))
+    result = write_task(sink(kafka, chosen), EPOCH, iter([batch(value=[b"v"], topic=[ignored])]), TaskIdentity(0, 0, 1))
     commit(session, kafka, result, chosen)
     assert result.records == ((chosen, 0, 1),)
     assert visible_values(kafka, chosen) == [b"v"] and visible_values(kafka, ignored) == []
@@ -226,9 +229,9 @@ def test_null_topic_without_topic_option_fails_and_aborts(kafka: KafkaTestCluste
     rows = [batch(value=[b"ok"], topic=[topic]), batch(value=[b"lost"], topic=[None])]
 
     with pytest.raises(KafkaEosWriteError, match="no topic"):
-        write_task(options, iter(rows), TaskIdentity(0, 0, 1))
+        write_task(options, EPOCH, iter(rows), TaskIdentity(0, 0, 1))
 
-    assert_aborted(session, f"{options.prefix}-0-0")
+    assert_aborted(session, task_transactional_id(options.prefix, EPOCH, 0, 0))
     kafka.wait_until_stable(topic)
     assert visible_values(kafka, topic) == []
 
@@ -242,9 +245,9 @@ def test_failure_upstream_of_the_writer_aborts_what_was_written(kafka: KafkaTest
         raise RuntimeError("the query failed upstream")
 
     with pytest.raises(RuntimeError, match="upstream"):
-        write_task(options, failing(), TaskIdentity(0, 0, 1))
+        write_task(options, EPOCH, failing(), TaskIdentity(0, 0, 1))
 
-    assert_aborted(session, f"{options.prefix}-0-0")
+    assert_aborted(session, task_transactional_id(options.prefix, EPOCH, 0, 0))
     kafka.wait_until_stable(topic)
     assert visible_values(kafka, topic) == []
 
@@ -257,7 +260,7 @@ def test_source_offsets_are_max_plus_one_per_source_partition(kafka: KafkaTestCl
     second = batch(value=[b"e", b"f", b"g"], source_topic=["in", "in", None],
                    source_partition=[0, 1, 5], source_offset=[11, 9, 100])
 
-    result = write_task(options, iter([first, second]), TaskIdentity(0, 0, 1))
+    result = write_task(options, EPOCH, iter([first, second]), TaskIdentity(0, 0, 1))
 
     assert result.source_offsets == (("in", 0, 13), ("in", 1, 10), ("other", 0, 4))
     assert result.records == ((topic, 0, 7),)

@@ -1,0 +1,46 @@
+"""The consumer group whose offsets the sink commits in each decision (option ``consumerGroup``)."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosOptionError
+from spark_kafka_eos.write.writer_options import WriterOptions
+
+_TIMEOUT_S = 30
+
+
+def check_group_has_no_members(options: WriterOptions) -> None:
+    """Refuse a group that consumers use: the sink would overwrite that application's offsets."""
+    group = options.consumer_group
+    if group is None:
+        return
+    described = options.admin_client().describe_consumer_groups([group], request_timeout=_TIMEOUT_S)[group].result(_TIMEOUT_S)
+    if described.members:
+        raise KafkaEosOptionError(
+            "consumerGroup", f"is '{group}', a group with {len(described.members)} active member(s) (state {described.state}): "
+            "the sink would overwrite the offsets of another application.",
+            "name a group of its own for the sink (e.g. '<query>-sink'), or stop that group's consumers.",
+        )
+
+
+def check_not_backwards(options: WriterOptions, offsets: Mapping[tuple[str, int], int]) -> None:
+    """Raise if committing ``offsets`` would move the group's committed offsets backwards."""
+    group = options.consumer_group
+    if group is None or not offsets:
+        return
+    request = ConsumerGroupTopicPartitions(group, [KafkaTopicPartition(t, p) for t, p in sorted(offsets)])
+    result = options.admin_client().list_consumer_group_offsets([request], require_stable=True, request_timeout=_TIMEOUT_S)
+    committed = {(tp.topic, tp.partition): tp.offset for tp in result[group].result(_TIMEOUT_S).topic_partitions if tp.offset >= 0}
+    behind = sorted((tp, o, committed[tp]) for tp, o in offsets.items() if tp in committed and o < committed[tp])
+    if behind:
+        where = ", ".join(f"{t}-{p}: {o} < {c}" for (t, p), o, c in behind[:5])
+        raise KafkaEosCommitError(
+            f"The epoch was aborted (nothing of it is visible): it would move consumerGroup '{group}' backwards ({where}; "
+            "consumed by this epoch < committed). The query started over from earlier offsets (a new checkpoint?) with "
+            "the group of another run. Fix: give this query its own consumerGroup, or, if it is meant to start over, "
+            f"reset the group first: kafka-consumer-groups --group {group} --reset-offsets --to-earliest --all-topics --execute."
+        )

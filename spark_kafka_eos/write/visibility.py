@@ -1,0 +1,26 @@
+"""Is a participant's output visible to a read_committed reader? The last word before data loss is reported."""
+
+from __future__ import annotations
+
+import json
+
+from spark_kafka_eos.options import parse_reader_options
+from spark_kafka_eos.read.partition_reader import read_offset_range
+from spark_kafka_eos.read.planner import OffsetRange
+from spark_kafka_eos.write.log_record import Position
+from spark_kafka_eos.write.writer_options import WriterOptions
+
+
+def committed_record_at(options: WriterOptions, position: Position) -> bool:
+    """True if a read_committed reader returns the record at ``position``: the transaction that wrote
+    it committed. False if it is filtered out (aborted) or gone."""
+    topic, partition, offset = position
+    reader_options = parse_reader_options(
+        {"assign": json.dumps({topic: [partition]}), "kafka.fetch.wait.max.ms": "10", "failOnDataLoss": "false",
+         **{f"kafka.{k}": v for k, v in options.connection_config().items()}},
+        streaming=False,
+    )
+    for batch in read_offset_range(reader_options, OffsetRange(topic, partition, offset, offset + 1)):
+        if offset in batch.column("offset").to_pylist():
+            return True
+    return False

@@ -1,0 +1,110 @@
+"""Fault injection for writer tests: a ``kafka_eos_faults`` data source whose writer hooks fail, kill
+or stall at a named point. It lives here, not in the package: production code only has the no-op seams
+(:class:`spark_kafka_eos.write.hooks.WriterHooks`).
+
+Option ``testing.failAt``:
+- ``before_decision`` / ``after_decision`` / ``during_phase2`` raise at that point of the driver's
+  commit (``during_phase2`` commits the first participant first); ``<point>:kill-driver`` SIGKILLs
+  the driver JVM there instead;
+- ``task_write`` makes the first attempt of Spark partition 0 raise after its first Arrow batch;
+  ``task_write:kill`` kills its Python worker there; ``task_write:sleep<seconds>`` stalls it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark import TaskContext
+
+from spark_kafka_eos.datasource import KafkaEosDataSource
+from spark_kafka_eos.errors import KafkaEosError, KafkaEosOptionError
+from spark_kafka_eos.txn.session import TransactionSession
+from spark_kafka_eos.write.hooks import NO_HOOKS, POINTS, WriterHooks
+from spark_kafka_eos.write.log_record import LogRecord
+
+FAULTS_FORMAT = "kafka_eos_faults"
+FAIL_AT_OPTION = "testing.failAt"
+TASK_POINT = "task_write"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class InjectedFault(KafkaEosError):
+    """Raised where ``testing.failAt`` asks for it."""
+
+
+@dataclass(frozen=True)
+class FaultHooks(WriterHooks):
+    point: str
+    mode: str = ""
+
+    @classmethod
+    def parse(cls, spec: str) -> "FaultHooks":
+        point, _, mode = spec.partition(":")
+        if point not in POINTS + (TASK_POINT,):
+            raise KafkaEosOptionError(FAIL_AT_OPTION, f"is {spec!r}.", f"use one of {', '.join(POINTS + (TASK_POINT,))}.")
+        return cls(point, mode)
+
+    def at(self, point: str, session: TransactionSession, decision: LogRecord) -> None:
+        if point != self.point:
+            return
+        if point == "during_phase2":
+            session.commit(decision.participants[0].txn)
+        if self.mode == "kill-driver":
+            kill_driver_jvm()
+        raise InjectedFault(f"Injected fault at {point} (testing.failAt)")
+
+    def task_input(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return _fail_after_first_batch(batches, self.mode) if self.point == TASK_POINT else batches
+
+
+class FaultInjectingDataSource(KafkaEosDataSource):
+    """``format("kafka_eos_faults")``: kafka_eos with :class:`FaultHooks` from ``testing.failAt``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FAULTS_FORMAT
+
+    def writer_hooks(self) -> WriterHooks:
+        spec = self.options.get(FAIL_AT_OPTION)
+        return FaultHooks.parse(spec) if spec else NO_HOOKS
+
+
+def _fail_after_first_batch(batches: Iterator[pa.RecordBatch], mode: str) -> Iterator[pa.RecordBatch]:
+    context = TaskContext.get()
+    doomed = context is not None and context.partitionId() == 0 and context.attemptNumber() == 0
+    for index, batch in enumerate(batches):
+        if doomed and index == 1:
+            if mode.startswith("sleep"):
+                time.sleep(float(mode[len("sleep"):]))
+                doomed = False
+                yield batch
+                continue
+            if mode == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            raise InjectedFault("Injected fault in a task after its first batch (testing.failAt)")
+        yield batch
+
+
+def kill_driver_jvm() -> None:
+    """SIGKILL the Spark driver JVM this Python worker descends from: a real driver crash."""
+    pid = os.getpid()
+    while pid > 1:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+        if b"java" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            os.kill(pid, signal.SIGKILL)
+            os._exit(1)
+    raise InjectedFault("testing.failAt asked to kill the driver, but no JVM parent was found")
+
+
+def make_importable_by_workers() -> None:
+    """Spark's Python workers unpickle the data source class by reference: let them import ``tests``."""
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(REPO_ROOT) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *paths])
