@@ -6,6 +6,7 @@ import uuid
 from typing import Optional
 
 import pyarrow as pa
+from confluent_kafka.admin import OffsetSpec
 import pytest
 
 from spark_kafka_eos.write.commit_message import TaskCommit
@@ -108,3 +109,40 @@ def test_a_decision_log_with_several_partitions_is_refused(kafka: KafkaTestClust
     with open_session(options) as session:
         session.abort(task.transaction)
     assert committed_values(kafka, topic) == []
+
+
+def test_a_straggler_that_opens_after_the_sweep_is_aborted_by_the_next_epoch(kafka: KafkaTestCluster) -> None:
+    topic = kafka.create_topic(1)
+    options = sink_options(kafka, topic)
+    coordinator = TwoPhaseCommitCoordinator(options, TIMEOUT_MS)
+    coordinator.commit(stream_epoch(0), [prepare(options, 0, ["zero"])])
+    # A speculative attempt of batch 0 that was still running: it opens its transaction now.
+    straggler = write_task(options, stream_epoch(0), [pa.record_batch([pa.array(["late"], pa.string())], names=["value"])],
+                           task=TaskIdentity(0, 1, 99), transaction_timeout_ms=TIMEOUT_MS)
+    assert straggler.transaction is not None
+    assert open_transactions(kafka, options.prefix) == [straggler.transaction.transactional_id]
+    coordinator.commit(stream_epoch(1), [prepare(options, 0, ["one"], stream_epoch(1))])
+    assert committed_values(kafka, topic) == [b"one", b"zero"]
+    assert open_transactions(kafka, options.prefix) == []
+    assert kafka.offsets(topic, OffsetSpec.latest()) == kafka.offsets(topic, OffsetSpec.latest(), committed=False)
+
+
+def test_a_committed_participant_whose_id_was_reused_is_not_reported_lost(kafka: KafkaTestCluster) -> None:
+    topic = kafka.create_topic(1)
+    options = sink_options(kafka, topic)
+    task = prepare(options, 0, ["kept"])
+    assert task.transaction is not None
+    decision_log = DecisionLog(options)
+    decision_log.ensure_topic()
+    decision_log.append(LogRecord("decision", options.prefix, str(stream_epoch(0)), (
+        Participant(task.transaction.transactional_id, task.transaction.producer_id, task.transaction.epoch, 0, task.records, task.probe),)))
+    with open_session(options) as session:
+        session.commit(task.transaction)  # phase 2 ran; the driver died before recording completion
+        kafka.wait_until_stable(topic)
+        reused = prepare(options, 0, ["again"])  # the same id, re-initialised: its state no longer says "committed"
+        assert reused.transaction is not None and reused.transaction.epoch != task.transaction.epoch
+        session.abort(reused.transaction)
+    TwoPhaseCommitCoordinator(options, TIMEOUT_MS).prepare()  # records visible: no false alarm
+    last = decision_log.last(options.prefix)
+    assert last is not None and last.kind == "complete"
+    assert committed_values(kafka, topic) == [b"kept"]

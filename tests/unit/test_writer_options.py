@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -182,3 +183,17 @@ def test_secrets_never_appear_in_repr_or_errors() -> None:
 def test_options_survive_pickling_to_executors() -> None:
     opts = parse(kafka__linger__ms="7", consumerGroup="g")
     assert pickle.loads(pickle.dumps(opts)) == opts
+
+
+def test_a_relative_checkpoint_path_derives_the_prefix_of_its_absolute_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert derived_prefix("checkpoints/orders") == derived_prefix(str(tmp_path / "checkpoints" / "orders"))
+    assert derived_prefix("./checkpoints/orders/") == derived_prefix(f"file://{tmp_path}/checkpoints/orders")
+
+
+def test_write_id_is_for_batch_writes_only() -> None:
+    assert parse_writer_options({**BASE, "writeId": " 2026-11-22 "}, streaming=False).write_id == "2026-11-22"
+    with pytest.raises(KafkaEosOptionError, match="Option 'writeId': is for batch writes"):
+        parse_writer_options({**BASE, "writeId": "x", "checkpointLocation": "/c"}, streaming=True)
+    with pytest.raises(KafkaEosOptionError, match="Option 'writeId': is 'a b'"):
+        parse_writer_options({**BASE, "writeId": "a b"}, streaming=False)

@@ -1,0 +1,164 @@
+"""Exactly-once under what operators do: new checkpoints on an old prefix, deleted checkpoints,
+re-run batch jobs, a consumer group in use. Each scenario ends with the rows exactly once, or with a
+loud error before anything is visible, naming the fix. Only Spark's public API and the CLI are used,
+and the outcome is counted by an independent read_committed consumer."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+from typing import Optional
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import OffsetSpec
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import DataFrame, SparkSession
+
+from spark_kafka_eos.cli import main as cli
+from tests.harness.kafka import KafkaTestCluster, Sent
+from tests.harness.pipeline import open_transactions
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+
+def produce(kafka: KafkaTestCluster, topic: str, count: int, tag: str) -> list[Sent]:
+    return kafka.produce_plain(topic, [Sent(0, None, f"{tag}-{i}".encode()) for i in range(count)])
+
+
+def stream(spark: SparkSession, kafka: KafkaTestCluster, source: str, sink: str, checkpoint: Path,
+           prefix: Optional[str], **options: str) -> None:
+    """One AvailableNow run of a source -> sink query; raises if the query fails."""
+    df = (spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+          .option("subscribe", source).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "20").load())
+    writer = (df.selectExpr("value", "topic AS source_topic", "partition AS source_partition", "offset AS source_offset")
+              .writeStream.format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+              .option("topic", sink).option("checkpointLocation", str(checkpoint)).trigger(availableNow=True))
+    if prefix is not None:
+        writer = writer.option("transactional.id.prefix", prefix)
+    for name, value in options.items():
+        writer = writer.option(name, value)
+    query = writer.start()
+    query.awaitTermination(300)
+    error = query.exception()
+    if error is not None:
+        raise error
+
+
+def values(kafka: KafkaTestCluster, topic: str) -> list[bytes]:
+    kafka.wait_until_stable(topic)
+    return sorted(r.value or b"" for r in kafka.read_committed(topic))
+
+
+def expected(*batches: list[Sent]) -> list[bytes]:
+    return sorted(s.value or b"" for batch in batches for s in batch)
+
+
+def reset(kafka: KafkaTestCluster, prefix: str) -> None:
+    assert cli(["reset", "--bootstrap-servers", kafka.bootstrap_servers, "--prefix", prefix, "--yes"]) == 0
+
+
+def test_a_second_query_on_the_same_prefix_fails_loudly_until_the_prefix_is_reset(
+        spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    first_source, second_source, sink = kafka.create_topic(1, "src"), kafka.create_topic(1, "src"), kafka.create_topic(1, "sink")
+    prefix = f"orders-{uuid.uuid4().hex[:6]}"
+    first = produce(kafka, first_source, 50, "first")
+    stream(spark, kafka, first_source, sink, tmp_path / "checkpoint-1", prefix)
+    second = produce(kafka, second_source, 30, "second")
+
+    # A new query (its own new checkpoint) on the prefix of the first one.
+    with pytest.raises(StreamingQueryException, match="refused micro-batch 0 of streaming query .*owned by another streaming query.*kafka-eos reset"):
+        stream(spark, kafka, second_source, sink, tmp_path / "checkpoint-2", prefix)
+    assert values(kafka, sink) == expected(first)
+    assert open_transactions(kafka, prefix) == []
+
+    reset(kafka, prefix)
+    stream(spark, kafka, second_source, sink, tmp_path / "checkpoint-2", prefix)
+    assert values(kafka, sink) == expected(first, second)
+    assert open_transactions(kafka, prefix) == []
+
+
+def test_a_deleted_and_recreated_checkpoint_fails_loudly_until_the_prefix_is_reset(
+        spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    source, sink = kafka.create_topic(1, "src"), kafka.create_topic(1, "sink")
+    checkpoint = tmp_path / "checkpoint"
+    first = produce(kafka, source, 40, "r")
+    stream(spark, kafka, source, sink, checkpoint, prefix=None)  # the prefix derives from the checkpoint's path
+    shutil.rmtree(checkpoint)  # "start over"
+
+    with pytest.raises(StreamingQueryException, match="owned by another streaming query.*kafka-eos reset"):
+        stream(spark, kafka, source, sink, checkpoint, prefix=None)
+    assert values(kafka, sink) == expected(first)
+
+    from spark_kafka_eos.write.writer_options import derived_prefix
+
+    reset(kafka, derived_prefix(str(checkpoint)))
+    shutil.rmtree(checkpoint)
+    stream(spark, kafka, source, sink, checkpoint, prefix=None)
+    assert values(kafka, sink) == expected(first, first)  # started over from the earliest offset, as asked
+
+
+def batch_write(df: DataFrame, kafka: KafkaTestCluster, sink: str, prefix: str, **options: str) -> None:
+    writer = (df.write.format("kafka_eos").mode("append").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+              .option("topic", sink).option("transactional.id.prefix", prefix))
+    for name, value in options.items():
+        writer = writer.option(name, value)
+    writer.save()
+
+
+def test_a_batch_job_re_run_with_its_write_id_writes_nothing_more_and_succeeds(
+        spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    sink, prefix = kafka.create_topic(2, "sink"), f"backfill-{uuid.uuid4().hex[:6]}"
+    df = spark.range(100).selectExpr("CAST(id AS STRING) AS value").repartition(3)
+    batch_write(df, kafka, sink, prefix, writeId="2026-11-22")
+    batch_write(df, kafka, sink, prefix, writeId="2026-11-22")  # the orchestrator retries the job
+    assert values(kafka, sink) == sorted(str(i).encode() for i in range(100))
+    batch_write(df, kafka, sink, prefix, writeId="2026-11-23")  # another run is another write
+    assert values(kafka, sink) == sorted(str(i).encode() for i in range(100) for _ in range(2))
+    assert open_transactions(kafka, prefix) == []
+
+
+def test_a_batch_job_on_a_prefix_a_stream_owns_is_refused_before_any_task_writes(
+        spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    source, sink = kafka.create_topic(1, "src"), kafka.create_topic(1, "sink")
+    prefix = f"shared-{uuid.uuid4().hex[:6]}"
+    sent = produce(kafka, source, 20, "s")
+    stream(spark, kafka, source, sink, tmp_path / "checkpoint", prefix)
+    written = kafka.offsets(sink, OffsetSpec.latest(), committed=False)
+    with pytest.raises(Exception, match="owned by another streaming query"):
+        batch_write(spark.range(10).selectExpr("CAST(id AS STRING) AS value"), kafka, sink, prefix)
+    assert kafka.offsets(sink, OffsetSpec.latest(), committed=False) == written
+    assert values(kafka, sink) == expected(sent)
+
+
+def test_a_consumer_group_with_active_members_is_refused(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    source, sink = kafka.create_topic(1, "src"), kafka.create_topic(1, "sink")
+    group = f"app-{uuid.uuid4().hex[:6]}"
+    produce(kafka, source, 10, "g")
+    member = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group, "auto.offset.reset": "earliest"})
+    try:
+        member.subscribe([source])
+        while not member.assignment():
+            member.poll(0.2)
+        with pytest.raises(Exception, match=f"consumerGroup.*'{group}', a group with 1 active member"):
+            stream(spark, kafka, source, sink, tmp_path / "checkpoint", f"g-{group}", consumerGroup=group)
+    finally:
+        member.close()
+    assert values(kafka, sink) == []
+
+
+def test_consumer_group_offsets_never_move_backwards(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    source, sink = kafka.create_topic(1, "src"), kafka.create_topic(1, "sink")
+    group = f"etl-{uuid.uuid4().hex[:6]}"
+    sent = produce(kafka, source, 60, "o")
+    stream(spark, kafka, source, sink, tmp_path / "checkpoint-1", f"one-{group}", consumerGroup=group)
+    # Another query with its own prefix, starting over from the earliest offset, but the first one's group.
+    with pytest.raises(StreamingQueryException, match=f"would move consumerGroup '{group}' backwards.*{source}-0: 20 < 60"):
+        stream(spark, kafka, source, sink, tmp_path / "checkpoint-2", f"two-{group}", consumerGroup=group)
+    assert values(kafka, sink) == expected(sent)
+    probe = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
+    try:
+        assert [tp.offset for tp in probe.committed([TopicPartition(source, 0)], timeout=30)] == [60]
+    finally:
+        probe.close()

@@ -1,0 +1,171 @@
+"""In-memory stand-ins for the coordinator's seams (decision log, transaction session), so that
+interleavings of drivers, stragglers and failures can be played out exactly, without a broker."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterable, Mapping, Optional
+
+from spark_kafka_eos.txn.session import (
+    PreparedTxnState,
+    TxnDescription,
+    TxnFencedError,
+    TxnInvalidStateError,
+    TxnListing,
+    TxnState,
+    TxnTimeoutError,
+)
+from spark_kafka_eos.write.log_record import LogRecord
+from spark_kafka_eos.write.writer_options import WriterOptions
+
+TIMEOUT_MS = 60_000
+_producer_ids = itertools.count(1000)
+
+
+@dataclass
+class Cluster:
+    """The transaction coordinator's state and the decision log, shared by every fake client."""
+
+    clock_ms: int = 1_000_000
+    txns: dict[str, TxnDescription] = field(default_factory=dict)
+    records: list[LogRecord] = field(default_factory=list)
+    coordinator_epoch: int = 0
+    events: list[str] = field(default_factory=list)
+    transient_commit_failures: int = 0
+    failing_appends: dict[str, Exception] = field(default_factory=dict)
+    """Record kind -> error raised by append (after the record was stored when ``land_failed_appends``)."""
+    land_failed_appends: bool = False
+    on_list: Optional[Callable[[], None]] = None
+    visible: set[str] = field(default_factory=set)
+    """Transactional ids whose (committed) records a read_committed reader sees."""
+
+    def open_transaction(self, transactional_id: str, started_ms: Optional[int] = None) -> PreparedTxnState:
+        """A task that initialised ``transactional_id`` and wrote into a new transaction."""
+        previous = self.txns.get(transactional_id)
+        producer_id = previous.producer_id if previous else next(_producer_ids)
+        epoch = previous.producer_epoch + 1 if previous else 0
+        self.txns[transactional_id] = TxnDescription(
+            transactional_id, TxnState.ONGOING, producer_id, epoch, TIMEOUT_MS, self.clock_ms if started_ms is None else started_ms
+        )
+        return PreparedTxnState(transactional_id, producer_id, epoch)
+
+    def state(self, transactional_id: str) -> str:
+        return self.txns[transactional_id].state
+
+    def last(self, prefix: str) -> Optional[LogRecord]:
+        return next((r for r in reversed(self.records) if r.prefix == prefix), None)
+
+
+class FakeSession:
+    """The subset of :class:`TransactionSession` the coordinator and recovery use."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def __enter__(self) -> "FakeSession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def describe(self, ids: Iterable[str]) -> dict[str, TxnDescription]:
+        found = {}
+        for txn_id in ids:
+            if txn_id.endswith("-coordinator"):  # the decision transaction: started now, on the broker's clock
+                found[txn_id] = TxnDescription(txn_id, TxnState.ONGOING, 1, self.cluster.coordinator_epoch, 60_000, self.cluster.clock_ms)
+            else:
+                found[txn_id] = self.cluster.txns.get(txn_id) or TxnDescription(txn_id, TxnState.NOT_FOUND, -1, -1, 0, -1)
+        return found
+
+    def list_transactions(self, state_filters: Iterable[str] = ()) -> list[TxnListing]:
+        self.cluster.events.append("list")
+        if self.cluster.on_list is not None:
+            action, self.cluster.on_list = self.cluster.on_list, None
+            action()
+        wanted = set(state_filters)
+        return [TxnListing(d.transactional_id, d.producer_id, d.state) for d in self.cluster.txns.values()
+                if not wanted or d.state in wanted]
+
+    def commit(self, state: PreparedTxnState) -> None:
+        if self.cluster.transient_commit_failures:
+            self.cluster.transient_commit_failures -= 1
+            raise TxnTimeoutError("the coordinator did not answer in time", state.transactional_id, "EndTxn(commit)")
+        self._end(state, TxnState.COMPLETE_COMMIT)
+
+    def abort(self, state: PreparedTxnState) -> None:
+        self._end(state, TxnState.COMPLETE_ABORT)
+
+    def _end(self, state: PreparedTxnState, outcome: TxnState) -> None:
+        d = self.cluster.txns.get(state.transactional_id)
+        if d is None or (d.producer_id, d.producer_epoch) != (state.producer_id, state.epoch):
+            raise TxnFencedError("fenced", state.transactional_id, "EndTxn")
+        if d.state == outcome:
+            return
+        if d.state != TxnState.ONGOING:
+            raise TxnInvalidStateError(f"{d.state}", state.transactional_id, "EndTxn")
+        self.cluster.events.append(f"{outcome.value}:{state.transactional_id}")
+        self.cluster.txns[state.transactional_id] = replace(d, state=outcome)
+
+    def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int = -1, epoch: int = -1) -> tuple[int, int]:
+        d = self.cluster.txns[transactional_id]
+        if producer_id >= 0 and (d.producer_id, d.producer_epoch) != (producer_id, epoch):
+            raise TxnFencedError("moved on", transactional_id, "InitProducerId")
+        self.cluster.events.append(f"fence:{transactional_id}")
+        state = TxnState.COMPLETE_ABORT if d.state == TxnState.ONGOING else d.state
+        self.cluster.txns[transactional_id] = replace(d, state=state, producer_epoch=d.producer_epoch + 1)
+        return d.producer_id, d.producer_epoch + 1
+
+    def wait_settled(self, ids: Iterable[str], timeout_s: Optional[float] = None) -> dict[str, TxnDescription]:
+        return self.describe(ids)
+
+
+class FakeDecisionLog:
+    """A decision log whose coordinator id is fenced by the newest instance to call :meth:`fence`."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.epoch: Optional[int] = None
+
+    def ensure_topic(self) -> None:
+        pass
+
+    def fence(self, prefix: str) -> None:
+        if self.epoch is None:
+            self.cluster.coordinator_epoch += 1
+            self.epoch = self.cluster.coordinator_epoch
+            self.cluster.events.append("fence-coordinator")
+
+    def last(self, prefix: str) -> Optional[LogRecord]:
+        self.cluster.events.append("read")
+        return self.cluster.last(prefix)
+
+    def append(self, record: LogRecord, group_offsets: Optional[Mapping[tuple[str, int], int]] = None,
+               before_commit: Optional[Callable[[], None]] = None) -> None:
+        self.fence(record.prefix)
+        if self.epoch != self.cluster.coordinator_epoch:
+            raise TxnFencedError("the coordinator id was fenced by another driver", f"{record.prefix}-coordinator", "EndTxn")
+        if before_commit is not None:
+            before_commit()
+        failure = self.cluster.failing_appends.get(record.kind)
+        if failure is not None and not self.cluster.land_failed_appends:
+            raise failure
+        self.cluster.records.append(record)
+        self.cluster.events.append(f"append:{record.kind}")
+        if failure is not None:
+            raise failure
+
+
+def fake_seams(cluster: Cluster) -> dict[str, Callable[..., object]]:
+    """Keyword arguments for :class:`TwoPhaseCommitCoordinator`."""
+    return {
+        "open_log": lambda options: FakeDecisionLog(cluster),
+        "open_session": lambda options: FakeSession(cluster),
+        "visible": lambda participant: participant.transactional_id in cluster.visible,
+    }
+
+
+def options(prefix: str = "p") -> WriterOptions:
+    from spark_kafka_eos.write.writer_options import parse_writer_options
+
+    return parse_writer_options({"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "out", "transactional.id.prefix": prefix}, streaming=True)

@@ -1,0 +1,186 @@
+"""The coordinator's protocol under interleavings that are hard to time on a real cluster: other
+drivers, stragglers, failures around the decision. The seams are fakes (tests/unit/fakes.py); the
+same scenarios' end results are checked on a real broker in tests/integration/test_epoch_identity.py."""
+
+from __future__ import annotations
+
+import logging
+from typing import Optional
+
+import pytest
+
+from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError, KafkaEosDecisionLogError
+from spark_kafka_eos.txn.session import TxnState
+from spark_kafka_eos.write.commit_message import TaskCommit
+from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
+from spark_kafka_eos.write.transactional_id import task_transactional_id
+from tests.unit.fakes import TIMEOUT_MS, Cluster, FakeSession, fake_seams, options
+
+PREFIX = "p"
+Q1, Q2 = "query-1", "query-2"
+
+
+def coordinator(cluster: Cluster) -> TwoPhaseCommitCoordinator:
+    return TwoPhaseCommitCoordinator(options(PREFIX), TIMEOUT_MS, **fake_seams(cluster))  # type: ignore[arg-type]
+
+
+def task(cluster: Cluster, epoch: EpochId, partition: int, attempt: int = 0, started_ms: Optional[int] = None) -> TaskCommit:
+    txn = cluster.open_transaction(task_transactional_id(PREFIX, epoch, partition, attempt), started_ms)
+    return TaskCommit(str(epoch), partition, attempt, 100 + partition, txn, (("out", partition, 10),), (), ("out", partition, 0))
+
+
+def committed(cluster: Cluster, *tasks: TaskCommit) -> bool:
+    return all(t.transaction is not None and cluster.state(t.transaction.transactional_id) == TxnState.COMPLETE_COMMIT for t in tasks)
+
+
+def aborted(cluster: Cluster, *tasks: TaskCommit) -> bool:
+    return all(t.transaction is not None and cluster.state(t.transaction.transactional_id) == TxnState.COMPLETE_ABORT for t in tasks)
+
+
+def test_micro_batches_of_one_query_commit_in_turn_and_a_replay_is_not_decided_again() -> None:
+    cluster = Cluster()
+    first = [task(cluster, EpochId.stream(Q1, 0), p) for p in (0, 1)]
+    coordinator(cluster).commit(EpochId.stream(Q1, 0), first)
+    replay = [task(cluster, EpochId.stream(Q1, 0), p, attempt=1) for p in (0, 1)]
+    coordinator(cluster).commit(EpochId.stream(Q1, 0), replay)
+    second = [task(cluster, EpochId.stream(Q1, 1), p) for p in (0, 1)]
+    coordinator(cluster).commit(EpochId.stream(Q1, 1), second)
+    assert committed(cluster, *first, *second) and aborted(cluster, *replay)
+    assert [(r.kind, r.epoch_id) for r in cluster.records if r.kind == "decision"] == [
+        ("decision", f"stream:{Q1}:0"), ("decision", f"stream:{Q1}:1")]
+
+
+def test_a_new_query_on_a_prefix_owned_by_another_is_refused_before_it_fences_the_owner() -> None:
+    cluster = Cluster()
+    coordinator(cluster).commit(EpochId.stream(Q1, 0), [task(cluster, EpochId.stream(Q1, 0), 0)])
+    fences = cluster.coordinator_epoch
+    newcomer = task(cluster, EpochId.stream(Q2, 0), 0)
+    with pytest.raises(KafkaEosCommitError, match=f"owned by another streaming query.*{Q1}.*kafka-eos reset"):
+        coordinator(cluster).commit(EpochId.stream(Q2, 0), [newcomer])
+    assert aborted(cluster, newcomer)
+    assert cluster.coordinator_epoch == fences  # the owner's coordinator was not fenced
+    assert cluster.last(PREFIX) is not None and cluster.last(PREFIX).epoch == EpochId.stream(Q1, 0)  # type: ignore[union-attr]
+
+
+def test_a_failed_phase_2_is_retried_and_the_epoch_commits() -> None:
+    cluster = Cluster(transient_commit_failures=3)
+    tasks = [task(cluster, EpochId.stream(Q1, 0), p) for p in (0, 1)]
+    coordinator(cluster).commit(EpochId.stream(Q1, 0), tasks)
+    assert committed(cluster, *tasks)
+    assert cluster.last(PREFIX).kind == "complete"  # type: ignore[union-attr]
+
+
+def test_a_committed_epoch_does_not_fail_when_its_completion_record_cannot_be_written(caplog: pytest.LogCaptureFixture) -> None:
+    cluster = Cluster(failing_appends={"complete": KafkaEosDecisionLogError("log unavailable")})
+    tasks = [task(cluster, EpochId.batch("job-1"), p) for p in (0, 1)]
+    with caplog.at_level(logging.WARNING):
+        coordinator(cluster).commit(EpochId.batch("job-1"), tasks)  # a failure here would make an orchestrator re-run it
+    assert committed(cluster, *tasks)
+    assert "is committed, but its completion record could not be written" in caplog.text
+    # The next writer finishes the bookkeeping.
+    cluster.failing_appends.clear()
+    coordinator(cluster).prepare(EpochId.batch("job-1"))
+    assert cluster.last(PREFIX).kind == "complete"  # type: ignore[union-attr]
+
+
+def test_a_decision_that_would_commit_too_close_to_the_deadline_aborts_the_epoch() -> None:
+    cluster = Cluster()
+    early = task(cluster, EpochId.stream(Q1, 0), 0, started_ms=cluster.clock_ms - 55_000)  # 5 s left on the broker's clock
+    fresh = task(cluster, EpochId.stream(Q1, 0), 1)
+    with pytest.raises(KafkaEosCommitError, match="aborted instead of committed.*5.0s after the decision would commit"):
+        coordinator(cluster).commit(EpochId.stream(Q1, 0), [early, fresh])
+    assert aborted(cluster, early, fresh)
+    assert cluster.last(PREFIX) is None
+
+
+def test_an_unknown_decision_outcome_is_read_back_after_fencing() -> None:
+    cluster = Cluster(failing_appends={"decision": KafkaEosDecisionLogError("commit timed out")}, land_failed_appends=True)
+    tasks = [task(cluster, EpochId.stream(Q1, 0), p) for p in (0, 1)]
+    coordinator(cluster).commit(EpochId.stream(Q1, 0), tasks)
+    assert committed(cluster, *tasks)
+    after_failure = cluster.events[cluster.events.index("append:decision"):]
+    assert after_failure.index("fence-coordinator") < after_failure.index("read")
+
+
+def test_a_decision_that_did_not_land_aborts_the_epoch() -> None:
+    cluster = Cluster(failing_appends={"decision": KafkaEosDecisionLogError("not committed")})
+    tasks = [task(cluster, EpochId.stream(Q1, 0), p) for p in (0, 1)]
+    with pytest.raises(KafkaEosCommitError, match="could not be written, so the epoch was aborted"):
+        coordinator(cluster).commit(EpochId.stream(Q1, 0), tasks)
+    assert aborted(cluster, *tasks)
+
+
+def test_a_superseded_driver_never_aborts_the_participants_of_the_new_owner() -> None:
+    cluster = Cluster()
+    coordinator(cluster).commit(EpochId.stream(Q1, 3), [task(cluster, EpochId.stream(Q1, 3), 0)])
+    owners: list[TaskCommit] = []
+
+    def another_driver_takes_over() -> None:
+        # While the old driver lists what is open, a new driver of the same query fences it and decides.
+        new_driver = coordinator(cluster)
+        owners.append(task(cluster, EpochId.stream(Q1, 4), 0))
+        new_driver.commit(EpochId.stream(Q1, 4), owners)
+        owners.append(task(cluster, EpochId.stream(Q1, 5), 0))  # its next epoch's task is prepared, undecided
+
+    cluster.on_list = another_driver_takes_over
+    straggler = task(cluster, EpochId.stream(Q1, 3), 0, attempt=1)  # something for the old driver to sweep
+    with pytest.raises(Exception, match="fenced"):
+        coordinator(cluster).commit(EpochId.stream(Q1, 4), [])
+    assert committed(cluster, owners[0])
+    # Listed by the old driver, but its proof of ownership failed: the new owner's open task is untouched.
+    assert cluster.state(owners[1].transaction.transactional_id) == TxnState.ONGOING  # type: ignore[union-attr]
+    assert aborted(cluster, straggler)  # by the new owner's sweep
+
+
+def test_a_straggler_that_opens_after_the_sweep_is_aborted_by_the_next_epoch() -> None:
+    cluster = Cluster()
+    coordinator(cluster).commit(EpochId.stream(Q1, 0), [task(cluster, EpochId.stream(Q1, 0), 0)])
+    straggler = task(cluster, EpochId.stream(Q1, 0), 0, attempt=1)  # a speculative attempt of batch 0, still running
+    next_epoch = [task(cluster, EpochId.stream(Q1, 1), 0), task(cluster, EpochId.stream(Q1, 1), 0, attempt=1)]
+    assert straggler.transaction is not None and next_epoch[1].transaction is not None
+    assert straggler.transaction.transactional_id != next_epoch[1].transaction.transactional_id  # never fenced by it
+    coordinator(cluster).commit(EpochId.stream(Q1, 1), next_epoch)
+    assert committed(cluster, *next_epoch) and aborted(cluster, straggler)
+
+
+def test_a_decided_participant_whose_id_was_reused_is_not_reported_lost_when_its_records_are_visible() -> None:
+    cluster = Cluster()
+    participant = task(cluster, EpochId.stream(Q1, 0), 0)
+    assert participant.transaction is not None
+    cluster.records.append(LogRecord("decision", PREFIX, str(EpochId.stream(Q1, 0)), (
+        Participant(participant.transaction.transactional_id, participant.transaction.producer_id,
+                    participant.transaction.epoch, 0, participant.records, participant.probe),)))
+    FakeSession(cluster).commit(participant.transaction)  # phase 2 ran, then the driver died before "complete"
+    cluster.open_transaction(participant.transaction.transactional_id)  # the id was reused since: a new producer epoch
+    cluster.visible.add(participant.transaction.transactional_id)
+    coordinator(cluster).prepare()
+    assert cluster.last(PREFIX).kind == "complete"  # type: ignore[union-attr]
+
+    cluster.records.append(cluster.records[-2])  # the same decision again, but now its records are not visible
+    cluster.visible.clear()
+    with pytest.raises(KafkaEosCommittedDataLostError, match="LOST"):
+        coordinator(cluster).prepare()
+
+
+def test_abort_of_a_decided_epoch_rolls_it_forward() -> None:
+    cluster = Cluster(failing_appends={"complete": KafkaEosDecisionLogError("log unavailable")})
+    tasks = [task(cluster, EpochId.stream(Q1, 0), p) for p in (0, 1)]
+    cluster.transient_commit_failures = 1_000  # phase 2 cannot finish now
+    with pytest.raises(KafkaEosCommitError, match="IS COMMITTED"):
+        TwoPhaseCommitCoordinator(options(PREFIX), TIMEOUT_MS, **fake_seams(cluster)).commit(  # type: ignore[arg-type]
+            EpochId.stream(Q1, 0), tasks)
+    cluster.transient_commit_failures = 0
+    cluster.failing_appends.clear()
+    coordinator(cluster).abort(EpochId.stream(Q1, 0), tasks)  # Spark calls abort after commit raised
+    assert committed(cluster, *tasks)
+
+
+def test_an_abort_by_a_run_that_does_not_own_the_prefix_touches_only_its_own_transactions() -> None:
+    cluster = Cluster()
+    coordinator(cluster).commit(EpochId.stream(Q1, 0), [task(cluster, EpochId.stream(Q1, 0), 0)])
+    owners_next = task(cluster, EpochId.stream(Q1, 1), 0)
+    newcomer = task(cluster, EpochId.stream(Q2, 0), 0)
+    coordinator(cluster).abort(EpochId.stream(Q2, 0), [newcomer])
+    assert aborted(cluster, newcomer)
+    assert cluster.state(owners_next.transaction.transactional_id) == TxnState.ONGOING  # type: ignore[union-attr]
