@@ -31,7 +31,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from pyspark import TaskContext
 
 from spark_kafka_eos.errors import KafkaEosWriteError
-from spark_kafka_eos.txn.session import PreparedTxnState
+from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession, TxnState
 from spark_kafka_eos.write.commit_message import PartitionCount, SourceOffset, TaskCommit
 from spark_kafka_eos.write.input_schema import (
     HEADERS,
@@ -44,7 +44,7 @@ from spark_kafka_eos.write.input_schema import (
     VALUE,
 )
 from spark_kafka_eos.write.log_record import EpochId, Position
-from spark_kafka_eos.write.transactional_id import task_transactional_id
+from spark_kafka_eos.write.transactional_id import task_transactional_id_candidates
 from spark_kafka_eos.write.writer_options import STATS_INTERVAL_MS, WriterOptions
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,6 @@ def write_task(
     left open (flushed, not committed) for the driver's coordinator.
     """
     identity = task or TaskIdentity.current()
-    transactional_id = task_transactional_id(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
     timeout_ms = transaction_timeout_ms or options.transaction_timeout_ms or DEFAULT_TRANSACTION_TIMEOUT_MS
     transaction: Optional[_TaskTransaction] = None
     positions = _SourcePositions()
@@ -123,6 +122,7 @@ def write_task(
             if batch.num_rows == 0:
                 continue
             if transaction is None:
+                transactional_id = free_transactional_id(options, epoch, identity)
                 transaction = _TaskTransaction(transactional_id, options.producer_config(transactional_id, timeout_ms))
             transaction.produce(_records(batch, options.topic, transactional_id))
             positions.add(batch)
@@ -143,6 +143,32 @@ def write_task(
         source_offsets=positions.next_offsets(),
         probe=probe,
     )
+
+
+def free_transactional_id(options: WriterOptions, epoch: EpochId, identity: TaskIdentity) -> str:
+    """The first of this attempt's candidate ids that holds no open transaction. ``init_transactions``
+    on an id aborts its open transaction; that one may be a participant another attempt prepared
+    (a stage retry restarts attempt numbers; a straggler may hold an id of this generation)."""
+    candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
+    states = cached_session(options).describe(candidates)
+    free = next((c for c in candidates if states[c].state != TxnState.ONGOING), None)
+    if free is None:
+        raise KafkaEosWriteError(
+            candidates[0], f"every id this task attempt may use ({', '.join(candidates)}) holds an open transaction.",
+            "other attempts of this partition are still writing; Spark retries the task",
+        )
+    return free
+
+
+_SESSIONS: dict[tuple[tuple[str, str], ...], TransactionSession] = {}
+
+
+def cached_session(options: WriterOptions) -> TransactionSession:
+    """A coordinator session kept by this (reused) Python worker."""
+    key = tuple(sorted(options.connection_config().items()))
+    if key not in _SESSIONS:
+        _SESSIONS[key] = TransactionSession(options.bootstrap_servers, options.connection_config())
+    return _SESSIONS[key]
 
 
 class _TaskTransaction:

@@ -24,6 +24,11 @@ from spark_kafka_eos.write.log_record import EpochId
 
 COORDINATOR_SUFFIX = "coordinator"
 GENERATIONS = 2
+SLOTS = 4
+"""Ids a task attempt may choose from: ``attempt``, ``attempt + SLOT_STRIDE``, ... It takes the first one
+that holds no open transaction, because a stage retry restarts Spark's attempt numbers (and a
+straggler may still hold an id of its generation)."""
+SLOT_STRIDE = 1000
 
 
 def run_tag(run_id: str) -> str:
@@ -34,8 +39,13 @@ def generation(epoch: EpochId) -> int:
     return (epoch.batch_id or 0) % GENERATIONS
 
 
-def task_transactional_id(prefix: str, epoch: EpochId, spark_partition: int, attempt_number: int) -> str:
-    return f"{prefix}-{run_tag(epoch.run_id)}-{generation(epoch)}-{spark_partition}-{attempt_number}"
+def task_transactional_id(prefix: str, epoch: EpochId, spark_partition: int, attempt_number: int, slot: int = 0) -> str:
+    return f"{prefix}-{run_tag(epoch.run_id)}-{generation(epoch)}-{spark_partition}-{attempt_number + slot * SLOT_STRIDE}"
+
+
+def task_transactional_id_candidates(prefix: str, epoch: EpochId, spark_partition: int, attempt_number: int) -> list[str]:
+    """The ids a task attempt may use, in order of preference."""
+    return [task_transactional_id(prefix, epoch, spark_partition, attempt_number, slot) for slot in range(SLOTS)]
 
 
 def coordinator_transactional_id(prefix: str) -> str:

@@ -13,12 +13,13 @@ from typing import Any, Optional
 
 import pyarrow as pa
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
-from spark_kafka_eos.txn.session import TransactionSession, TxnFencedError, TxnState
+from spark_kafka_eos.txn.session import TransactionSession, TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.errors import KafkaEosWriteError
 from spark_kafka_eos.write.log_record import EpochId
-from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
+from spark_kafka_eos.write.task_producer import TaskIdentity, cached_session, write_task
 from spark_kafka_eos.write.transactional_id import task_transactional_id
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.kafka import KafkaTestCluster
@@ -31,6 +32,13 @@ ARROW_TYPES = {
     "value": pa.binary(), "key": pa.binary(), "topic": pa.string(), "partition": pa.int32(), "headers": HEADERS_ARROW,
     "source_topic": pa.string(), "source_partition": pa.int32(), "source_offset": pa.int64(),
 }
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_coordinator_session(kafka: KafkaTestCluster) -> None:
+    """Tasks keep one coordinator session per Python worker (its IO thread stays): open it before
+    tests count native threads."""
+    cached_session(sink(kafka, None))
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +180,9 @@ def test_record_larger_than_the_topic_accepts_fails_clearly_and_aborts(
     assert_nothing_open(session, options.prefix)
 
 
-def test_rerun_of_a_task_attempt_fences_the_previous_one(kafka: KafkaTestCluster, session: TransactionSession) -> None:
+def test_an_attempt_never_re_initialises_an_id_holding_a_prepared_transaction(kafka: KafkaTestCluster, session: TransactionSession) -> None:
+    """A stage retry restarts Spark's attempt numbers: the new attempt must not abort what an attempt of the
+    failed stage attempt prepared (it may be the one Spark lets commit)."""
     topic = kafka.create_topic(partitions=2)
     options = sink(kafka, topic)
     first = write_task(options, EPOCH, iter([values_batch("first", 20)]), TaskIdentity(1, 0, 10))
@@ -181,13 +191,28 @@ def test_rerun_of_a_task_attempt_fences_the_previous_one(kafka: KafkaTestCluster
     second = write_task(options, EPOCH, iter([values_batch("second", 15)]), TaskIdentity(1, 0, 11))
 
     assert second.transaction is not None
-    assert second.transaction.transactional_id == first.transaction.transactional_id
-    assert second.transaction.epoch > first.transaction.epoch
-    with pytest.raises(TxnFencedError):
-        session.commit(first.transaction)
+    assert second.transaction.transactional_id == task_transactional_id(options.prefix, EPOCH, 1, 0, slot=1)
+    session.commit(first.transaction)
     commit(session, kafka, second, topic)
-    assert visible_values(kafka, topic) == sorted(f"second-{i}".encode() for i in range(15))
+    assert visible_values(kafka, topic) == sorted([f"first-{i}".encode() for i in range(20)] + [f"second-{i}".encode() for i in range(15)])
     assert_nothing_open(session, options.prefix)
+
+
+def test_a_zombie_attempt_that_has_not_prepared_is_fenced(kafka: KafkaTestCluster, session: TransactionSession) -> None:
+    topic = kafka.create_topic(partitions=1)
+    options = sink(kafka, topic)
+    zombie = kafka.producer(task_transactional_id(options.prefix, EPOCH, 0, 0))  # initialised, no transaction open yet
+
+    task = write_task(options, EPOCH, iter([values_batch("live", 5)]), TaskIdentity(0, 0, 12))
+
+    assert task.transaction is not None and task.transaction.transactional_id == task_transactional_id(options.prefix, EPOCH, 0, 0)
+    zombie.begin_transaction()
+    zombie.produce(topic, value=b"zombie", partition=0)
+    with pytest.raises(KafkaException) as fenced:
+        zombie.commit_transaction(30)
+    assert fenced.value.args[0].code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+    commit(session, kafka, task, topic)
+    assert visible_values(kafka, topic) == sorted(f"live-{i}".encode() for i in range(5))
 
 
 def test_topic_partition_headers_and_null_keys_per_row(kafka: KafkaTestCluster, session: TransactionSession) -> None:
