@@ -43,6 +43,7 @@ from spark_kafka_eos.write.input_schema import (
     TOPIC,
     VALUE,
 )
+from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import EpochId, Position
 from spark_kafka_eos.write.transactional_id import task_transactional_id_candidates
 from spark_kafka_eos.write.writer_options import STATS_INTERVAL_MS, WriterOptions
@@ -127,6 +128,13 @@ def write_task(
             transaction.produce(_records(batch, options.topic, transactional_id))
             positions.add(batch)
         prepared, records, probe = transaction.prepare(timeout_ms) if transaction is not None else (None, (), None)
+        if prepared is not None and epoch_already_decided(options, epoch):
+            # A straggler (a speculative or zombie attempt, or a replay of a decided epoch): nobody will
+            # decide this transaction, and the sweep that followed the decision may not have seen it.
+            cached_session(options).abort(prepared)
+            log.warning("%s of prefix %s is already decided: aborted this attempt's transaction %s",
+                        epoch.describe(), options.prefix, prepared.transactional_id)
+            prepared, records, probe = None, (), None
     except BaseException as exc:
         if transaction is not None:
             transaction.abort()
@@ -143,6 +151,28 @@ def write_task(
         source_offsets=positions.next_offsets(),
         probe=probe,
     )
+
+
+def epoch_already_decided(options: WriterOptions, epoch: EpochId) -> bool:
+    """True if the prefix's last record is ``epoch`` or a later micro-batch of its run. False when that
+    cannot be told (no decision log yet, or it cannot be read): the transaction then stays open for the
+    driver, which aborts it in its sweep if it is not a participant."""
+    try:
+        metadata = options.admin_client().list_topics(topic=options.decision_log_topic, timeout=10)
+        found = metadata.topics.get(options.decision_log_topic)
+        if found is None or found.error is not None:
+            return False
+        last = DecisionLog(options).last(options.prefix)
+    except Exception as err:  # noqa: BLE001 - a clean-up check; failing the task would only cause a retry
+        log.warning("Could not read the decision log of prefix %s (%s); leaving the transaction to the driver", options.prefix, err)
+        return False
+    if last is None or last.kind == "reset":
+        return False
+    decided = last.epoch
+    if decided == epoch:
+        return True
+    return (decided.kind == epoch.kind == "stream" and decided.run_id == epoch.run_id
+            and decided.batch_id is not None and epoch.batch_id is not None and decided.batch_id > epoch.batch_id)
 
 
 def free_transactional_id(options: WriterOptions, epoch: EpochId, identity: TaskIdentity) -> str:

@@ -15,8 +15,9 @@ from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator, open_se
 from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
+from spark_kafka_eos.write.transactional_id import task_transactional_id
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
-from tests.harness.kafka import KafkaTestCluster
+from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.pipeline import open_transactions
 
 pytestmark = pytest.mark.kafka
@@ -116,12 +117,13 @@ def test_a_straggler_that_opens_after_the_sweep_is_aborted_by_the_next_epoch(kaf
     options = sink_options(kafka, topic)
     coordinator = TwoPhaseCommitCoordinator(options, TIMEOUT_MS)
     coordinator.commit(stream_epoch(0), [prepare(options, 0, ["zero"])])
-    # A speculative attempt of batch 0 that was still running: it opens its transaction now.
-    straggler = write_task(options, stream_epoch(0), [pa.record_batch([pa.array(["late"], pa.string())], names=["value"])],
-                           task=TaskIdentity(0, 1, 99), transaction_timeout_ms=TIMEOUT_MS)
-    assert straggler.transaction is not None
-    assert open_transactions(kafka, options.prefix) == [straggler.transaction.transactional_id]
+    # A speculative attempt of batch 0 that opened its transaction after the sweep, and died before it
+    # could see that its epoch was decided.
+    straggler_id = task_transactional_id(options.prefix, stream_epoch(0), 0, 1)
+    straggler = kafka.open_transaction(topic, [Sent(0, None, b"late")], straggler_id)
+    assert open_transactions(kafka, options.prefix) == [straggler_id]
     coordinator.commit(stream_epoch(1), [prepare(options, 0, ["one"], stream_epoch(1))])
+    del straggler
     assert committed_values(kafka, topic) == [b"one", b"zero"]
     assert open_transactions(kafka, options.prefix) == []
     assert kafka.offsets(topic, OffsetSpec.latest()) == kafka.offsets(topic, OffsetSpec.latest(), committed=False)
@@ -139,10 +141,24 @@ def test_a_committed_participant_whose_id_was_reused_is_not_reported_lost(kafka:
     with open_session(options) as session:
         session.commit(task.transaction)  # phase 2 ran; the driver died before recording completion
         kafka.wait_until_stable(topic)
-        reused = prepare(options, 0, ["again"])  # the same id, re-initialised: its state no longer says "committed"
+        reused = prepare(options, 0, ["again"], stream_epoch(2))  # the same id, re-initialised: its state no longer says "committed"
         assert reused.transaction is not None and reused.transaction.epoch != task.transaction.epoch
         session.abort(reused.transaction)
     TwoPhaseCommitCoordinator(options, TIMEOUT_MS).prepare()  # records visible: no false alarm
     last = decision_log.last(options.prefix)
     assert last is not None and last.kind == "complete"
     assert committed_values(kafka, topic) == [b"kept"]
+
+
+def test_a_straggler_of_a_decided_epoch_aborts_its_own_transaction(kafka: KafkaTestCluster) -> None:
+    """A straggler that opens its transaction after the epoch's decision, and so after the sweep that
+    followed it (the last epoch of a query or job has no next sweep), must not leave it open."""
+    topic = kafka.create_topic(1)
+    options = sink_options(kafka, topic)
+    TwoPhaseCommitCoordinator(options, TIMEOUT_MS).commit(stream_epoch(0), [prepare(options, 0, ["zero"])])
+    late = write_task(options, stream_epoch(0), [pa.record_batch([pa.array(["late"], pa.string())], names=["value"])],
+                      task=TaskIdentity(0, 1, 98), transaction_timeout_ms=TIMEOUT_MS)
+    assert late.transaction is None and late.records == ()
+    assert open_transactions(kafka, options.prefix) == []
+    assert committed_values(kafka, topic) == [b"zero"]
+    assert kafka.offsets(topic, OffsetSpec.latest()) == kafka.offsets(topic, OffsetSpec.latest(), committed=False)
