@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosOptionError
@@ -32,9 +32,16 @@ def check_not_backwards(options: WriterOptions, offsets: Mapping[tuple[str, int]
     group = options.consumer_group
     if group is None or not offsets:
         return
-    request = ConsumerGroupTopicPartitions(group, [KafkaTopicPartition(t, p) for t, p in sorted(offsets)])
-    result = options.admin_client().list_consumer_group_offsets([request], require_stable=True, request_timeout=_TIMEOUT_S)
-    committed = {(tp.topic, tp.partition): tp.offset for tp in result[group].result(_TIMEOUT_S).topic_partitions if tp.offset >= 0}
+    # A read_committed consumer asks for stable offsets (it waits out a pending transactional commit).
+    # Not AdminClient.list_consumer_group_offsets: on librdkafka 2.16 it can crash the process when the
+    # group coordinator moves (librdkafka #5040).
+    reader = Consumer({**options.connection_config(), "group.id": group, "isolation.level": "read_committed",
+                       "enable.auto.commit": False})
+    try:
+        found = reader.committed([KafkaTopicPartition(t, p) for t, p in sorted(offsets)], timeout=_TIMEOUT_S)
+    finally:
+        reader.close()
+    committed = {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
     behind = sorted((tp, o, committed[tp]) for tp, o in offsets.items() if tp in committed and o < committed[tp])
     if behind:
         where = ", ".join(f"{t}-{p}: {o} < {c}" for (t, p), o, c in behind[:5])

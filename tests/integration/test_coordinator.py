@@ -14,9 +14,11 @@ from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLos
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator, open_session
 from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
+from spark_kafka_eos.write.ownership import Verdict
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.transactional_id import task_transactional_id
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
+from tests.harness.faults import FaultHooks, InjectedFault
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.pipeline import open_transactions
 
@@ -162,3 +164,24 @@ def test_a_straggler_of_a_decided_epoch_aborts_its_own_transaction(kafka: KafkaT
     assert open_transactions(kafka, options.prefix) == []
     assert committed_values(kafka, topic) == [b"zero"]
     assert kafka.offsets(topic, OffsetSpec.latest()) == kafka.offsets(topic, OffsetSpec.latest(), committed=False)
+
+
+def test_a_job_retried_while_the_first_run_is_in_phase_2_is_written_once(kafka: KafkaTestCluster) -> None:
+    """Two drivers on one prefix: the first run of a batch job decided and then stalled before phase 2;
+    the orchestrator's retry (same writeId) takes over. The first run, superseded, aborts nothing."""
+    topic = kafka.create_topic(2)
+    options = sink_options(kafka, topic)
+    job = EpochId.batch("2026-11-22")
+    tasks = [prepare(options, p, [f"row-{p}"], job) for p in (0, 1)]
+    first_run = TwoPhaseCommitCoordinator(options, TIMEOUT_MS, FaultHooks("after_decision"))
+    with pytest.raises(InjectedFault):
+        first_run.commit(job, tasks)
+    assert open_transactions(kafka, options.prefix) == sorted(t.transaction.transactional_id for t in tasks if t.transaction)
+
+    retry = TwoPhaseCommitCoordinator(options, TIMEOUT_MS)
+    assert retry.prepare(job).verdict == Verdict.REPLAY  # the retry writes nothing: its data is committed
+    first_run.abort(job, tasks)  # Spark's abort of the first run, late
+    assert committed_values(kafka, topic) == [b"row-0", b"row-1"]
+    assert open_transactions(kafka, options.prefix) == []
+    last = DecisionLog(options).last(options.prefix)
+    assert last is not None and (last.kind, last.epoch) == ("complete", job)
