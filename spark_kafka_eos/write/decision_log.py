@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, Message, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import NewTopic, OffsetSpec
+from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
 
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
 from spark_kafka_eos.options import parse_reader_options
@@ -58,7 +58,7 @@ _LOG_TOPIC_CONFIG = {
 }
 _TIMEOUT_S = 30.0
 
-# Log topics seen to exist by this (reused) Python worker: saves requests per epoch.
+# Log topics seen to exist, well configured, by this (reused) Python worker: saves requests per epoch.
 _EXISTING_TOPICS: set[tuple[str, str]] = set()
 _NOT_READY = {
     KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
@@ -66,6 +66,7 @@ _NOT_READY = {
     # A reused admin client whose metadata predates the topic: "Failed to query partition leaders".
     KafkaError._NOENT,
 }
+_NOT_AUTHORIZED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
 
 
 def index_group(prefix: str) -> str:
@@ -86,7 +87,8 @@ class DecisionLog:
 
     # -- topic ----------------------------------------------------------------------------
     def ensure_topic(self) -> None:
-        """Create the compacted log topic when it is missing; a clear error if that is forbidden."""
+        """Create the compacted log topic when it is missing; a clear error if that is forbidden,
+        or if an existing topic has more than one partition or a cleanup policy other than compact."""
         known = (self._options.bootstrap_servers, self._topic)
         if known in _EXISTING_TOPICS:
             return
@@ -101,6 +103,7 @@ class DecisionLog:
                 "it must have exactly 1 (every decision of a prefix is read from partition 0). Fix: name another "
                 f"topic with decisionLogTopic, or recreate it with 1 partition and cleanup.policy=compact."
             )
+        self._check_cleanup_policy()
         _EXISTING_TOPICS.add(known)
 
     def _create_topic(self, replication: int) -> None:
@@ -112,6 +115,7 @@ class DecisionLog:
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
             if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                self._check_cleanup_policy()  # created by someone else a moment ago
                 return
             settings = " ".join(f"--config {k}={v}" for k, v in _LOG_TOPIC_CONFIG.items())
             raise KafkaEosDecisionLogError(
@@ -119,6 +123,32 @@ class DecisionLog:
                 f"created: {error.str()}. Fix: have an administrator create it: kafka-topics --create --topic "
                 f"{self._topic} --partitions 1 --replication-factor {replication} {settings}"
             ) from None
+
+    def _check_cleanup_policy(self) -> None:
+        """Only ``compact`` keeps every prefix's last record for ever: ``delete`` (or ``compact,delete``)
+        drops decisions after retention.ms, and with them what recovery and replays rely on."""
+        resource = ConfigResource(ResourceType.TOPIC, self._topic)
+        try:
+            entries = self._admin.describe_configs([resource], request_timeout=_TIMEOUT_S)[resource].result(2 * _TIMEOUT_S)
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if error.code() not in _NOT_AUTHORIZED:
+                raise
+            log.warning("Cannot check the configuration of the decision log topic %s (%s): make sure its "
+                        "cleanup.policy is compact", self._topic, error.str())
+            return
+        policy = entries["cleanup.policy"].value or ""
+        if [p.strip() for p in policy.split(",")] == ["compact"]:
+            return
+        retention = entries["retention.ms"].value if "retention.ms" in entries else "?"
+        raise KafkaEosDecisionLogError(
+            f"The decision log topic '{self._topic}' (option decisionLogTopic) has cleanup.policy={policy}; it must be "
+            f"exactly 'compact'. With a delete policy Kafka removes records older than retention.ms ({retention} ms), "
+            "and with them the last decision of every prefix that has not committed since: recovery could no longer "
+            "roll a decided epoch forward, and a replayed micro-batch would be written again. Fix: kafka-configs "
+            f"--bootstrap-server {self._options.bootstrap_servers} --alter --entity-type topics --entity-name "
+            f"{self._topic} --add-config cleanup.policy=compact (or name another topic with decisionLogTopic)."
+        )
 
     # -- reading --------------------------------------------------------------------------
     def last(self, prefix: str) -> Optional[LogRecord]:

@@ -202,3 +202,24 @@ def test_an_unindexed_record_of_unknown_outcome_is_never_answered_from_a_partial
         DecisionLog(options, settle_timeout_s=1).last(options.prefix)
     stuck.abort_transaction(30)
     assert DecisionLog(options).last(options.prefix) == record
+
+
+# -- 4. the topic's configuration ---------------------------------------------------------------
+@pytest.mark.parametrize("policy", ["delete", "compact,delete"])
+def test_a_log_topic_that_deletes_records_is_refused(kafka: KafkaTestCluster, policy: str) -> None:
+    log_topic = kafka.create_topic(1, prefix="_decisions", config={"cleanup.policy": policy, "retention.ms": "604800000"})
+    options = log_options(kafka, log_topic)
+    with pytest.raises(KafkaEosDecisionLogError) as refused:
+        DecisionLog(options).ensure_topic()
+    message = str(refused.value)
+    assert f"'{log_topic}' (option decisionLogTopic) has cleanup.policy={policy}" in message
+    assert (f"kafka-configs --bootstrap-server {kafka.bootstrap_servers} --alter --entity-type topics "
+            f"--entity-name {log_topic} --add-config cleanup.policy=compact") in message
+
+
+def test_a_compacted_log_topic_created_by_an_administrator_is_accepted(kafka: KafkaTestCluster) -> None:
+    log_topic = kafka.create_topic(1, prefix="_decisions", config={"cleanup.policy": "compact"})
+    options = log_options(kafka, log_topic)
+    record = log_record(options.prefix, 1)
+    open_log(options).append(record)
+    assert DecisionLog(options).last(options.prefix) == record
