@@ -3,11 +3,12 @@ no stall behind another prefix's crashed coordinator, and the topic's cleanup po
 
 from __future__ import annotations
 
+import time
 import uuid
-from typing import Iterator
+from typing import Iterator, Optional
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
 
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
@@ -23,14 +24,14 @@ pytestmark = pytest.mark.kafka
 KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588  # broker message.max.bytes, the topics' default max.message.bytes
 
 
-def log_record(prefix: str, batch: int, tasks: int = 1, partitions: int = 1) -> LogRecord:
+def log_record(prefix: str, batch: int, tasks: int = 1, partitions: int = 1, consumer_group: Optional[str] = None) -> LogRecord:
     """The one place this module builds a decision-log record (its fields are the record format's business)."""
     participants = tuple(
         Participant(f"{prefix}-{task}-0", 10_000 + task, 3, task,
                     tuple((f"orders-enriched-{p % 3}", p, 1_000 + task * p) for p in range(partitions)))
         for task in range(tasks)
     )
-    return LogRecord("decision", prefix, f"stream:{batch}", participants)
+    return LogRecord("decision", prefix, f"stream:{batch}", participants, consumer_group)
 
 
 def log_options(kafka: KafkaTestCluster, log_topic: str, prefix: str = "") -> WriterOptions:
@@ -110,6 +111,41 @@ def test_an_aborted_large_decision_leaves_the_last_committed_one_whole(kafka: Ka
     assert DecisionLog(options).last(options.prefix) == smaller
 
 
+def test_compaction_keeps_the_last_decision_whole_after_an_aborted_one(kafka: KafkaTestCluster) -> None:
+    """The broker's cleaner runs (superseded records disappear), yet the last committed decision
+    stays whole: aborted chunks supersede nothing, committed ones only come with a newer head."""
+    log_topic = kafka.create_topic(1, prefix="_decisions", config={
+        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+        "min.compaction.lag.ms": "0", "delete.retention.ms": "100"})
+    options = log_options(kafka, log_topic)
+    decision_log = open_log(options)
+    last = log_record(options.prefix, 1, tasks=300, partitions=100)
+    for record in (log_record(options.prefix, 0, tasks=400, partitions=100), last):
+        decision_log.append(record)
+        time.sleep(0.2)  # let the segment roll: the cleaner never touches the active one
+    producer = decision_log._coordinator_producer(options.prefix)
+    producer.begin_transaction()
+    decision_log._produce(producer, log_record(options.prefix, 2, tasks=400, partitions=100))
+    producer.abort_transaction(30)
+    time.sleep(0.2)
+    write_foreign_records(kafka, log_topic, 1)
+
+    deadline = time.monotonic() + 120
+    while heads_in_log(kafka, log_topic, options.prefix) > 1:
+        assert time.monotonic() < deadline, "the log cleaner did not compact the decision log within 120s"
+        time.sleep(1)
+        write_foreign_records(kafka, log_topic, 1)
+
+    assert DecisionLog(options).last(options.prefix) == last
+    kafka.admin.delete_consumer_groups([index_group(options.prefix)])[index_group(options.prefix)].result(30)
+    assert DecisionLog(options).last(options.prefix) == last  # the scan finds it whole too
+
+
+def heads_in_log(kafka: KafkaTestCluster, topic: str, prefix: str) -> int:
+    kafka.wait_until_stable(topic)
+    return sum(1 for r in kafka.read_committed(topic) if r.key == prefix.encode())
+
+
 # -- 2. the index -----------------------------------------------------------------------------
 def test_the_last_record_is_found_through_the_index_without_scanning(kafka: KafkaTestCluster, no_scan: None) -> None:
     options = log_options(kafka, new_log_topic())
@@ -153,6 +189,20 @@ def test_an_index_entry_that_does_not_match_the_log_is_not_trusted(kafka: KafkaT
     finally:
         consumer.close()
     assert DecisionLog(options).last(options.prefix) == record
+
+
+def test_the_index_and_a_consumer_group_move_in_the_same_transaction(kafka: KafkaTestCluster, no_scan: None) -> None:
+    options = log_options(kafka, new_log_topic())
+    decision_log = open_log(options)
+    group, source = f"etl-{uuid.uuid4().hex[:8]}", kafka.create_topic(1)
+    record = log_record(options.prefix, 1, consumer_group=group)
+
+    decision_log.append(record, {(source, 0): 42})
+
+    assert DecisionLog(options).last(options.prefix) == record
+    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(source, 0)])]
+    [offset] = kafka.admin.list_consumer_group_offsets(request, require_stable=True)[group].result(30).topic_partitions
+    assert offset.offset == 42
 
 
 # -- 3. another prefix's crashed coordinator ----------------------------------------------------
