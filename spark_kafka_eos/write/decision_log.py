@@ -185,11 +185,14 @@ class DecisionLog:
         deadline = time.monotonic() + self._settle_timeout_s
         while True:
             future = self._admin.list_consumer_group_offsets(request, require_stable=True, request_timeout=_TIMEOUT_S)[group]
-            [tp] = future.result(2 * _TIMEOUT_S).topic_partitions
+            try:
+                [tp] = future.result(2 * _TIMEOUT_S).topic_partitions
+            except KafkaException as exc:
+                raise _index_error(group, exc.args[0]) from None
             if tp.error is None:
                 return (tp.offset - 1, tp.metadata or "") if tp.offset > 0 else None
             if tp.error.code() != KafkaError.UNSTABLE_OFFSET_COMMIT:
-                raise KafkaEosDecisionLogError(f"Reading the decision log index group {group}: {tp.error.str()}")
+                raise _index_error(group, tp.error)
             if time.monotonic() > deadline:
                 raise KafkaEosDecisionLogError(
                     f"The coordinator of prefix {prefix} has had a decision open for {self._settle_timeout_s:g}s: "
@@ -262,7 +265,11 @@ class DecisionLog:
         try:
             offset, value = self._produce(producer, record)
             index = KafkaTopicPartition(self._topic, 0, offset + 1, metadata=digest(value))
-            producer.send_offsets_to_transaction([index], _group_metadata(self._connection, index_group(record.prefix)), _TIMEOUT_S)
+            group = index_group(record.prefix)
+            try:
+                producer.send_offsets_to_transaction([index], _group_metadata(self._connection, group), _TIMEOUT_S)
+            except KafkaException as exc:
+                raise _index_error(group, exc.args[0]) from None
             if group_offsets and record.consumer_group:
                 producer.send_offsets_to_transaction(
                     [KafkaTopicPartition(t, p, o) for (t, p), o in sorted(group_offsets.items())],
@@ -365,6 +372,13 @@ def _next_message(consumer: Consumer, topic: str, offset: int) -> Optional[Messa
         if error.fatal() or error.code() > 0:
             raise KafkaEosDecisionLogError(f"Reading offset {offset} of the decision log '{topic}' failed: {error.str()}")
     raise KafkaEosDecisionLogError(f"Reading offset {offset} of the decision log '{topic}' made no progress for {_TIMEOUT_S:g}s.")
+
+
+def _index_error(group: str, error: KafkaError) -> KafkaEosDecisionLogError:
+    fix = (f" Fix: allow the sink's principal to Read group {group} (e.g. a prefixed ACL on the transactional id prefix: "
+           "kafka-acls --add --allow-principal ... --operation Read --group <prefix> --resource-pattern-type prefixed)."
+           if error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED else "")
+    return KafkaEosDecisionLogError(f"The decision log index group {group} could not be used: {error.str()}.{fix}")
 
 
 def _group_metadata(connection: Mapping[str, str], group: str) -> object:
