@@ -31,7 +31,7 @@ from typing import Iterator, Mapping, Optional, Sequence
 
 import pyarrow as pa
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Message, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
 
@@ -65,6 +65,9 @@ _NOT_READY = {
     KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT,
     # A reused admin client whose metadata predates the topic: "Failed to query partition leaders".
     KafkaError._NOENT,
+}
+_COORDINATOR_MOVING = {
+    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
 }
 _NOT_AUTHORIZED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
 
@@ -179,27 +182,26 @@ class DecisionLog:
 
     def _index_entry(self, prefix: str) -> Optional[tuple[int, str]]:
         """(offset of the last record, digest of its value) from the index group, or None. A pending
-        index commit (the prefix's coordinator mid-decision) is waited out: require_stable."""
+        index commit (the prefix's coordinator mid-decision, or one whose commit just returned) is
+        waited out: the reader is read_committed, so its OffsetFetch asks for stable offsets."""
         group = index_group(prefix)
-        request = [ConsumerGroupTopicPartitions(group, [KafkaTopicPartition(self._topic, 0)])]
         deadline = time.monotonic() + self._settle_timeout_s
         while True:
-            future = self._admin.list_consumer_group_offsets(request, require_stable=True, request_timeout=_TIMEOUT_S)[group]
             try:
-                [tp] = future.result(2 * _TIMEOUT_S).topic_partitions
-            except KafkaException as exc:
-                raise _index_error(group, exc.args[0]) from None
-            if tp.error is None:
-                return (tp.offset - 1, tp.metadata or "") if tp.offset > 0 else None
-            if tp.error.code() != KafkaError.UNSTABLE_OFFSET_COMMIT:
-                raise _index_error(group, tp.error)
-            if time.monotonic() > deadline:
-                raise KafkaEosDecisionLogError(
-                    f"The coordinator of prefix {prefix} has had a decision open for {self._settle_timeout_s:g}s: "
-                    f"its index group {group} has an uncommitted offset. The broker aborts it after "
-                    f"{COORDINATOR_TRANSACTION_TIMEOUT_MS / 1000:g}s; retry then."
+                [tp] = _index_reader(self._connection, group).committed(
+                    [KafkaTopicPartition(self._topic, 0)], timeout=max(deadline - time.monotonic(), 0.1)
                 )
-            time.sleep(0.005)  # markers of a commit that just returned are on their way
+                break
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                if time.monotonic() > deadline or error.code() == KafkaError._TIMED_OUT:
+                    raise _index_timeout(prefix, group, self._settle_timeout_s, error) from None
+                if error.code() not in _COORDINATOR_MOVING and not error.retriable():
+                    raise _index_error(group, error) from None
+                time.sleep(0.1)
+        if tp.error is not None:
+            raise _index_error(group, tp.error)
+        return (tp.offset - 1, tp.metadata or "") if tp.offset > 0 else None
 
     def _scanned_head(self, prefix: str) -> Optional[bytes]:
         """The last committed head record of ``prefix``, by a read_committed scan of the whole log."""
@@ -267,7 +269,8 @@ class DecisionLog:
             index = KafkaTopicPartition(self._topic, 0, offset + 1, metadata=digest(value))
             group = index_group(record.prefix)
             try:
-                producer.send_offsets_to_transaction([index], _group_metadata(self._connection, group), _TIMEOUT_S)
+                metadata = _index_reader(self._connection, group).consumer_group_metadata()
+                producer.send_offsets_to_transaction([index], metadata, _TIMEOUT_S)
             except KafkaException as exc:
                 raise _index_error(group, exc.args[0]) from None
             if group_offsets and record.consumer_group:
@@ -327,10 +330,31 @@ class DecisionLog:
         return self._producer
 
 
+# Index groups are read with a consumer of the group (never subscribed, so never a member), not with
+# AdminClient.list_consumer_group_offsets: librdkafka <= 2.16 crashes the process when that request
+# meets NOT_COORDINATOR (librdkafka issue #5040), e.g. while the group coordinator moves.
+_INDEX_READERS: dict[tuple[tuple[tuple[str, str], ...], str], Consumer] = {}
+_READERS_LOCK = threading.Lock()
+_MAX_INDEX_READERS = 8
+
+
+def _index_reader(connection: Mapping[str, str], group: str) -> Consumer:
+    """A read_committed consumer of the index group, kept by this (reused) Python worker."""
+    key = (tuple(sorted(connection.items())), group)
+    with _READERS_LOCK:
+        consumer = _INDEX_READERS.get(key)
+        if consumer is None:
+            if len(_INDEX_READERS) >= _MAX_INDEX_READERS:
+                _INDEX_READERS.pop(next(iter(_INDEX_READERS))).close()
+            consumer = Consumer({**connection, "group.id": group, "isolation.level": "read_committed",
+                                 "enable.auto.commit": False})
+            _INDEX_READERS[key] = consumer
+        return consumer
+
+
 # One read_uncommitted consumer per connection, kept by this (reused) Python worker: a new consumer's
 # first fetch waits for a connection and metadata. Every read assigns its own offset.
 _POINT_READERS: dict[tuple[tuple[str, str], ...], tuple[Consumer, threading.Lock]] = {}
-_POINT_READERS_LOCK = threading.Lock()
 
 
 def _read_at(connection: Mapping[str, str], topic: str, offsets: Sequence[int]) -> dict[int, tuple[Optional[bytes], Optional[bytes]]]:
@@ -338,7 +362,7 @@ def _read_at(connection: Mapping[str, str], topic: str, offsets: Sequence[int]) 
     offsets known to hold committed records (so the LSO is not waited for). An offset whose record
     is gone (compacted, or past the log's end) is left out."""
     key = tuple(sorted(connection.items()))
-    with _POINT_READERS_LOCK:
+    with _READERS_LOCK:
         if key not in _POINT_READERS:
             _POINT_READERS[key] = (Consumer({
                 **connection, "group.id": "kafka-eos-decision-log-reader", "enable.auto.commit": False,
@@ -372,6 +396,15 @@ def _next_message(consumer: Consumer, topic: str, offset: int) -> Optional[Messa
         if error.fatal() or error.code() > 0:
             raise KafkaEosDecisionLogError(f"Reading offset {offset} of the decision log '{topic}' failed: {error.str()}")
     raise KafkaEosDecisionLogError(f"Reading offset {offset} of the decision log '{topic}' made no progress for {_TIMEOUT_S:g}s.")
+
+
+def _index_timeout(prefix: str, group: str, waited_s: float, error: KafkaError) -> KafkaEosDecisionLogError:
+    return KafkaEosDecisionLogError(
+        f"The index group {group} of prefix {prefix} had no stable offset within {waited_s:g}s ({error.str()}): "
+        "the prefix's coordinator has a decision open (a driver of the prefix is running, or crashed mid-decision), "
+        f"or the group coordinator is unavailable. The broker aborts a crashed decision after "
+        f"{COORDINATOR_TRANSACTION_TIMEOUT_MS / 1000:g}s; retry then."
+    )
 
 
 def _index_error(group: str, error: KafkaError) -> KafkaEosDecisionLogError:

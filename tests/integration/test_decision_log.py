@@ -8,7 +8,7 @@ import uuid
 from typing import Iterator, Optional
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
 
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
@@ -200,8 +200,11 @@ def test_the_index_and_a_consumer_group_move_in_the_same_transaction(kafka: Kafk
     decision_log.append(record, {(source, 0): 42})
 
     assert DecisionLog(options).last(options.prefix) == record
-    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(source, 0)])]
-    [offset] = kafka.admin.list_consumer_group_offsets(request, require_stable=True)[group].result(30).topic_partitions
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group, "isolation.level": "read_committed"})
+    try:
+        [offset] = consumer.committed([TopicPartition(source, 0)], timeout=30)
+    finally:
+        consumer.close()
     assert offset.offset == 42
 
 
