@@ -347,7 +347,10 @@ def _index_reader(connection: Mapping[str, str], group: str) -> Consumer:
             if len(_INDEX_READERS) >= _MAX_INDEX_READERS:
                 _INDEX_READERS.pop(next(iter(_INDEX_READERS))).close()
             consumer = Consumer({**connection, "group.id": group, "isolation.level": "read_committed",
-                                 "enable.auto.commit": False})
+                                 "enable.auto.commit": False,
+                                 # OffsetFetch is retried while the markers of a commit that just returned
+                                 # are on their way (a few ms): the default 100 ms backoff would double a commit.
+                                 "retry.backoff.ms": 5, "retry.backoff.max.ms": 100})
             _INDEX_READERS[key] = consumer
         return consumer
 
