@@ -83,3 +83,7 @@ bench-write: venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache spark-warehouse
+
+.PHONY: bench-commit
+bench-commit: venv kafka-jars
+	$(PY) -m tests.benchmarks.bench_commit

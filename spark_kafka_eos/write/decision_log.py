@@ -8,37 +8,57 @@ state says nothing about the decided epoch. A ``reset`` record (from the CLI) fo
 
 Writing through ``<prefix>-coordinator`` fences a zombie driver: ``init_transactions`` bumps the
 coordinator's epoch, so an older driver's decision can no longer commit.
+
+This module is the log's transport. A record larger than Kafka's default record size is written in
+chunks (:mod:`spark_kafka_eos.write.log_envelope`). Every append also commits, in the same
+transaction, an offset of the prefix's *index group* (``<prefix>.kafka-eos-log-index``, a consumer
+group that never has members) pointing just past the record: so finding a prefix's last record is
+one OffsetFetch and one read at a known offset, whatever the log holds for other prefixes. The
+index offset becomes visible only when the transaction commits, so the record it points at is
+committed and is read without waiting for the partition's last stable offset, which a crashed
+coordinator of another prefix may hold back. A prefix without an index entry (its first record, a
+log written by an earlier version, index offsets expired after the broker's
+``offsets.retention.minutes``) is found by scanning the log, as before.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import threading
 import time
-from typing import Callable, Mapping, Optional
+from typing import Callable, Iterator, Mapping, Optional, Sequence
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer
+import pyarrow as pa
+
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Message, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import NewTopic, OffsetSpec
+from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
 
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
 from spark_kafka_eos.options import parse_reader_options
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
+from spark_kafka_eos.write.log_envelope import Manifest, chunk_key, digest, head_key, is_chunk_of, join, parse_head, split
 from spark_kafka_eos.write.log_record import LogRecord
 from spark_kafka_eos.write.transactional_id import coordinator_transactional_id
 from spark_kafka_eos.write.writer_options import WriterOptions
 
+log = logging.getLogger(__name__)
+
 COORDINATOR_TRANSACTION_TIMEOUT_MS = 60_000
-"""The decision transaction only writes one record: a short timeout keeps a crashed driver's
+"""The decision transaction only writes a few records: a short timeout keeps a crashed driver's
 half-written decision from holding the log's LSO for long."""
+INDEX_GROUP_SUFFIX = ".kafka-eos-log-index"
 _LOG_TOPIC_CONFIG = {
     "cleanup.policy": "compact",
     "min.compaction.lag.ms": "0",
     "segment.ms": "3600000",
     "min.cleanable.dirty.ratio": "0.1",
 }
+_TIMEOUT_S = 30.0
 
-# Log topics seen to exist by this (reused) Python worker: saves a metadata request per epoch.
+# Log topics seen to exist, well configured, by this (reused) Python worker: saves requests per epoch.
 _EXISTING_TOPICS: set[tuple[str, str]] = set()
 _NOT_READY = {
     KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
@@ -46,6 +66,15 @@ _NOT_READY = {
     # A reused admin client whose metadata predates the topic: "Failed to query partition leaders".
     KafkaError._NOENT,
 }
+_COORDINATOR_MOVING = {
+    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
+}
+_NOT_AUTHORIZED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
+
+
+def index_group(prefix: str) -> str:
+    """The consumer group whose offset on the log points just past ``prefix``'s last record."""
+    return prefix + INDEX_GROUP_SUFFIX
 
 
 class DecisionLog:
@@ -61,30 +90,35 @@ class DecisionLog:
 
     # -- topic ----------------------------------------------------------------------------
     def ensure_topic(self) -> None:
-        """Create the compacted log topic when it is missing; a clear error if that is forbidden."""
+        """Create the compacted log topic when it is missing; a clear error if that is forbidden,
+        or if an existing topic has more than one partition or a cleanup policy other than compact."""
         known = (self._options.bootstrap_servers, self._topic)
         if known in _EXISTING_TOPICS:
             return
-        metadata = self._admin.list_topics(timeout=30)
-        if self._topic in metadata.topics:
-            partitions = len(metadata.topics[self._topic].partitions)
-            if partitions != 1:
-                raise KafkaEosDecisionLogError(
-                    f"The decision log topic '{self._topic}' (option decisionLogTopic) has {partitions} partitions; "
-                    "it must have exactly 1 (every decision of a prefix is read from partition 0). Fix: name another "
-                    f"topic with decisionLogTopic, or recreate it with 1 partition and cleanup.policy=compact."
-                )
-            _EXISTING_TOPICS.add(known)
+        metadata = self._admin.list_topics(timeout=_TIMEOUT_S)
+        if self._topic not in metadata.topics:
+            self._create_topic(min(3, len(metadata.brokers)))
             return
-        replication = min(3, len(metadata.brokers))
+        partitions = len(metadata.topics[self._topic].partitions)
+        if partitions != 1:
+            raise KafkaEosDecisionLogError(
+                f"The decision log topic '{self._topic}' (option decisionLogTopic) has {partitions} partitions; "
+                "it must have exactly 1 (every decision of a prefix is read from partition 0). Fix: name another "
+                f"topic with decisionLogTopic, or recreate it with 1 partition and cleanup.policy=compact."
+            )
+        self._check_cleanup_policy()
+        _EXISTING_TOPICS.add(known)
+
+    def _create_topic(self, replication: int) -> None:
         futures = self._admin.create_topics(
-            [NewTopic(self._topic, 1, replication, config=dict(_LOG_TOPIC_CONFIG))], operation_timeout=30
+            [NewTopic(self._topic, 1, replication, config=dict(_LOG_TOPIC_CONFIG))], operation_timeout=_TIMEOUT_S
         )
         try:
-            futures[self._topic].result(60)
+            futures[self._topic].result(2 * _TIMEOUT_S)
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
             if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                self._check_cleanup_policy()  # created by someone else a moment ago
                 return
             settings = " ".join(f"--config {k}={v}" for k, v in _LOG_TOPIC_CONFIG.items())
             raise KafkaEosDecisionLogError(
@@ -93,43 +127,126 @@ class DecisionLog:
                 f"{self._topic} --partitions 1 --replication-factor {replication} {settings}"
             ) from None
 
+    def _check_cleanup_policy(self) -> None:
+        """Only ``compact`` keeps every prefix's last record for ever: ``delete`` (or ``compact,delete``)
+        drops decisions after retention.ms, and with them what recovery and replays rely on."""
+        resource = ConfigResource(ResourceType.TOPIC, self._topic)
+        try:
+            entries = self._admin.describe_configs([resource], request_timeout=_TIMEOUT_S)[resource].result(2 * _TIMEOUT_S)
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if error.code() not in _NOT_AUTHORIZED:
+                raise
+            log.warning("Cannot check the configuration of the decision log topic %s (%s): make sure its "
+                        "cleanup.policy is compact", self._topic, error.str())
+            return
+        policy = entries["cleanup.policy"].value or ""
+        if [p.strip() for p in policy.split(",")] == ["compact"]:
+            return
+        retention = entries["retention.ms"].value if "retention.ms" in entries else "?"
+        raise KafkaEosDecisionLogError(
+            f"The decision log topic '{self._topic}' (option decisionLogTopic) has cleanup.policy={policy}; it must be "
+            f"exactly 'compact'. With a delete policy Kafka removes records older than retention.ms ({retention} ms), "
+            "and with them the last decision of every prefix that has not committed since: recovery could no longer "
+            "roll a decided epoch forward, and a replayed micro-batch would be written again. Fix: kafka-configs "
+            f"--bootstrap-server {self._options.bootstrap_servers} --alter --entity-type topics --entity-name "
+            f"{self._topic} --add-config cleanup.policy=compact (or name another topic with decisionLogTopic)."
+        )
+
     # -- reading --------------------------------------------------------------------------
     def last(self, prefix: str) -> Optional[LogRecord]:
-        """The last committed record of ``prefix``, or None. Waits until no transaction is open on
-        the log, so a decision just committed (whose markers may still be in flight) is seen."""
-        end = self._settled_end()
-        if end == 0:
+        """The last committed record of ``prefix``, or None."""
+        head = self._indexed_head(prefix)
+        if head is None:
+            head = self._scanned_head(prefix)
+        if head is None:
             return None
-        reader_options = parse_reader_options(
-            # The log is read to its end every epoch: don't let the broker hold the last fetch.
-            {"assign": json.dumps({self._topic: [0]}), "kafka.fetch.wait.max.ms": "10",
-             **{f"kafka.{k}": v for k, v in self._connection.items()}},
-            streaming=False,
-        )
-        found: Optional[bytes] = None
-        for batch in read_offset_range(reader_options, OffsetRange(self._topic, 0, 0, end)):
-            for key, value in zip(batch.column("key").to_pylist(), batch.column("value").to_pylist()):
-                if key == prefix.encode():
-                    found = value
-        return LogRecord.from_json(found) if found else None
+        value = parse_head(head)
+        if isinstance(value, Manifest):
+            value = join(prefix, value, _read_at(self._connection, self._topic, value.chunk_offsets))
+        return LogRecord.from_json(value)
 
-    def _settled_end(self) -> int:
+    def _indexed_head(self, prefix: str) -> Optional[bytes]:
+        """The head record the index group points at; None without an (up-to-date) index entry."""
+        entry = self._index_entry(prefix)
+        if entry is None:
+            return None
+        offset, expected = entry
+        key, value = _read_at(self._connection, self._topic, [offset]).get(offset, (None, None))
+        if key != head_key(prefix) or value is None or digest(value) != expected:
+            # E.g. the log topic was re-created: the index is stale, the log itself says what is last.
+            log.warning("The decision log index of prefix %s points at offset %d of %s, which does not hold the "
+                        "indexed record: scanning the log instead", prefix, offset, self._topic)
+            return None
+        return value
+
+    def _index_entry(self, prefix: str) -> Optional[tuple[int, str]]:
+        """(offset of the last record, digest of its value) from the index group, or None. A pending
+        index commit (the prefix's coordinator mid-decision, or one whose commit just returned) is
+        waited out: the reader is read_committed, so its OffsetFetch asks for stable offsets."""
+        group = index_group(prefix)
+        deadline = time.monotonic() + self._settle_timeout_s
+        while True:
+            try:
+                [tp] = _index_reader(self._connection, group).committed(
+                    [KafkaTopicPartition(self._topic, 0)], timeout=max(deadline - time.monotonic(), 0.1)
+                )
+                break
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                if time.monotonic() > deadline or error.code() == KafkaError._TIMED_OUT:
+                    raise _index_timeout(prefix, group, self._settle_timeout_s, error) from None
+                if error.code() not in _COORDINATOR_MOVING and not error.retriable():
+                    raise _index_error(group, error) from None
+                time.sleep(0.1)
+        if tp.error is not None:
+            raise _index_error(group, tp.error)
+        return (tp.offset - 1, tp.metadata or "") if tp.offset > 0 else None
+
+    def _scanned_head(self, prefix: str) -> Optional[bytes]:
+        """The last committed head record of ``prefix``, by a read_committed scan of the whole log."""
+        found: Optional[bytes] = None
+        for batch in self._read(0, self._stable_end(prefix), "read_committed"):
+            for key, value in zip(batch.column("key").to_pylist(), batch.column("value").to_pylist()):
+                if key == head_key(prefix):
+                    found = value
+        return found
+
+    def _stable_end(self, prefix: str) -> int:
+        """An end for the scan: the last stable offset, once no record of ``prefix`` lies above it.
+        Records of other prefixes' open (or crashed) transactions are not waited for."""
         deadline = time.monotonic() + self._settle_timeout_s
         tp = KafkaTopicPartition(self._topic, 0)
         while True:
             stable = self._offset(tp, IsolationLevel.READ_COMMITTED)
             written = self._offset(tp, IsolationLevel.READ_UNCOMMITTED)
-            if stable == written:
+            if stable == written or not self._has_records_of(prefix, stable, written):
                 return stable
             if time.monotonic() > deadline:
                 raise KafkaEosDecisionLogError(
                     f"The decision log '{self._topic}' has had an open transaction for {self._settle_timeout_s:g}s "
-                    f"(last stable offset {stable}, high watermark {written}): a coordinator of another prefix "
-                    "crashed mid-decision. It is aborted by the broker after its transaction timeout; retry then."
+                    f"(last stable offset {stable}, high watermark {written}) and prefix {prefix} has records above it "
+                    "whose outcome is not known yet. The broker aborts a crashed coordinator's transaction after its "
+                    "transaction timeout; retry then."
                 )
             time.sleep(0.02)
 
-    def _offset(self, tp: KafkaTopicPartition, isolation: IsolationLevel, timeout_s: float = 30.0) -> int:
+    def _has_records_of(self, prefix: str, start: int, end: int) -> bool:
+        for batch in self._read(start, end, "read_uncommitted"):
+            if any(key == head_key(prefix) or is_chunk_of(prefix, key) for key in batch.column("key").to_pylist()):
+                return True
+        return False
+
+    def _read(self, start: int, end: int, isolation: str) -> Iterator[pa.RecordBatch]:
+        reader_options = parse_reader_options(
+            # Read to the log's end: don't let the broker hold the last fetch.
+            {"assign": json.dumps({self._topic: [0]}), "kafka.fetch.wait.max.ms": "10",
+             "kafka.isolation.level": isolation, **{f"kafka.{k}": v for k, v in self._connection.items()}},
+            streaming=False,
+        )
+        return read_offset_range(reader_options, OffsetRange(self._topic, 0, start, end))
+
+    def _offset(self, tp: KafkaTopicPartition, isolation: IsolationLevel, timeout_s: float = _TIMEOUT_S) -> int:
         deadline = time.monotonic() + timeout_s
         while True:
             try:
@@ -144,26 +261,63 @@ class DecisionLog:
     # -- writing --------------------------------------------------------------------------
     def append(self, record: LogRecord, group_offsets: Optional[Mapping[tuple[str, int], int]] = None,
                before_commit: Optional[Callable[[], None]] = None) -> None:
-        """Commit ``record`` (and the consumer group's offsets, when given) in the coordinator's
-        transaction. Returns only once it is committed; raises if it is not. ``before_commit`` runs
-        once everything is written, before the commit: if it raises, the transaction is aborted."""
+        """Commit ``record``, its index entry (and the consumer group's offsets, when given) in the
+        coordinator's transaction. Returns only once it is committed; raises if it is not.
+        ``before_commit`` runs once everything is written, before the commit: if it raises, the
+        transaction is aborted."""
         producer = self._coordinator_producer(record.prefix)
         producer.begin_transaction()
         try:
-            producer.produce(self._topic, value=record.to_json(), key=record.prefix.encode(), partition=0)
+            offset, value = self._produce(producer, record)
+            index = KafkaTopicPartition(self._topic, 0, offset + 1, metadata=digest(value))
+            group = index_group(record.prefix)
+            try:
+                metadata = _index_reader(self._connection, group).consumer_group_metadata()
+                producer.send_offsets_to_transaction([index], metadata, _TIMEOUT_S)
+            except KafkaException as exc:
+                raise _index_error(group, exc.args[0]) from None
             if group_offsets and record.consumer_group:
                 producer.send_offsets_to_transaction(
                     [KafkaTopicPartition(t, p, o) for (t, p), o in sorted(group_offsets.items())],
                     _group_metadata(self._connection, record.consumer_group),
-                    30,
+                    _TIMEOUT_S,
                 )
-            producer.flush(30)
             if before_commit is not None:
                 before_commit()
         except Exception:
             _abort_quietly(producer)
             raise
         _commit(producer)
+
+    def _produce(self, producer: Producer, record: LogRecord) -> tuple[int, bytes]:
+        """Write ``record`` (its chunks first when it is large); returns the head record's offset and value."""
+        value = record.to_json()
+        chunks = split(value)
+        if chunks is not None:
+            keys = [chunk_key(record.prefix, i) for i in range(len(chunks.chunks))]
+            value = chunks.manifest(self._produce_flushed(producer, list(zip(keys, chunks.chunks)))).to_json()
+        [offset] = self._produce_flushed(producer, [(head_key(record.prefix), value)])
+        return offset, value
+
+    def _produce_flushed(self, producer: Producer, records: Sequence[tuple[bytes, bytes]]) -> list[int]:
+        """Produce and flush ``records``; their offsets, from the delivery reports."""
+        offsets: dict[int, int] = {}
+        errors: list[str] = []
+
+        def report(error: Optional[KafkaError], message: Message, index: int) -> None:
+            if error is None:
+                offsets[index] = message.offset()
+            else:
+                errors.append(error.str())
+
+        for index, (key, value) in enumerate(records):
+            producer.produce(self._topic, value=value, key=key, partition=0,
+                             on_delivery=lambda error, message, i=index: report(error, message, i))
+        producer.flush(_TIMEOUT_S)
+        if errors or len(offsets) < len(records):
+            problem = errors[0] if errors else f"not delivered within {_TIMEOUT_S:g}s"
+            raise KafkaEosDecisionLogError(f"Writing to the decision log '{self._topic}' failed: {problem}")
+        return [offsets[i] for i in range(len(records))]
 
     def fence(self, prefix: str) -> None:
         """Initialise the coordinator's transactional id now: any other (zombie) driver of the
@@ -176,9 +330,96 @@ class DecisionLog:
         if self._producer is None:
             txn_id = coordinator_transactional_id(prefix)
             producer = Producer(self._options.producer_config(txn_id, COORDINATOR_TRANSACTION_TIMEOUT_MS))
-            producer.init_transactions(30)
+            producer.init_transactions(_TIMEOUT_S)
             self._producer = producer
         return self._producer
+
+
+# Index groups are read with a consumer of the group (never subscribed, so never a member), not with
+# AdminClient.list_consumer_group_offsets: librdkafka <= 2.16 crashes the process when that request
+# meets NOT_COORDINATOR (librdkafka issue #5040), e.g. while the group coordinator moves.
+_INDEX_READERS: dict[tuple[tuple[tuple[str, str], ...], str], Consumer] = {}
+_READERS_LOCK = threading.Lock()
+_MAX_INDEX_READERS = 8
+
+
+def _index_reader(connection: Mapping[str, str], group: str) -> Consumer:
+    """A read_committed consumer of the index group, kept by this (reused) Python worker."""
+    key = (tuple(sorted(connection.items())), group)
+    with _READERS_LOCK:
+        consumer = _INDEX_READERS.get(key)
+        if consumer is None:
+            if len(_INDEX_READERS) >= _MAX_INDEX_READERS:
+                _INDEX_READERS.pop(next(iter(_INDEX_READERS))).close()
+            consumer = Consumer({**connection, "group.id": group, "isolation.level": "read_committed",
+                                 "enable.auto.commit": False,
+                                 # OffsetFetch is retried while the markers of a commit that just returned
+                                 # are on their way (a few ms): the default 100 ms backoff would double a commit.
+                                 "retry.backoff.ms": 5, "retry.backoff.max.ms": 100})
+            _INDEX_READERS[key] = consumer
+        return consumer
+
+
+# One read_uncommitted consumer per connection, kept by this (reused) Python worker: a new consumer's
+# first fetch waits for a connection and metadata. Every read assigns its own offset.
+_POINT_READERS: dict[tuple[tuple[str, str], ...], tuple[Consumer, threading.Lock]] = {}
+
+
+def _read_at(connection: Mapping[str, str], topic: str, offsets: Sequence[int]) -> dict[int, tuple[Optional[bytes], Optional[bytes]]]:
+    """The records (key, value) at ``offsets`` of the log's partition, read_uncommitted: only for
+    offsets known to hold committed records (so the LSO is not waited for). An offset whose record
+    is gone (compacted, or past the log's end) is left out."""
+    key = tuple(sorted(connection.items()))
+    with _READERS_LOCK:
+        if key not in _POINT_READERS:
+            _POINT_READERS[key] = (Consumer({
+                **connection, "group.id": "kafka-eos-decision-log-reader", "enable.auto.commit": False,
+                "isolation.level": "read_uncommitted", "enable.partition.eof": True, "auto.offset.reset": "error",
+                "fetch.wait.max.ms": 10,
+            }), threading.Lock())
+        consumer, lock = _POINT_READERS[key]
+    with lock:
+        found: dict[int, tuple[Optional[bytes], Optional[bytes]]] = {}
+        for offset in sorted(set(offsets)):
+            consumer.assign([KafkaTopicPartition(topic, 0, offset)])
+            message = _next_message(consumer, topic, offset)
+            if message is not None and message.offset() == offset:
+                found[offset] = (message.key(), message.value())
+        consumer.unassign()
+        return found
+
+
+def _next_message(consumer: Consumer, topic: str, offset: int) -> Optional[Message]:
+    """The first record at or after ``offset``, or None when there is none (end of the partition)."""
+    deadline = time.monotonic() + _TIMEOUT_S
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.1)
+        if message is None:
+            continue
+        error = message.error()
+        if error is None:
+            return message
+        if error.code() in (KafkaError._PARTITION_EOF, KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+            return None
+        if error.fatal() or error.code() > 0:
+            raise KafkaEosDecisionLogError(f"Reading offset {offset} of the decision log '{topic}' failed: {error.str()}")
+    raise KafkaEosDecisionLogError(f"Reading offset {offset} of the decision log '{topic}' made no progress for {_TIMEOUT_S:g}s.")
+
+
+def _index_timeout(prefix: str, group: str, waited_s: float, error: KafkaError) -> KafkaEosDecisionLogError:
+    return KafkaEosDecisionLogError(
+        f"The index group {group} of prefix {prefix} had no stable offset within {waited_s:g}s ({error.str()}): "
+        "the prefix's coordinator has a decision open (a driver of the prefix is running, or crashed mid-decision), "
+        f"or the group coordinator is unavailable. The broker aborts a crashed decision after "
+        f"{COORDINATOR_TRANSACTION_TIMEOUT_MS / 1000:g}s; retry then."
+    )
+
+
+def _index_error(group: str, error: KafkaError) -> KafkaEosDecisionLogError:
+    fix = (f" Fix: allow the sink's principal to Read group {group} (e.g. a prefixed ACL on the transactional id prefix: "
+           "kafka-acls --add --allow-principal ... --operation Read --group <prefix> --resource-pattern-type prefixed)."
+           if error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED else "")
+    return KafkaEosDecisionLogError(f"The decision log index group {group} could not be used: {error.str()}.{fix}")
 
 
 def _group_metadata(connection: Mapping[str, str], group: str) -> object:
@@ -191,7 +432,7 @@ def _group_metadata(connection: Mapping[str, str], group: str) -> object:
 
 def _abort_quietly(producer: Producer) -> None:
     try:
-        producer.abort_transaction(30)
+        producer.abort_transaction(_TIMEOUT_S)
     except KafkaException:
         pass  # the broker aborts it after COORDINATOR_TRANSACTION_TIMEOUT_MS
 
@@ -201,7 +442,7 @@ def _commit(producer: Producer, attempts: int = 5) -> None:
     the log: the caller re-reads it rather than guessing."""
     for attempt in range(attempts):
         try:
-            producer.commit_transaction(30)
+            producer.commit_transaction(_TIMEOUT_S)
             return
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
