@@ -1,5 +1,6 @@
-"""Commit latency of the decision log (the log's part of a commit: read the prefix's last record,
-append the decision), with an empty log and with 100,000 records of other prefixes, in one run.
+"""Commit latency, with an empty decision log and with 100,000 records of other prefixes, in one run:
+the decision log's part of a commit (read the prefix's last record, append the decision), and a whole
+two-phase commit of the coordinator (3 participants: fence, read, verify, decide, phase 2, completion).
 
     make bench-commit          (or: python -m tests.benchmarks.bench_commit [--commits N] [--foreign N])
 """
@@ -32,9 +33,9 @@ def decision(prefix: str, batch: int) -> LogRecord:
     return LogRecord("decision", prefix, str(EpochId.stream("bench", batch)), participants)
 
 
-def options(bootstrap: str, log_topic: str, prefix: str) -> WriterOptions:
+def options(bootstrap: str, log_topic: str, prefix: str, topic: str = "orders") -> WriterOptions:
     return parse_writer_options(
-        {"kafka.bootstrap.servers": bootstrap, "topic": "orders", "transactional.id.prefix": prefix,
+        {"kafka.bootstrap.servers": bootstrap, "topic": topic, "transactional.id.prefix": prefix,
          "decisionLogTopic": log_topic},
         streaming=False,
     )
@@ -54,6 +55,25 @@ def commit_times_ms(opts: WriterOptions, commits: int, first_batch: int = 0) -> 
     return times[0], times[1:]
 
 
+def coordinator_commit_times_ms(opts: WriterOptions, commits: int, first_batch: int = 0, participants: int = 3) -> list[float]:
+    """Whole commits of ``participants`` prepared tasks each (the tasks' writing is not timed), in milliseconds."""
+    import pyarrow as pa
+
+    from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
+    from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
+
+    coordinator = TwoPhaseCommitCoordinator(opts, 60_000)
+    rows = pa.record_batch([pa.array([b"x" * 100] * 100, pa.binary())], names=["value"])
+    times = []
+    for batch in range(first_batch, first_batch + commits):
+        epoch = EpochId.stream("bench-query", batch)
+        tasks = [write_task(opts, epoch, [rows], task=TaskIdentity(p, 0, p), transaction_timeout_ms=60_000) for p in range(participants)]
+        started = time.perf_counter()
+        coordinator.commit(epoch, tasks)
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
 def write_foreign_records(bootstrap: str, log_topic: str, count: int, per_transaction: int = 5_000) -> None:
     """``count`` decisions of 1,000 other prefixes, in transactions as their coordinators write them."""
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-other-{uuid.uuid4().hex[:8]}",
@@ -65,6 +85,14 @@ def write_foreign_records(bootstrap: str, log_topic: str, count: int, per_transa
             other = f"other-{i % 1_000}"
             produce(producer, log_topic, decision(other, i).to_json(), other.encode(), 0)
         producer.commit_transaction(60)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> str:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the result is in
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    return name
 
 
 def summary(times: list[float]) -> str:
@@ -84,12 +112,16 @@ def main() -> None:
         empty = options(bootstrap, log_topic, f"bench-{run}-a")
         commit_times_ms(options(bootstrap, log_topic, f"bench-{run}-warmup"), 3)  # creates the topic, warms clients
         _, on_empty = commit_times_ms(empty, args.commits)
+        whole = options(bootstrap, log_topic, f"bench-{run}-c", create_topic(bootstrap, f"bench-out-{run}", 3))
+        coordinator_commit_times_ms(whole, 2)  # warms the coordinator's clients
+        whole_on_empty = coordinator_commit_times_ms(whole, args.commits, first_batch=2)
 
         started = time.perf_counter()
         write_foreign_records(bootstrap, log_topic, args.foreign)
         print(f">> wrote {args.foreign:,} records of 1,000 other prefixes in {time.perf_counter() - started:.1f}s")
         _, known = commit_times_ms(empty, args.commits, first_batch=args.commits + 1)
         first, fresh = commit_times_ms(options(bootstrap, log_topic, f"bench-{run}-b"), args.commits)
+        whole_known = coordinator_commit_times_ms(whole, args.commits, first_batch=args.commits + 2)
 
         print(f">> decision-log commit latency (last + append), {args.commits} commits each, {TASKS} participants x "
               f"{PARTITIONS} partitions")
@@ -99,6 +131,10 @@ def main() -> None:
         print(f"   {args.foreign:,} foreign records, new prefix           {summary(fresh)}"
               f"   ({statistics.median(fresh) / statistics.median(on_empty):.2f}x empty)")
         print(f"   first commit of the new prefix (no index entry yet: one scan of the log): {first:.1f} ms")
+        print(f">> whole two-phase commit (coordinator.commit, 3 participants), {args.commits} commits each")
+        print(f"   empty log                                      {summary(whole_on_empty)}")
+        print(f"   {args.foreign:,} foreign records                        {summary(whole_known)}"
+              f"   ({statistics.median(whole_known) / statistics.median(whole_on_empty):.2f}x empty)")
 
 
 if __name__ == "__main__":
