@@ -44,9 +44,10 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator["object"]:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from tests.harness.faults import FaultInjectingDataSource, make_importable_by_workers
+    from tests.harness.faults import MARKERS_ENV, FaultInjectingDataSource, make_importable_by_workers
 
     make_importable_by_workers()
+    os.environ[MARKERS_ENV] = str(tmp_path_factory.mktemp("fault-markers"))
 
     warehouse = Path(tmp_path_factory.mktemp("warehouse"))
     session = (

@@ -32,6 +32,9 @@ FAULTS_FORMAT = "kafka_eos_faults"
 FAIL_AT_OPTION = "testing.failAt"
 TASK_POINT = "task_write"
 REPO_ROOT = Path(__file__).resolve().parents[2]
+MARKERS_ENV = "KAFKA_EOS_FAULT_MARKERS"
+"""A directory where every fault that fires leaves a file named after its point (inherited by Spark's
+Python workers and by the pipeline job's subprocess), so that a test can prove its fault fired."""
 
 
 class InjectedFault(KafkaEosError):
@@ -55,6 +58,7 @@ class FaultHooks(WriterHooks):
             return
         if point == "during_phase2":
             session.commit(decision.participants[0].txn)
+        mark_fired(f"{point}:{self.mode}" if self.mode else point, decision.epoch_id)
         if self.mode == "kill-driver":
             kill_driver_jvm()
         raise InjectedFault(f"Injected fault at {point} (testing.failAt)")
@@ -80,6 +84,7 @@ def _fail_after_first_batch(batches: Iterator[pa.RecordBatch], mode: str) -> Ite
     doomed = context is not None and context.partitionId() == 0 and context.attemptNumber() == 0
     for index, batch in enumerate(batches):
         if doomed and index == 1:
+            mark_fired(f"{TASK_POINT}:{mode}" if mode else TASK_POINT, str(context.taskAttemptId()) if context else "")
             if mode.startswith("sleep"):
                 time.sleep(float(mode[len("sleep"):]))
                 doomed = False
@@ -89,6 +94,24 @@ def _fail_after_first_batch(batches: Iterator[pa.RecordBatch], mode: str) -> Ite
                 os.kill(os.getpid(), signal.SIGKILL)
             raise InjectedFault("Injected fault in a task after its first batch (testing.failAt)")
         yield batch
+
+
+def mark_fired(fault: str, detail: str) -> None:
+    directory = os.environ.get(MARKERS_ENV)
+    if directory:
+        with open(Path(directory) / fault.replace(":", "_"), "a") as marker:
+            marker.write(detail + "\n")
+
+
+def fired(fault: str) -> list[str]:
+    """The details of each time ``fault`` fired in this test session (empty if it never did)."""
+    marker = Path(os.environ[MARKERS_ENV]) / fault.replace(":", "_")
+    return marker.read_text().split() if marker.exists() else []
+
+
+def clear_fired() -> None:
+    for marker in Path(os.environ[MARKERS_ENV]).iterdir():
+        marker.unlink()
 
 
 def kill_driver_jvm() -> None:

@@ -12,7 +12,7 @@ from confluent_kafka.admin import OffsetSpec
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import udf
 
-from tests.harness.faults import FAIL_AT_OPTION, FAULTS_FORMAT
+from tests.harness.faults import FAIL_AT_OPTION, FAULTS_FORMAT, clear_fired, fired
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.pipeline import Pipeline
 
@@ -77,11 +77,13 @@ def test_a_job_outliving_the_transaction_timeout_is_aborted_before_deciding(spar
     # Small Arrow batches; partition 0's first attempt stalls 6 s after writing its first batch,
     # so its transaction has less than the 10 s margin left of 15 s when the driver verifies it.
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "5")
+    clear_fired()
     try:
         with pytest.raises(Exception, match="aborted instead of committed.*earliest participant times out .* less than the 10s margin"):
             write(rows(spark, 30), pipeline, **{"kafka.transaction.timeout.ms": 15_000, "testing.failAt": "task_write:sleep6"})
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert len(fired("task_write:sleep6")) == 1
     kafka.wait_until_stable(pipeline.sink)
     assert kafka.read_committed(pipeline.sink) == []
     assert pipeline.open_transactions() == []

@@ -7,11 +7,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import OffsetSpec
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
-from spark_kafka_eos.write.writer_options import derived_prefix
+from spark_kafka_eos.txn.session import TransactionSession, TxnState
+from spark_kafka_eos.write.decision_log import DecisionLog
+from spark_kafka_eos.write.writer_options import derived_prefix, parse_writer_options
+from tests.harness.faults import clear_fired, fired
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.pipeline import Pipeline, open_transactions
 
@@ -38,9 +42,11 @@ def test_many_batches_exactly_once_in_order(spark: SparkSession, kafka: KafkaTes
 def test_a_driver_failure_then_a_restart_is_exactly_once(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path, point: str) -> None:
     pipeline = Pipeline.create(spark, kafka, tmp_path)
     sent = pipeline.produce(120)
+    clear_fired()
     failing = pipeline.start(maxOffsetsPerTrigger=40, **{"testing.failAt": point})
     with pytest.raises(StreamingQueryException, match="Injected fault"):
         failing.awaitTermination(180)
+    assert len(fired(point)) == 1
     restarted = pipeline.start(maxOffsetsPerTrigger=40)
     try:
         restarted.processAllAvailable()
@@ -55,8 +61,10 @@ def test_a_task_failing_mid_write_is_retried_exactly_once(spark: SparkSession, k
     sent = pipeline.produce(150)
     # Small Arrow batches: the first attempt of partition 0 fails after writing its first batch.
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "5")
+    fault = "task_write" + (":kill" if mode == "kill" else "")
+    clear_fired()
     try:
-        query = pipeline.start(maxOffsetsPerTrigger=60, **{"testing.failAt": "task_write" + (":kill" if mode == "kill" else "")})
+        query = pipeline.start(maxOffsetsPerTrigger=60, **{"testing.failAt": fault})
         try:
             query.processAllAvailable()
             retried = query.lastProgress is not None
@@ -65,6 +73,9 @@ def test_a_task_failing_mid_write_is_retried_exactly_once(spark: SparkSession, k
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert retried
+    # In each micro-batch, the first attempt of partition 0 failed after writing a batch, and was retried.
+    failed_attempts = fired(fault)
+    assert failed_attempts and len(set(failed_attempts)) == len(failed_attempts)
     pipeline.assert_exactly_once(sent)
 
 
@@ -93,13 +104,35 @@ def test_the_driver_killed_between_decision_and_phase_2(kafka: KafkaTestCluster,
     forward before its tasks run, and its replay of the batch is recognised and aborted."""
     source, sink = kafka.create_topic(3, prefix="src"), kafka.create_topic(3, prefix="sink")
     sent = kafka.produce_plain(source, [Sent(i % 3, f"k{i}".encode(), f"order {i}".encode()) for i in range(2500)])
-    job = [sys.executable, str(PIPELINE_JOB), kafka.bootstrap_servers, source, sink, str(tmp_path / "checkpoint"), "--group", f"g-{sink}"]
+    group, checkpoint = f"g-{sink}", str(tmp_path / "checkpoint")
+    job = [sys.executable, str(PIPELINE_JOB), kafka.bootstrap_servers, source, sink, checkpoint, "--group", group]
+    prefix = derived_prefix(checkpoint)
+    decision_log = DecisionLog(parse_writer_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": sink,
+                                                     "transactional.id.prefix": prefix}, streaming=False))
+    clear_fired()
     crashed = subprocess.run(job + ["--crash-after-decision"], capture_output=True, text=True, timeout=300)
     assert crashed.returncode != 0
-    assert kafka.read_committed(sink) == []  # decided, but not one participant committed yet
+    assert len(fired("after_decision:kill-driver")) == 1
+    # Killed right after deciding: the log's last record is the decision of batch 0, every participant
+    # is still open, and nothing is visible.
+    decided = decision_log.last(prefix)
+    assert decided is not None and decided.kind == "decision" and decided.batch_id == 0
+    with TransactionSession(kafka.bootstrap_servers) as session:
+        states = session.describe([p.transactional_id for p in decided.participants])
+    assert {d.state for d in states.values()} == {TxnState.ONGOING}
+    assert kafka.read_committed(sink) == []
     restarted = subprocess.run(job, capture_output=True, text=True, timeout=300)
     assert restarted.returncode == 0, restarted.stderr[-2000:]
     kafka.wait_until_stable(sink)
     out = kafka.read_committed(sink)
     assert sorted(r.value or b"" for r in out) == sorted(b"processed:" + (s.value or b"") for s in sent)
-    assert open_transactions(kafka, derived_prefix(str(tmp_path / "checkpoint"))) == []
+    assert open_transactions(kafka, prefix) == []
+    last = decision_log.last(prefix)
+    assert last is not None and last.kind == "complete"
+    committed = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
+    try:
+        offsets = {tp.partition: tp.offset for tp in committed.committed(
+            [TopicPartition(source, p) for p in kafka.partitions_of(source)], timeout=30)}
+    finally:
+        committed.close()
+    assert offsets == kafka.offsets(source, OffsetSpec.latest())
