@@ -60,7 +60,6 @@ OTHER_KNOWN_OPTIONS = (
     "path",
     "decisionLogTopic",
     "writeId",
-    "testing.failAt",
 )
 _CANONICAL = {name.lower(): name for name in SOURCE_OPTIONS + OTHER_KNOWN_OPTIONS}
 

@@ -49,6 +49,7 @@ out (on the broker's clock): phase 2 has to reach every participant in time."""
 RECOVERY_RETRY_BUDGET_S = 60.0
 """How long phase 2 of a decision found in the log is retried, when its participants' deadline is unknown."""
 _MAX_RETRY_DELAY_S = 2.0
+_COMPLETION_ATTEMPTS = 3
 
 
 class _DeadlineTooNear(Exception):
@@ -278,13 +279,18 @@ class TwoPhaseCommitCoordinator:
                 time.sleep(delay)
                 delay = min(delay * 2, _MAX_RETRY_DELAY_S)
         completed = record.completed()
-        try:
-            decision_log.append(completed)
-        except Exception as err:  # noqa: BLE001 - the data is committed; only the bookkeeping is late
-            log.warning("Epoch %s of prefix %s is committed, but its completion record could not be written (%s); "
-                        "the next epoch or recovery writes it", record.epoch_id, self._prefix, err)
-            return record
-        return completed
+        for attempt in range(_COMPLETION_ATTEMPTS):
+            try:
+                decision_log.append(completed)
+                return completed
+            except Exception as err:  # noqa: BLE001 - the data is committed; only the bookkeeping is late
+                if attempt + 1 == _COMPLETION_ATTEMPTS or time.monotonic() + delay > deadline:
+                    log.warning("Epoch %s of prefix %s is committed, but its completion record could not be written "
+                                "(%s); the next epoch or recovery writes it", record.epoch_id, self._prefix, err)
+                    return record
+                time.sleep(delay)
+                delay = min(delay * 2, _MAX_RETRY_DELAY_S)
+        return record
 
     def _sweep(self, session: TransactionSession, decision_log: DecisionLog, last: Optional[LogRecord], keep: Sequence[str]) -> None:
         """Abort what is left open of the prefix. Ownership is proven after listing by re-appending the last

@@ -36,6 +36,8 @@ class Cluster:
     failing_appends: dict[str, Exception] = field(default_factory=dict)
     """Record kind -> error raised by append (after the record was stored when ``land_failed_appends``)."""
     land_failed_appends: bool = False
+    append_failures_left: int = -1
+    """How many more appends fail as ``failing_appends`` says (-1: all of them)."""
     on_list: Optional[Callable[[], None]] = None
     visible: set[str] = field(default_factory=set)
     """Transactional ids whose (committed) records a read_committed reader sees."""
@@ -147,7 +149,9 @@ class FakeDecisionLog:
             raise TxnFencedError("the coordinator id was fenced by another driver", f"{record.prefix}-coordinator", "EndTxn")
         if before_commit is not None:
             before_commit()
-        failure = self.cluster.failing_appends.get(record.kind)
+        failure = self.cluster.failing_appends.get(record.kind) if self.cluster.append_failures_left != 0 else None
+        if failure is not None and self.cluster.append_failures_left > 0:
+            self.cluster.append_failures_left -= 1
         if failure is not None and not self.cluster.land_failed_appends:
             raise failure
         self.cluster.records.append(record)

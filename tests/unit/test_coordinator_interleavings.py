@@ -84,6 +84,14 @@ def test_a_committed_epoch_does_not_fail_when_its_completion_record_cannot_be_wr
     assert cluster.last(PREFIX).kind == "complete"  # type: ignore[union-attr]
 
 
+def test_a_failed_completion_record_is_retried() -> None:
+    cluster = Cluster(failing_appends={"complete": KafkaEosDecisionLogError("broker restarting")}, append_failures_left=2)
+    tasks = [task(cluster, EpochId.stream(Q1, 0), p) for p in (0, 1)]
+    coordinator(cluster).commit(EpochId.stream(Q1, 0), tasks)
+    assert committed(cluster, *tasks)
+    assert cluster.last(PREFIX).kind == "complete"  # type: ignore[union-attr]
+
+
 def test_a_decision_that_would_commit_too_close_to_the_deadline_aborts_the_epoch() -> None:
     cluster = Cluster()
     early = task(cluster, EpochId.stream(Q1, 0), 0, started_ms=cluster.clock_ms - 55_000)  # 5 s left on the broker's clock
