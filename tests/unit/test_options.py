@@ -139,6 +139,19 @@ def test_assign_and_pattern() -> None:
     assert pattern.subscription.pattern == "ord.*"
 
 
+def test_a_topic_or_partition_named_twice_is_read_once() -> None:
+    # Spark treats the subscription as a set of partitions; reading one twice duplicates records.
+    assert parse(subscribe="a, b,a").subscription.topics == ("a", "b")
+    assigned = parse_reader_options({"kafka.bootstrap.servers": "h:1", "assign": '{"t":[0,0,1]}'}, streaming=False)
+    assert assigned.subscription.partitions == (("t", 0), ("t", 1))
+
+
+def test_offset_lookups_wait_like_sparks_between_attempts() -> None:
+    # 10 ms apart, four attempts end inside a leader election; Spark waits 1 s (fetchOffset.retryIntervalMs).
+    assert parse().fetch_offset_retry_interval_ms == 1000
+    assert parse(**{"fetchOffset.retryIntervalMs": "50"}).fetch_offset_retry_interval_ms == 50
+
+
 def test_min_above_max_offsets_per_trigger_is_refused() -> None:
     err = error_of(streaming=True, maxOffsetsPerTrigger="10", minOffsetsPerTrigger="20")
     assert err.option == "minOffsetsPerTrigger"
