@@ -67,6 +67,9 @@ class KafkaOffsetLookup:
                 for p in existing[t]
             ]
         absent = [tp for tp in subscription.partitions if tp[1] not in existing.get(tp[0], [])]
+        if absent and not must_exist:
+            # A stream's partitions that vanished since it started: the caller applies failOnDataLoss.
+            return [tp for tp in subscription.partitions if tp not in absent]
         if absent:
             details = "; ".join(
                 f"{t}-{p} (topic {t} {'has partitions 0..' + str(max(existing[t])) if existing.get(t) else 'does not exist'})"
@@ -85,6 +88,10 @@ class KafkaOffsetLookup:
     def latest(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         return self._list_offsets({tp: OffsetSpec.latest() for tp in partitions})
 
+    def log_end(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """The high watermark, whatever the isolation level: where each partition's log ends."""
+        return self._list_offsets({tp: OffsetSpec.latest() for tp in partitions}, IsolationLevel.READ_UNCOMMITTED)
+
     def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[int]]:
         found = self._list_offsets({tp: OffsetSpec.for_timestamp(ts) for tp, ts in timestamps.items()})
         return {tp: (offset if offset >= 0 else None) for tp, offset in found.items()}
@@ -100,14 +107,16 @@ class KafkaOffsetLookup:
 
         return self._retrying("list consumer group offsets", request)
 
-    def _list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec]) -> dict[TopicPartition, int]:
+    def _list_offsets(
+        self, specs: Mapping[TopicPartition, OffsetSpec], isolation: Optional[IsolationLevel] = None
+    ) -> dict[TopicPartition, int]:
         if not specs:
             return {}
 
         def request() -> dict[TopicPartition, int]:
             futures = self._admin.list_offsets(
                 {KafkaTopicPartition(t, p): spec for (t, p), spec in specs.items()},
-                isolation_level=self._isolation,
+                isolation_level=isolation or self._isolation,
                 request_timeout=self._timeout_s,
             )
             return {(tp.topic, tp.partition): future.result(self._timeout_s).offset for tp, future in futures.items()}

@@ -20,8 +20,9 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError, KafkaEosReadError
+from spark_kafka_eos.errors import KafkaEosOptionError, KafkaEosReadError
 from spark_kafka_eos.options import ReaderOptions
+from spark_kafka_eos.read.data_loss import moved_back_problem, report_data_loss
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.read.record_batch import RecordBatchBuilder
 
@@ -131,15 +132,23 @@ class _RangeReader:
             log.info("Reading %s: %s", self._name, error.str())
 
     def _skip_lost_offsets(self, error: KafkaError) -> None:
-        low, _high = self._consumer.get_watermark_offsets(self._tp, timeout=self._options.request_timeout_s)
-        message = (
-            f"{self._name}: offset {self._position} no longer exists ({error.str()}); the earliest "
-            f"available offset is {low}, so offsets {self._position} to {low - 1} were deleted "
-            "(retention or deleteRecords) before they were read."
+        low, high = self._consumer.get_watermark_offsets(self._tp, timeout=self._options.request_timeout_s)
+        tp = (self._range.topic, self._range.partition)
+        if self._position >= high:
+            # The log now ends below the position: re-created topic or truncated log. Nothing of
+            # the rest of this range exists; the next micro-batch plans from the new offsets.
+            report_data_loss(
+                moved_back_problem(tp, self._position, high) + f" Reading {self._name} failed: {error.str()}.",
+                self._options.fail_on_data_loss, f"Skipping the rest of {self._name}",
+            )
+            self._position = self._range.end
+            return
+        report_data_loss(
+            f"{self._name}: offset {self._position} no longer exists ({error.str()}); the earliest available "
+            f"offset is {low}, so offsets {self._position} to {low - 1} were deleted (retention or deleteRecords) "
+            "before they were read.",
+            self._options.fail_on_data_loss, f"Skipping them and reading on from offset {low}",
         )
-        if self._options.fail_on_data_loss:
-            raise KafkaEosDataLossError(message + " Set failOnDataLoss=false to skip them.")
-        log.warning("%s Skipping them (failOnDataLoss=false).", message)
         self._position = max(self._position, low)
         if self._position < self._range.end:
             # After an offset-reset error the partition's fetcher is stopped and seek() refuses
@@ -147,8 +156,8 @@ class _RangeReader:
             self._consumer.assign([KafkaTopicPartition(self._range.topic, self._range.partition, self._position)])
 
     def _on_vanished(self, error: KafkaError) -> None:
-        message = f"{self._name}: the topic or partition is gone ({error.str()}) at offset {self._position}."
-        if self._options.fail_on_data_loss:
-            raise KafkaEosDataLossError(message + " Set failOnDataLoss=false to skip what is left of it.")
-        log.warning("%s Skipping the rest of the range (failOnDataLoss=false).", message)
+        report_data_loss(
+            f"{self._name}: the topic or partition is gone ({error.str()}) at offset {self._position}.",
+            self._options.fail_on_data_loss, "Skipping what is left of the range",
+        )
         self._position = self._range.end
