@@ -22,7 +22,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from spark_kafka_eos.options import ReaderOptions
+from spark_kafka_eos.options import ReaderOptions, TopicPartition
 from spark_kafka_eos.read.data_loss import describe, moved_back_problem, report_data_loss
 from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.read.partition_reader import check_consumer_config, read_offset_range
@@ -234,21 +234,40 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
             )
         readable = sorted(set(finish) & existing)
         earliest = self.lookup.earliest(readable)
+        # A partition added after `start` was planned is read from its earliest offset.
+        first = {tp: begin.get(tp, earliest[tp]) for tp in readable}
+        behind = [tp for tp in readable if finish[tp] < first[tp]]
+        log_end = self.lookup.log_end(behind) if behind else {}
         ranges = []
         for tp in readable:
-            first = begin.get(tp, earliest[tp])  # a partition added after `start` was planned: from earliest
-            if finish[tp] < first:
-                # latestOffset found the partition's log below the position and restarted it.
-                report_data_loss(
-                    moved_back_problem(tp, first, finish[tp], "this micro-batch was planned to end it at"),
-                    self.options.fail_on_data_loss,
-                    f"Reading {describe(tp)} again from its earliest offset {earliest[tp]}",
-                )
-                first = earliest[tp]
-            first = check_start_available(tp, first, earliest[tp], self.options.fail_on_data_loss)
-            if finish[tp] > first:
-                ranges.append(OffsetRange(tp[0], tp[1], first, finish[tp]))
+            start_at = self._start_behind_end(tp, first[tp], finish[tp], earliest[tp], log_end[tp]) if tp in behind else first[tp]
+            if start_at is None:
+                continue
+            start_at = check_start_available(tp, start_at, earliest[tp], self.options.fail_on_data_loss)
+            if finish[tp] > start_at:
+                ranges.append(OffsetRange(tp[0], tp[1], start_at, finish[tp]))
         return split_ranges(ranges, self.options.min_partitions, self.options.max_records_per_partition)
+
+    def _start_behind_end(self, tp: TopicPartition, first: int, finish: int, earliest: int, log_end: int) -> Optional[int]:
+        """Where to read ``tp`` from when a micro-batch ends before it starts; None: not at all."""
+        fail = self.options.fail_on_data_loss
+        if log_end < first:
+            # latestOffset found the partition's log below the position and restarted it.
+            report_data_loss(
+                moved_back_problem(tp, first, finish, "this micro-batch was planned to end it at"), fail,
+                f"Reading {describe(tp)} again from its earliest offset {earliest}",
+            )
+            return earliest
+        # The log did not move: the start was resolved again. Spark's engine asks initialOffset()
+        # anew when it replays batch 0 after a restart, and a Python stream reader has no
+        # checkpoint to keep the first answer in.
+        report_data_loss(
+            f"{describe(tp)} (topic {tp[0]}, partition {tp[1]}): the first micro-batch was planned to end at offset "
+            f"{finish}, but its start, resolved again after a restart, is offset {first}: the records the batch "
+            f"was planned with, below offset {finish}, may never be read.",
+            fail, f"Reading nothing of {describe(tp)} in this micro-batch",
+        )
+        return None
 
     def commit(self, end: StreamOffset) -> None:
         """Spark's checkpoint owns the offsets; nothing is committed to Kafka by the source."""

@@ -34,6 +34,27 @@ def test_the_initial_offset_is_resolved_once(kafka: KafkaTestCluster) -> None:
     assert reader.latestOffset(first, ReadAllAvailable()) == {topic: {"0": 5}}
 
 
+def test_a_first_batch_replayed_with_a_start_resolved_again(kafka: KafkaTestCluster) -> None:
+    """After a crash before batch 0 commits, Spark replays it with its planned end and a start from
+    initialOffset() again. A Python stream reader has no checkpoint to keep the first answer in, so
+    a `latest` start may now lie past the planned end: never silently an empty batch."""
+    topic = kafka.create_topic(1)
+    produce(kafka, topic, 3)
+    first_run = stream_reader(kafka, subscribe=topic, startingOffsets="latest")
+    start = first_run.initialOffset()
+    produce(kafka, topic, 2)
+    planned_end = first_run.latestOffset(start, ReadAllAvailable())
+    assert (start, planned_end) == ({topic: {"0": 3}}, {topic: {"0": 5}})
+    produce(kafka, topic, 4)  # ... the driver crashes, records keep arriving, the query restarts
+    strict = stream_reader(kafka, subscribe=topic, startingOffsets="latest")
+    restart = strict.initialOffset()
+    assert restart == {topic: {"0": 9}}
+    with pytest.raises(KafkaEosDataLossError, match=rf"{topic}-0 .*planned to end at offset 5, but its start, resolved again after a restart, is offset 9"):
+        strict.partitions(restart, planned_end)
+    lenient = stream_reader(kafka, subscribe=topic, startingOffsets="latest", failOnDataLoss="false")
+    assert lenient.partitions(lenient.initialOffset(), planned_end) == []
+
+
 def test_a_topic_or_partition_named_twice_is_read_once(spark: SparkSession, kafka: KafkaTestCluster) -> None:
     topic = kafka.create_topic(2)
     produce(kafka, topic, 3, partition=0)
