@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
 
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError, KafkaEosUnavailableError
 from spark_kafka_eos.options import ReaderOptions, Subscription, TopicPartition
+from spark_kafka_eos.read.authorization import topic_authorization_error
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -50,6 +51,8 @@ class KafkaOffsetLookup:
             for name, t in metadata.topics.items()
             if t.error is None or t.error.code() == KafkaError.NO_ERROR
         }
+        named = subscription.topics if subscription.kind == "subscribe" else tuple(t for t, _ in subscription.partitions)
+        self._check_authorized(sorted({t for t in named if t not in existing}))
         if subscription.kind == "subscribe":
             missing = [t for t in subscription.topics if t not in existing]
             if missing and must_exist:
@@ -77,6 +80,18 @@ class KafkaOffsetLookup:
             )
             raise KafkaEosOptionError("assign", f"names partitions that do not exist: {details}.", "assign only existing partitions.")
         return list(subscription.partitions)
+
+    def _check_authorized(self, topics: Sequence[str]) -> None:
+        """Topics the principal may not describe are left out of the cluster's metadata: ask for
+        each missing one by name, which says so, rather than take it for absent."""
+        refused = []
+        for topic in topics:
+            answer = self._retrying("describe topic", lambda: self._admin.list_topics(topic, timeout=self._timeout_s))
+            meta = answer.topics.get(topic)
+            if meta is not None and meta.error is not None and meta.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                refused.append(topic)
+        if refused:
+            raise topic_authorization_error(self._options, refused, "TOPIC_AUTHORIZATION_FAILED on metadata")
 
     def _metadata(self) -> ClusterMetadata:
         return self._retrying("list topics", lambda: self._admin.list_topics(timeout=self._timeout_s))

@@ -22,6 +22,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from spark_kafka_eos.errors import KafkaEosOptionError, KafkaEosReadError
 from spark_kafka_eos.options import ReaderOptions
+from spark_kafka_eos.read.authorization import topic_authorization_error
 from spark_kafka_eos.read.data_loss import moved_back_problem, report_data_loss
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.read.record_batch import RecordBatchBuilder
@@ -67,6 +68,7 @@ class _RangeReader:
         self._consumer = consumer
         self._tp = KafkaTopicPartition(offset_range.topic, offset_range.partition)
         self._position = offset_range.start
+        self._group_refused = False
         self._builder = RecordBatchBuilder(
             offset_range.topic, offset_range.partition, options.include_headers,
             options.max_records_per_batch, options.max_bytes_per_batch,
@@ -124,6 +126,14 @@ class _RangeReader:
             self._skip_lost_offsets(error)
         elif code in _VANISHED:
             self._on_vanished(error)
+        elif code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            # librdkafka looks up the coordinator of the consumer's group, which this reader never
+            # uses (explicit offsets, no commits); like Spark's assign-only consumer, read on.
+            if not self._group_refused:
+                log.warning("Reading %s: %s; the source uses no consumer group, so this is ignored.", self._name, error.str())
+            self._group_refused = True
+        elif code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            raise topic_authorization_error(self._options, [self._range.topic], f"{error.str()} while reading {self._name}")
         elif code > 0 or error.fatal():
             raise KafkaEosReadError(f"Reading {self._name} failed at offset {self._position}: {error.str()}")
         else:
