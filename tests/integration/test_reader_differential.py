@@ -129,6 +129,22 @@ def test_streams_with_max_offsets_per_trigger_deliver_the_same_rows(
     assert first_batches == {"kafka": {0: 9, 1: 1, 2: 1}, "kafka_eos": {0: 8, 1: 1, 2: 1}}
 
 
+def test_available_now_with_min_offsets_per_trigger(spark_kafka_source: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    """kafka_eos's Trigger.AvailableNow reads everything there was at its start, whatever
+    minOffsetsPerTrigger says. Spark's source applies the minimum there too and ends the run with
+    the last chunk below it unread (10 of 60 records here), successfully."""
+    spark = spark_kafka_source
+    topic = kafka.create_topic(1)
+    kafka.produce_plain(topic, [Sent(0, None, f"v{i}".encode()) for i in range(60)])
+    limits = {"minOffsetsPerTrigger": 50, "maxOffsetsPerTrigger": 50, "maxTriggerDelay": "1h"}
+    counts = {}
+    for source in SOURCES:
+        query, table = to_memory(stream(spark, kafka, source, subscribe=topic, **limits, **COMMON), tmp_path, availableNow=True)
+        assert query.awaitTermination(120)
+        counts[source] = spark.table(table).count()
+    assert counts == {"kafka": 50, "kafka_eos": 60}
+
+
 # -- data loss: the same failure or success --------------------------------------------------
 
 
