@@ -189,6 +189,9 @@ class ReaderOptions:
             key: value for key, value in self.kafka_config.items() if not _is_consumer_only(key)
         }
         config["bootstrap.servers"] = self.bootstrap_servers
+        # The admin client is a producer to librdkafka, whose metadata requests may create a topic
+        # they name on brokers with auto.create.topics.enable; the reader names missing topics.
+        config["allow.auto.create.topics"] = False
         return config
 
     def __repr__(self) -> str:

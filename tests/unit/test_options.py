@@ -39,6 +39,8 @@ def test_consumer_config_is_read_committed_and_never_commits() -> None:
     assert config["enable.auto.commit"] is False and config["auto.offset.reset"] == "error"
     assert config["fetch.max.bytes"] == "1048576"
     assert "fetch.max.bytes" not in parse(kafka__fetch__max__bytes="1").admin_config()
+    # Asking for a missing topic by name must never create it.
+    assert parse().admin_config()["allow.auto.create.topics"] is False
 
 
 def test_bootstrap_servers_missing_names_the_option() -> None:
