@@ -113,6 +113,9 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
         self._latest: Optional[Offsets] = None
         self._available_now_target: Optional[Offsets] = None
         self._last_trigger_at: Optional[float] = None
+        # (partition, position) that latestOffset restarted at the earliest offset, so that
+        # partitions() knows it even when the log grew past the position in between.
+        self._moved_back: set[tuple[TopicPartition, int]] = set()
 
     def initialOffset(self) -> StreamOffset:
         """Resolved once per run: Spark asks again before batch 0 commits, and a second
@@ -216,7 +219,9 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
                 time.sleep(self.options.fetch_offset_retry_interval_ms / 1000.0)
             log_end = self.lookup.log_end(below)
             below = [tp for tp in below if log_end[tp] < position[tp]]
-        return restart_moved_back(position, {tp: log_end[tp] for tp in below}, self.lookup.earliest(below), self.options.fail_on_data_loss)
+        restarted = restart_moved_back(position, {tp: log_end[tp] for tp in below}, self.lookup.earliest(below), self.options.fail_on_data_loss)
+        self._moved_back.update((tp, position[tp]) for tp in restarted)
+        return restarted
 
     def reportLatestOffset(self) -> Optional[StreamOffset]:
         return to_stream_offset(self._latest) if self._latest is not None else None
@@ -251,7 +256,7 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
     def _start_behind_end(self, tp: TopicPartition, first: int, finish: int, earliest: int, log_end: int) -> Optional[int]:
         """Where to read ``tp`` from when a micro-batch ends before it starts; None: not at all."""
         fail = self.options.fail_on_data_loss
-        if log_end < first:
+        if log_end < first or (tp, first) in self._moved_back:
             # latestOffset found the partition's log below the position and restarted it.
             report_data_loss(
                 moved_back_problem(tp, first, finish, "this micro-batch was planned to end it at"), fail,
