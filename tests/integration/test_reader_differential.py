@@ -178,6 +178,13 @@ def delete_below_position(kafka: KafkaTestCluster, topic: str) -> list[bytes]:
     return new[5:]  # offsets 15..19 survive
 
 
+def add_partition_and_delete_its_head(kafka: KafkaTestCluster, topic: str) -> list[bytes]:
+    kafka.add_partitions(topic, 2)
+    new = fill(kafka, topic, {1: 5}, "new")
+    kafka.admin.delete_records([TopicPartition(topic, 1, 3)])[TopicPartition(topic, 1, 3)].result(30)
+    return new[3:]  # offsets 3..4 of the added partition survive
+
+
 NOTHING_NEW: Callable[[list[bytes]], list[bytes]] = lambda new: []  # noqa: E731
 
 DATA_LOSS_CASES = {
@@ -187,6 +194,7 @@ DATA_LOSS_CASES = {
     "topic re-created with fewer partitions": DataLossCase(2, {0: 5, 1: 5}, recreate(1, {0: 2}), spark_after=NOTHING_NEW),
     "log end moved back (truncation)": DataLossCase(1, {0: 10}, recreate(1, {0: 4}), spark_after=NOTHING_NEW),
     "records deleted below the position": DataLossCase(1, {0: 10}, delete_below_position),
+    "partition added, its head deleted before the query saw it": DataLossCase(1, {0: 5}, add_partition_and_delete_its_head),
 }
 
 
