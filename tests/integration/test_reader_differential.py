@@ -257,3 +257,19 @@ def test_a_given_start_past_the_end(spark_kafka_source: SparkSession, kafka: Kaf
         ours.collect()
     _, ours = both(spark, kafka, subscribe=topic, startingOffsets=past, failOnDataLoss="false")
     assert sorted(bytes(r.value) for r in ours.collect()) == sorted(values)
+
+
+def test_a_start_inside_an_open_transaction(spark_kafka_source: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    """A start past the LSO but inside the log: Spark's read_committed "latest" is the LSO, so it
+    reports the partition's offset as moved back and fails; kafka_eos waits for the transaction."""
+    spark = spark_kafka_source
+    topic = kafka.create_topic(1)
+    fill(kafka, topic, {0: 3}, "v")
+    txn = kafka.open_transaction(topic, [Sent(0, None, b"t1"), Sent(0, None, b"t2")])
+    try:
+        outcome = run_both(spark, kafka, tmp_path, topic, startingOffsets=f'{{"{topic}":{{"0":4}}}}')
+    finally:
+        txn.commit()
+    assert outcome["kafka_eos"] is None
+    assert outcome["kafka"] is not None and "offset was changed from 4 to 3" in outcome["kafka"]
+    assert parquet_values(spark, tmp_path, "kafka_eos") == []
