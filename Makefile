@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 .PHONY: help venv java kafka-jars kafka-start kafka-stop test unit demo bench-read bench-write clean
 
 help:
-	@echo "make test         install everything, start a local Kafka, run all tests"
+	@echo "make test         install everything, start a local Kafka, run all tests (Spark's Kafka source is the readers' oracle)"
 	@echo "make demo         install everything, run the demo on an embedded local Kafka + local Spark"
 	@echo "make kafka-start  start a local Kafka on 127.0.0.1:$(KAFKA_PORT) (make kafka-stop stops it)"
 	@echo "make unit         run only the tests that need no broker"
@@ -60,17 +60,18 @@ kafka-stop:
 unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-test: venv kafka-jars
+# Spark's own Kafka connector: the benchmarks' peer and the differential reader tests' oracle.
+SPARK_KAFKA_JARS := .cache/spark-kafka/jars
+
+test: venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 	@echo ">> running tests (a local Kafka is started on a free loopback port unless KAFKA_EOS_BOOTSTRAP_SERVERS is set)"
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: venv kafka-jars
 	$(PY) notebooks/demo.py
 
-SPARK_KAFKA_JARS := .cache/spark-kafka/jars
-
 $(SPARK_KAFKA_JARS)/.resolved: conf/spark-kafka-connector-pom.xml
-	@echo ">> resolving Spark's Kafka connector (the benchmark peer) from Maven Central into $(SPARK_KAFKA_JARS)"
+	@echo ">> resolving Spark's Kafka connector (benchmark peer, test oracle) from Maven Central into $(SPARK_KAFKA_JARS)"
 	@rm -rf $(SPARK_KAFKA_JARS)
 	@mvn -q -B -s conf/maven-settings.xml -f conf/spark-kafka-connector-pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(SPARK_KAFKA_JARS)
 	@touch $@

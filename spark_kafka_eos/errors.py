@@ -22,6 +22,10 @@ class KafkaEosDataLossError(KafkaEosError):
     Raised only when ``failOnDataLoss`` is true (the default)."""
 
 
+class KafkaEosAuthorizationError(KafkaEosError, PermissionError):
+    """The client's principal lacks an ACL the read needs; the message names the ACL to grant."""
+
+
 class KafkaEosUnavailableError(KafkaEosError, TimeoutError):
     """Kafka did not answer in time."""
 

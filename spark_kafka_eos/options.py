@@ -189,6 +189,9 @@ class ReaderOptions:
             key: value for key, value in self.kafka_config.items() if not _is_consumer_only(key)
         }
         config["bootstrap.servers"] = self.bootstrap_servers
+        # The admin client is a producer to librdkafka, whose metadata requests may create a topic
+        # they name on brokers with auto.create.topics.enable; the reader names missing topics.
+        config["allow.auto.create.topics"] = False
         return config
 
     def __repr__(self) -> str:
@@ -246,7 +249,8 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
         max_bytes_per_batch=_positive_int(opts, "maxBytesPerBatch") or 32 * 1024 * 1024,
         poll_timeout_ms=_positive_int(opts, "kafkaConsumer.pollTimeoutMs") or 120_000,
         fetch_offset_retries=_non_negative_int(opts, "fetchOffset.numRetries", 3),
-        fetch_offset_retry_interval_ms=_non_negative_int(opts, "fetchOffset.retryIntervalMs", 10),
+        # Spark's default: long enough to outlast a leader election.
+        fetch_offset_retry_interval_ms=_non_negative_int(opts, "fetchOffset.retryIntervalMs", 1000),
         isolation_level=isolation,
         group_id=group_id,
         kafka_config=kafka_config,
@@ -302,7 +306,8 @@ def _parse_subscription(opts: Mapping[str, str]) -> Subscription:
     kind = given[0]
     value = opts[kind.lower()].strip()
     if kind == "subscribe":
-        topics = tuple(t.strip() for t in value.split(",") if t.strip())
+        # A set, as in Spark: a topic named twice is read once.
+        topics = tuple(dict.fromkeys(t.strip() for t in value.split(",") if t.strip()))
         if not topics:
             raise KafkaEosOptionError("subscribe", "names no topic.", "give a comma-separated list of topics.")
         return Subscription("subscribe", topics=topics)
@@ -317,7 +322,7 @@ def _parse_subscription(opts: Mapping[str, str]) -> Subscription:
     partitions = _parse_partition_json(value, "assign")
     if not partitions:
         raise KafkaEosOptionError("assign", "names no partition.", "use JSON such as {\"topicA\":[0,1],\"topicB\":[2]}.")
-    return Subscription("assign", partitions=tuple(sorted(partitions)))
+    return Subscription("assign", partitions=tuple(sorted(set(partitions))))
 
 
 def _parse_partition_json(value: str, option: str) -> list[TopicPartition]:

@@ -15,9 +15,11 @@ from typing import Iterator
 
 import pytest
 
+from tests.benchmarks.common import find_connector_jars
 from tests.harness.kafka import KafkaTestCluster
 
 BOOTSTRAP_ENV = "KAFKA_EOS_BOOTSTRAP_SERVERS"
+CONNECTOR_JARS_DIR = Path(__file__).resolve().parent.parent / ".cache" / "spark-kafka" / "jars"
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +41,9 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaTestCluster
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator["object"]:
-    """A local[2] Spark session whose Python workers run this interpreter."""
+    """A local[2] Spark session whose Python workers run this interpreter, with Spark's own Kafka
+    connector on its classpath when ``make test`` resolved it (the oracle of the differential
+    reader tests, see :func:`spark_kafka_source`)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -50,8 +54,10 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator["object"]:
     os.environ[MARKERS_ENV] = str(tmp_path_factory.mktemp("fault-markers"))
 
     warehouse = Path(tmp_path_factory.mktemp("warehouse"))
+    jars = find_connector_jars(CONNECTOR_JARS_DIR)
+    builder = SparkSession.builder.config("spark.jars", ",".join(str(j) for j in jars)) if jars else SparkSession.builder
     session = (
-        SparkSession.builder.master("local[2,3]")
+        builder.master("local[2,3]")
         .appName("spark-kafka-eos-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -68,3 +74,15 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator["object"]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_kafka_source(spark: "object") -> "object":
+    """The test session's Spark, where ``format("kafka")`` is Spark's own Kafka source. Fails (never
+    skips) without it: ``make test`` resolves it from Maven Central."""
+    if not find_connector_jars(CONNECTOR_JARS_DIR):
+        pytest.fail(
+            f"Spark's Kafka connector is not in {CONNECTOR_JARS_DIR}; the differential reader tests need it. "
+            "Run `make test` (it resolves conf/spark-kafka-connector-pom.xml), or that file's mvn command."
+        )
+    return spark

@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
 
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError, KafkaEosUnavailableError
 from spark_kafka_eos.options import ReaderOptions, Subscription, TopicPartition
+from spark_kafka_eos.read.authorization import topic_authorization_error
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -50,6 +51,8 @@ class KafkaOffsetLookup:
             for name, t in metadata.topics.items()
             if t.error is None or t.error.code() == KafkaError.NO_ERROR
         }
+        named = subscription.topics if subscription.kind == "subscribe" else tuple(t for t, _ in subscription.partitions)
+        self._check_authorized(sorted({t for t in named if t not in existing}))
         if subscription.kind == "subscribe":
             missing = [t for t in subscription.topics if t not in existing]
             if missing and must_exist:
@@ -67,6 +70,9 @@ class KafkaOffsetLookup:
                 for p in existing[t]
             ]
         absent = [tp for tp in subscription.partitions if tp[1] not in existing.get(tp[0], [])]
+        if absent and not must_exist:
+            # A stream's partitions that vanished since it started: the caller applies failOnDataLoss.
+            return [tp for tp in subscription.partitions if tp not in absent]
         if absent:
             details = "; ".join(
                 f"{t}-{p} (topic {t} {'has partitions 0..' + str(max(existing[t])) if existing.get(t) else 'does not exist'})"
@@ -74,6 +80,18 @@ class KafkaOffsetLookup:
             )
             raise KafkaEosOptionError("assign", f"names partitions that do not exist: {details}.", "assign only existing partitions.")
         return list(subscription.partitions)
+
+    def _check_authorized(self, topics: Sequence[str]) -> None:
+        """Topics the principal may not describe are left out of the cluster's metadata: ask for
+        each missing one by name, which says so, rather than take it for absent."""
+        refused = []
+        for topic in topics:
+            answer = self._retrying("describe topic", lambda: self._admin.list_topics(topic, timeout=self._timeout_s))
+            meta = answer.topics.get(topic)
+            if meta is not None and meta.error is not None and meta.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                refused.append(topic)
+        if refused:
+            raise topic_authorization_error(self._options, refused, "TOPIC_AUTHORIZATION_FAILED on metadata")
 
     def _metadata(self) -> ClusterMetadata:
         return self._retrying("list topics", lambda: self._admin.list_topics(timeout=self._timeout_s))
@@ -84,6 +102,10 @@ class KafkaOffsetLookup:
 
     def latest(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         return self._list_offsets({tp: OffsetSpec.latest() for tp in partitions})
+
+    def log_end(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """The high watermark, whatever the isolation level: where each partition's log ends."""
+        return self._list_offsets({tp: OffsetSpec.latest() for tp in partitions}, IsolationLevel.READ_UNCOMMITTED)
 
     def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[int]]:
         found = self._list_offsets({tp: OffsetSpec.for_timestamp(ts) for tp, ts in timestamps.items()})
@@ -100,14 +122,16 @@ class KafkaOffsetLookup:
 
         return self._retrying("list consumer group offsets", request)
 
-    def _list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec]) -> dict[TopicPartition, int]:
+    def _list_offsets(
+        self, specs: Mapping[TopicPartition, OffsetSpec], isolation: Optional[IsolationLevel] = None
+    ) -> dict[TopicPartition, int]:
         if not specs:
             return {}
 
         def request() -> dict[TopicPartition, int]:
             futures = self._admin.list_offsets(
                 {KafkaTopicPartition(t, p): spec for (t, p), spec in specs.items()},
-                isolation_level=self._isolation,
+                isolation_level=isolation or self._isolation,
                 request_timeout=self._timeout_s,
             )
             return {(tp.topic, tp.partition): future.result(self._timeout_s).offset for tp, future in futures.items()}

@@ -20,8 +20,10 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError, KafkaEosReadError
+from spark_kafka_eos.errors import KafkaEosOptionError, KafkaEosReadError
 from spark_kafka_eos.options import ReaderOptions
+from spark_kafka_eos.read.authorization import topic_authorization_error
+from spark_kafka_eos.read.data_loss import moved_back_problem, report_data_loss
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.read.record_batch import RecordBatchBuilder
 
@@ -66,6 +68,7 @@ class _RangeReader:
         self._consumer = consumer
         self._tp = KafkaTopicPartition(offset_range.topic, offset_range.partition)
         self._position = offset_range.start
+        self._group_refused = False
         self._builder = RecordBatchBuilder(
             offset_range.topic, offset_range.partition, options.include_headers,
             options.max_records_per_batch, options.max_bytes_per_batch,
@@ -123,6 +126,14 @@ class _RangeReader:
             self._skip_lost_offsets(error)
         elif code in _VANISHED:
             self._on_vanished(error)
+        elif code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            # librdkafka looks up the coordinator of the consumer's group, which this reader never
+            # uses (explicit offsets, no commits); like Spark's assign-only consumer, read on.
+            if not self._group_refused:
+                log.warning("Reading %s: %s; the source uses no consumer group, so this is ignored.", self._name, error.str())
+            self._group_refused = True
+        elif code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            raise topic_authorization_error(self._options, [self._range.topic], f"{error.str()} while reading {self._name}")
         elif code > 0 or error.fatal():
             raise KafkaEosReadError(f"Reading {self._name} failed at offset {self._position}: {error.str()}")
         else:
@@ -131,15 +142,23 @@ class _RangeReader:
             log.info("Reading %s: %s", self._name, error.str())
 
     def _skip_lost_offsets(self, error: KafkaError) -> None:
-        low, _high = self._consumer.get_watermark_offsets(self._tp, timeout=self._options.request_timeout_s)
-        message = (
-            f"{self._name}: offset {self._position} no longer exists ({error.str()}); the earliest "
-            f"available offset is {low}, so offsets {self._position} to {low - 1} were deleted "
-            "(retention or deleteRecords) before they were read."
+        low, high = self._consumer.get_watermark_offsets(self._tp, timeout=self._options.request_timeout_s)
+        tp = (self._range.topic, self._range.partition)
+        if self._position >= high:
+            # The log now ends below the position: re-created topic or truncated log. Nothing of
+            # the rest of this range exists; the next micro-batch plans from the new offsets.
+            report_data_loss(
+                moved_back_problem(tp, self._position, high) + f" Reading {self._name} failed: {error.str()}.",
+                self._options.fail_on_data_loss, f"Skipping the rest of {self._name}",
+            )
+            self._position = self._range.end
+            return
+        report_data_loss(
+            f"{self._name}: offset {self._position} no longer exists ({error.str()}); the earliest available "
+            f"offset is {low}, so offsets {self._position} to {low - 1} were deleted (retention or deleteRecords) "
+            "before they were read.",
+            self._options.fail_on_data_loss, f"Skipping them and reading on from offset {low}",
         )
-        if self._options.fail_on_data_loss:
-            raise KafkaEosDataLossError(message + " Set failOnDataLoss=false to skip them.")
-        log.warning("%s Skipping them (failOnDataLoss=false).", message)
         self._position = max(self._position, low)
         if self._position < self._range.end:
             # After an offset-reset error the partition's fetcher is stopped and seek() refuses
@@ -147,8 +166,8 @@ class _RangeReader:
             self._consumer.assign([KafkaTopicPartition(self._range.topic, self._range.partition, self._position)])
 
     def _on_vanished(self, error: KafkaError) -> None:
-        message = f"{self._name}: the topic or partition is gone ({error.str()}) at offset {self._position}."
-        if self._options.fail_on_data_loss:
-            raise KafkaEosDataLossError(message + " Set failOnDataLoss=false to skip what is left of it.")
-        log.warning("%s Skipping the rest of the range (failOnDataLoss=false).", message)
+        report_data_loss(
+            f"{self._name}: the topic or partition is gone ({error.str()}) at offset {self._position}.",
+            self._options.fail_on_data_loss, "Skipping what is left of the range",
+        )
         self._position = self._range.end

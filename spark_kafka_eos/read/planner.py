@@ -13,8 +13,9 @@ from typing import Mapping, Optional, Protocol, Sequence
 
 from pyspark.sql.datasource import InputPartition
 
-from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError
+from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.options import EARLIEST, LATEST, OffsetBound, Subscription, TopicPartition
+from spark_kafka_eos.read.data_loss import describe, moved_back_problem, report_data_loss
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,10 @@ class OffsetLookup(Protocol):
 
     def latest(self, partitions: Sequence[TopicPartition]) -> Offsets:
         """The LSO under read_committed, the high watermark under read_uncommitted."""
+        ...
+
+    def log_end(self, partitions: Sequence[TopicPartition]) -> Offsets:
+        """The high watermark: where each partition's log ends, committed or not."""
         ...
 
     def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[int]]:
@@ -131,6 +136,9 @@ def plan_batch(
     """The offset ranges of a batch read, never past the LSO taken now."""
     start = resolve_bound(starting, partitions, earliest, latest, lookup, False, timestamp_strategy)
     end = resolve_bound(ending, partitions, earliest, latest, lookup, True)
+    beyond = [tp for tp in partitions if start[tp] > latest[tp]]
+    if beyond:
+        start.update(restart_moved_back(start, lookup.log_end(beyond), earliest, fail_on_data_loss))
     ranges = []
     for tp in sorted(partitions):
         s, e = start[tp], end[tp]
@@ -152,17 +160,30 @@ def plan_batch(
     return ranges
 
 
+def restart_moved_back(position: Offsets, log_end: Offsets, earliest: Offsets, fail_on_data_loss: bool) -> Offsets:
+    """For each partition of ``log_end`` whose log now ends below ``position`` (topic re-created,
+    log truncated, a checkpointed or given offset past the end): a data-loss error, or with
+    failOnDataLoss=false its earliest offset, so that the records it holds now are read."""
+    restarted: Offsets = {}
+    for tp in sorted(log_end):
+        if log_end[tp] < position[tp]:
+            report_data_loss(
+                moved_back_problem(tp, position[tp], log_end[tp]), fail_on_data_loss,
+                f"Reading {describe(tp)} again from its earliest offset {earliest[tp]}",
+            )
+            restarted[tp] = earliest[tp]
+    return restarted
+
+
 def check_start_available(tp: TopicPartition, start: int, earliest: int, fail_on_data_loss: bool) -> int:
     """``start``, or the earliest available offset when retention deleted it and data loss is allowed."""
     if start >= earliest:
         return start
-    message = (
-        f"{tp[0]}-{tp[1]}: offsets {start} to {earliest - 1} were deleted (retention or deleteRecords) "
-        f"before they were read; the earliest available offset is {earliest}."
+    report_data_loss(
+        f"{describe(tp)}: offsets {start} to {earliest - 1} were deleted (retention or deleteRecords) before "
+        f"they were read; the earliest available offset is {earliest}.",
+        fail_on_data_loss, f"Skipping them and reading on from offset {earliest}",
     )
-    if fail_on_data_loss:
-        raise KafkaEosDataLossError(message + " Set failOnDataLoss=false to skip them and read on from there.")
-    log.warning("%s Skipping them (failOnDataLoss=false).", message)
     return earliest
 
 
@@ -210,15 +231,22 @@ def _cut(r: OffsetRange, parts: int) -> list[OffsetRange]:
 
 def limit_offsets(start: Offsets, available_end: Offsets, max_offsets: Optional[int]) -> Offsets:
     """End offsets that advance at most ``max_offsets`` in total, shared among partitions in
-    proportion to their backlog (largest remainders get the rounding; every partition with a
-    backlog moves when the budget allows)."""
+    proportion to their backlog. As in Spark, every partition with a backlog moves at least one
+    offset, so a small partition never starves behind a large one; unlike Spark, the largest
+    shares give those offsets back, so the total exceeds ``max_offsets`` only when it is smaller
+    than the number of partitions with a backlog. Rounding left over goes to the largest remainders."""
     backlog = {tp: max(0, available_end[tp] - start.get(tp, available_end[tp])) for tp in available_end}
     total = sum(backlog.values())
     if max_offsets is None or total <= max_offsets:
         return {tp: start.get(tp, end) + backlog[tp] for tp, end in available_end.items()}
     shares = {tp: max_offsets * size / total for tp, size in backlog.items()}
-    granted = {tp: int(share) for tp, share in shares.items()}
-    leftover = max_offsets - sum(granted.values())
+    granted = {tp: max(1, int(share)) if backlog[tp] else 0 for tp, share in shares.items()}
+    for _ in range(sum(granted.values()) - max_offsets):
+        largest = max(granted, key=lambda t: (granted[t], backlog[t]))
+        if granted[largest] <= 1:
+            break
+        granted[largest] -= 1
+    leftover = max(0, max_offsets - sum(granted.values()))
     for tp in sorted(shares, key=lambda t: (shares[t] - granted[t], backlog[t]), reverse=True)[:leftover]:
         granted[tp] += 1
     return {tp: start.get(tp, end) + min(granted[tp], backlog[tp]) for tp, end in available_end.items()}

@@ -22,8 +22,8 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from spark_kafka_eos.errors import KafkaEosDataLossError
-from spark_kafka_eos.options import ReaderOptions
+from spark_kafka_eos.options import ReaderOptions, TopicPartition
+from spark_kafka_eos.read.data_loss import describe, moved_back_problem, report_data_loss
 from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.read.partition_reader import check_consumer_config, read_offset_range
 from spark_kafka_eos.read.planner import (
@@ -33,6 +33,7 @@ from spark_kafka_eos.read.planner import (
     limit_offsets,
     plan_batch,
     resolve_bound,
+    restart_moved_back,
     split_ranges,
 )
 
@@ -98,21 +99,35 @@ class KafkaEosBatchReader(_KafkaReaderBase, DataSourceReader):
 
 
 class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """``spark.readStream.format("kafka_eos")``: micro-batches never planned past the LSO."""
+    """``spark.readStream.format("kafka_eos")``: micro-batches never planned past the LSO.
+
+    Whenever a partition is no longer where the query stands (deleted, re-created, truncated,
+    records deleted below the position), ``failOnDataLoss`` decides: a loud error, or a warning
+    and a read from the partition's earliest offset. Never a silent skip.
+    """
 
     def __init__(self, options: ReaderOptions) -> None:
         check_consumer_config(options)
         self.options = options
+        self._initial: Optional[StreamOffset] = None
         self._latest: Optional[Offsets] = None
         self._available_now_target: Optional[Offsets] = None
-        self._last_batch_planned_at = time.monotonic()
+        self._last_trigger_at: Optional[float] = None
+        # (partition, position) that latestOffset restarted at the earliest offset, so that
+        # partitions() knows it even when the log grew past the position in between.
+        self._moved_back: set[tuple[TopicPartition, int]] = set()
 
     def initialOffset(self) -> StreamOffset:
-        opts, lookup = self.options, self.lookup
-        tps = lookup.partitions(opts.subscription, must_exist=False)
-        earliest, latest = lookup.earliest(tps), lookup.latest(tps)
-        start = resolve_bound(opts.starting, tps, earliest, latest, lookup, False, opts.timestamp_strategy)
-        return to_stream_offset(start)
+        """Resolved once per run: Spark asks again before batch 0 commits, and a second
+        resolution of ``latest`` or ``earliest`` would skip what arrived or expired between."""
+        if self._initial is None:
+            opts, lookup = self.options, self.lookup
+            tps = lookup.partitions(opts.subscription, must_exist=opts.subscription.kind == "assign")
+            earliest, latest = lookup.earliest(tps), lookup.latest(tps)
+            start = resolve_bound(opts.starting, tps, earliest, latest, lookup, False, opts.timestamp_strategy)
+            self._initial = to_stream_offset(start)
+            log.info("kafka_eos stream of %s starts at %s", opts.subscription.describe(), self._initial)
+        return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_offsets_per_trigger is not None:
@@ -128,62 +143,136 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
     def latestOffset(self, start: StreamOffset, limit: ReadLimit) -> StreamOffset:
         begin = self._current_start(from_stream_offset(start))
         stable = self.lookup.latest(list(begin))
+        begin.update(self._restart_moved_back(begin, stable))
         self._latest = stable
         if self._available_now_target is not None:
             target = self._available_now_target
             stable = {tp: min(lso, target.get(tp, begin[tp])) for tp, lso in stable.items()}
-        # Offsets beyond the LSO are not readable yet; a start past it (a JSON start) waits.
+        # Offsets beyond the LSO are not readable yet; a start past it (inside an open
+        # transaction) waits.
         available = {tp: max(begin[tp], stable[tp]) for tp in begin}
         max_rows, min_rows = self._limits(limit)
         backlog = sum(available[tp] - begin[tp] for tp in begin)
-        if min_rows is not None and backlog < min_rows:
-            waited_ms = (time.monotonic() - self._last_batch_planned_at) * 1000
-            if waited_ms < self.options.max_trigger_delay_ms:
-                return to_stream_offset(begin)
-        end = limit_offsets(begin, available, max_rows)
-        if end != begin:
-            self._last_batch_planned_at = time.monotonic()
-        return to_stream_offset(end)
+        if min_rows is not None and self._delay_batch(backlog, min_rows):
+            return start
+        return to_stream_offset(limit_offsets(begin, available, max_rows))
+
+    def _delay_batch(self, backlog: int, min_rows: int) -> bool:
+        """Spark's rule for minOffsetsPerTrigger: the first trigger of a run never waits; later
+        ones wait for ``min_rows`` offsets or until maxTriggerDelay passed since the last batch."""
+        now = time.monotonic()
+        overdue = self._last_trigger_at is None or (now - self._last_trigger_at) * 1000 >= self.options.max_trigger_delay_ms
+        if not overdue and backlog < min_rows:
+            return True
+        self._last_trigger_at = now
+        return False
 
     def _limits(self, limit: ReadLimit) -> tuple[Optional[int], Optional[int]]:
         """(max, min) offsets for this batch. The engine passes one limit; the other configured
-        bound applies too unless the engine asks for everything (e.g. Trigger.AvailableNow)."""
+        bound applies too unless the engine asks for everything. Under Trigger.AvailableNow the
+        minimum never applies: the engine passes the default limit there, and waiting for more
+        would end the run with records below the minimum left unread."""
         if isinstance(limit, ReadMaxRows):
-            return limit.max_rows, self.options.min_offsets_per_trigger
-        if isinstance(limit, ReadMinRows):
-            return self.options.max_offsets_per_trigger, limit.min_rows
-        if not isinstance(limit, ReadAllAvailable):
-            log.warning("kafka_eos ignores the read limit %r: Kafka offsets are neither files nor bytes", limit)
-        return None, None
+            max_rows, min_rows = limit.max_rows, self.options.min_offsets_per_trigger
+        elif isinstance(limit, ReadMinRows):
+            max_rows, min_rows = self.options.max_offsets_per_trigger, limit.min_rows
+        else:
+            if not isinstance(limit, ReadAllAvailable):
+                log.warning("kafka_eos ignores the read limit %r: Kafka offsets are neither files nor bytes", limit)
+            return None, None
+        return max_rows, None if self._available_now_target is not None else min_rows
 
     def _current_start(self, start: Offsets) -> Offsets:
-        """``start`` for the partitions that exist now: partitions added since are read from
-        earliest; vanished ones follow failOnDataLoss."""
+        """``start`` for the partitions that exist now. Vanished ones follow failOnDataLoss;
+        partitions added since are read from their earliest offset, which is data loss when it
+        is not 0 (their first records were deleted before the query saw them)."""
         tps = self.lookup.partitions(self.options.subscription, must_exist=False)
         vanished = sorted(set(start) - set(tps))
         if vanished:
-            message = f"Partitions {', '.join(f'{t}-{p}' for t, p in vanished)} no longer exist (topic deleted?)."
-            if self.options.fail_on_data_loss:
-                raise KafkaEosDataLossError(message + " Set failOnDataLoss=false to go on without them.")
-            log.warning("%s Going on without them (failOnDataLoss=false).", message)
+            report_data_loss(
+                "Partitions the query reads no longer exist (topic deleted, or re-created with fewer partitions): "
+                + ", ".join(f"{describe(tp)} (the query stands at offset {start[tp]})" for tp in vanished) + ".",
+                self.options.fail_on_data_loss, "Going on without them",
+            )
         added = [tp for tp in tps if tp not in start]
         current = {tp: start[tp] for tp in tps if tp in start}
-        current.update(self.lookup.earliest(added))
+        first = self.lookup.earliest(added)
+        for tp in sorted(tp for tp, offset in first.items() if offset > 0):
+            report_data_loss(
+                f"{describe(tp)} appeared after the query last planned, and its offsets 0 to {first[tp] - 1} were "
+                f"deleted before the query read them (its earliest offset is {first[tp]}).",
+                self.options.fail_on_data_loss, f"Reading it from offset {first[tp]}",
+            )
+        current.update(first)
         return current
+
+    def _restart_moved_back(self, position: Offsets, stable: Offsets) -> Offsets:
+        """Partitions whose log now ends below ``position``, restarted at their earliest offset
+        (or a data-loss error). Only a high watermark below the position counts: an LSO below it
+        is an open transaction to wait for. Like Spark's source, a low answer is asked again
+        (fetchOffset.numRetries) before it counts, in case a broker answered from a stale log."""
+        below = [tp for tp in position if stable[tp] < position[tp]]
+        for attempt in range(self.options.fetch_offset_retries + 1):
+            if not below:
+                return {}
+            if attempt:
+                time.sleep(self.options.fetch_offset_retry_interval_ms / 1000.0)
+            log_end = self.lookup.log_end(below)
+            below = [tp for tp in below if log_end[tp] < position[tp]]
+        restarted = restart_moved_back(position, {tp: log_end[tp] for tp in below}, self.lookup.earliest(below), self.options.fail_on_data_loss)
+        self._moved_back.update((tp, position[tp]) for tp in restarted)
+        return restarted
 
     def reportLatestOffset(self) -> Optional[StreamOffset]:
         return to_stream_offset(self._latest) if self._latest is not None else None
 
     def partitions(self, start: StreamOffset, end: StreamOffset) -> Sequence[InputPartition]:
         begin, finish = from_stream_offset(start), from_stream_offset(end)
-        earliest = self.lookup.earliest(list(finish)) if finish else {}
+        existing = set(self.lookup.partitions(self.options.subscription, must_exist=False)) if finish else set()
+        gone = sorted(set(finish) - existing)
+        if gone:
+            # Planned (perhaps before a restart) but deleted since: nothing of them can be read.
+            report_data_loss(
+                f"Partitions of this micro-batch no longer exist: {', '.join(describe(tp) for tp in gone)} "
+                f"(planned up to offsets {', '.join(str(finish[tp]) for tp in gone)}).",
+                self.options.fail_on_data_loss, "Skipping them",
+            )
+        readable = sorted(set(finish) & existing)
+        earliest = self.lookup.earliest(readable)
+        # A partition added after `start` was planned is read from its earliest offset.
+        first = {tp: begin.get(tp, earliest[tp]) for tp in readable}
+        behind = [tp for tp in readable if finish[tp] < first[tp]]
+        log_end = self.lookup.log_end(behind) if behind else {}
         ranges = []
-        for tp in sorted(finish):
-            # A partition added after `start` was planned is read from its earliest offset.
-            first = check_start_available(tp, begin.get(tp, earliest[tp]), earliest[tp], self.options.fail_on_data_loss)
-            if finish[tp] > first:
-                ranges.append(OffsetRange(tp[0], tp[1], first, finish[tp]))
+        for tp in readable:
+            start_at = self._start_behind_end(tp, first[tp], finish[tp], earliest[tp], log_end[tp]) if tp in behind else first[tp]
+            if start_at is None:
+                continue
+            start_at = check_start_available(tp, start_at, earliest[tp], self.options.fail_on_data_loss)
+            if finish[tp] > start_at:
+                ranges.append(OffsetRange(tp[0], tp[1], start_at, finish[tp]))
         return split_ranges(ranges, self.options.min_partitions, self.options.max_records_per_partition)
+
+    def _start_behind_end(self, tp: TopicPartition, first: int, finish: int, earliest: int, log_end: int) -> Optional[int]:
+        """Where to read ``tp`` from when a micro-batch ends before it starts; None: not at all."""
+        fail = self.options.fail_on_data_loss
+        if log_end < first or (tp, first) in self._moved_back:
+            # latestOffset found the partition's log below the position and restarted it.
+            report_data_loss(
+                moved_back_problem(tp, first, finish, "this micro-batch was planned to end it at"), fail,
+                f"Reading {describe(tp)} again from its earliest offset {earliest}",
+            )
+            return earliest
+        # The log did not move: the start was resolved again. Spark's engine asks initialOffset()
+        # anew when it replays batch 0 after a restart, and a Python stream reader has no
+        # checkpoint to keep the first answer in.
+        report_data_loss(
+            f"{describe(tp)} (topic {tp[0]}, partition {tp[1]}): the first micro-batch was planned to end at offset "
+            f"{finish}, but its start, resolved again after a restart, is offset {first}: the records the batch "
+            f"was planned with, below offset {finish}, may never be read.",
+            fail, f"Reading nothing of {describe(tp)} in this micro-batch",
+        )
+        return None
 
     def commit(self, end: StreamOffset) -> None:
         """Spark's checkpoint owns the offsets; nothing is committed to Kafka by the source."""

@@ -45,10 +45,12 @@ class RecordBatchBuilder:
         spark_type = _TIMESTAMP_TYPES.get(ts_type, NO_TIMESTAMP_TYPE)
         self._timestamp_types.append(spark_type)
         self._timestamps.append(ts_ms * 1000 if spark_type != NO_TIMESTAMP_TYPE else None)
+        self._bytes += (len(key) if key else 0) + (len(value) if value else 0)
         if self._include_headers:
             # Like Spark's Kafka source: null, not an empty array, when a record has no headers.
-            self._headers.append(message.headers() or None)
-        self._bytes += (len(key) if key else 0) + (len(value) if value else 0)
+            headers = message.headers() or None
+            self._headers.append(headers)
+            self._bytes += sum(len(name) + (len(data) if data else 0) for name, data in headers or ())
 
     def full(self) -> bool:
         return len(self._offsets) >= self._max_records or self._bytes >= self._max_bytes

@@ -16,9 +16,15 @@ CONNECTOR_JARS = Path(os.environ.get("KAFKA_EOS_HOME", ".")) / ".cache" / "spark
 CONNECTOR_JAR_PREFIXES = ("spark-sql-kafka-0-10", "spark-token-provider-kafka-0-10", "kafka-clients", "commons-pool2")
 
 
+def find_connector_jars(directory: Path = CONNECTOR_JARS) -> list[Path]:
+    """The jars of Spark's Kafka connector resolved by make into ``directory``; empty if none."""
+    jars = sorted(j for j in directory.glob("*.jar") if j.name.startswith(CONNECTOR_JAR_PREFIXES))
+    return jars if any(j.name.startswith("spark-sql-kafka") for j in jars) else []
+
+
 def connector_jars() -> list[Path]:
-    jars = sorted(j for j in CONNECTOR_JARS.glob("*.jar") if j.name.startswith(CONNECTOR_JAR_PREFIXES))
-    if not any(j.name.startswith("spark-sql-kafka") for j in jars):
+    jars = find_connector_jars()
+    if not jars:
         sys.exit(f"Spark's Kafka connector is not in {CONNECTOR_JARS}: run the benchmark through make, which resolves it.")
     return jars
 

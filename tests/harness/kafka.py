@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Sequence
 
-from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
 
 Header = tuple[str, Optional[bytes]]
@@ -81,6 +81,22 @@ class KafkaTestCluster:
         futures[name].result(30)
         self._wait_for_partitions(name, partitions)
         return name
+
+    def recreate_topic(self, topic: str, partitions: int = 1) -> None:
+        """Delete ``topic`` and create it again, empty, with ``partitions`` partitions: its
+        offsets start again at 0 (what a topic re-created while a query is down looks like)."""
+        self.delete_topic(topic)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30)[topic].result(30)
+                break
+            except KafkaException as err:
+                # The deletion may not have finished on the controller yet.
+                if err.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        self._wait_for_partitions(topic, partitions)
 
     def add_partitions(self, topic: str, total: int) -> None:
         self.admin.create_partitions([NewPartitions(topic, total)])[topic].result(30)

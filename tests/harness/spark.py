@@ -16,7 +16,12 @@ COMPARED = ["key", "value", "topic", "partition", "offset"]
 
 def kafka_eos(spark: SparkSession, kafka: KafkaTestCluster, **options: object) -> DataFrame:
     """``spark.read.format("kafka_eos")`` with ``options`` (dots written as __ in names)."""
-    reader = spark.read.format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+    return batch_read(spark, kafka, "kafka_eos", **options)
+
+
+def batch_read(spark: SparkSession, kafka: KafkaTestCluster, source: str, **options: object) -> DataFrame:
+    """``spark.read.format(source)`` with ``options`` (dots written as __ in names)."""
+    reader = spark.read.format(source).option("kafka.bootstrap.servers", kafka.bootstrap_servers)
     for name, value in options.items():
         reader = reader.option(name.replace("__", "."), str(value))
     return reader.load()

@@ -3,47 +3,20 @@
 from __future__ import annotations
 
 import pickle
-import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from spark_kafka_eos.errors import KafkaEosDataLossError
-from spark_kafka_eos.options import parse_reader_options
 from spark_kafka_eos.read.planner import OffsetRange
-from spark_kafka_eos.read.reader import KafkaEosStreamReader
 from tests.harness.kafka import KafkaTestCluster, Sent
+from tests.harness.stream import stream, stream_reader, to_memory, values
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-
-
-def stream(spark: SparkSession, kafka: KafkaTestCluster, **options: object) -> DataFrame:
-    reader = spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-    for name, value in {"startingOffsets": "earliest", **options}.items():
-        reader = reader.option(name, str(value))
-    return reader.load()
-
-
-def to_memory(df: DataFrame, tmp_path: Path, **trigger: object) -> tuple[StreamingQuery, str]:
-    name = f"q_{uuid.uuid4().hex[:8]}"
-    writer = df.writeStream.format("memory").queryName(name).option("checkpointLocation", str(tmp_path / name))
-    if trigger:
-        writer = writer.trigger(**trigger)
-    return writer.start(), name
-
-
-def values(spark: SparkSession, name: str) -> list[bytes]:
-    return sorted(bytes(r.value) for r in spark.sql(f"select value from {name}").collect())
-
-
-def stream_reader(kafka: KafkaTestCluster, **options: str) -> KafkaEosStreamReader:
-    raw = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "startingoffsets": "earliest", **{k.lower(): v for k, v in options.items()}}
-    return KafkaEosStreamReader(parse_reader_options(raw, streaming=True))
 
 
 def test_a_stream_waits_for_an_open_transaction_then_delivers_only_committed(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
@@ -101,7 +74,9 @@ def test_read_limits_on_the_driver(kafka: KafkaTestCluster) -> None:
     reader = stream_reader(kafka, subscribe=topic, minOffsetsPerTrigger="50", maxTriggerDelay="1h")
     start = reader.initialOffset()
     assert start == {topic: {"0": 0, "1": 0}}
-    # Too little data and the delay has not passed: no new batch.
+    # As in Spark, the first trigger of a run never waits (a restart reads its backlog at once) ...
+    assert reader.latestOffset(start, ReadMinRows(50)) == {topic: {"0": 10, "1": 10}}
+    # ... later ones wait for the minimum while the delay has not passed.
     assert reader.latestOffset(start, ReadMinRows(50)) == start
     assert reader.reportLatestOffset() == {topic: {"0": 10, "1": 10}}
     # The configured minimum holds with the engine's max limit too, but not for "everything".
@@ -110,6 +85,7 @@ def test_read_limits_on_the_driver(kafka: KafkaTestCluster) -> None:
     limited = stream_reader(kafka, subscribe=topic).latestOffset(start, ReadMaxRows(5))[topic]
     assert sorted(limited.values()) == [2, 3]
     impatient = stream_reader(kafka, subscribe=topic, minOffsetsPerTrigger="50", maxTriggerDelay="0ms")
+    assert impatient.latestOffset(start, ReadMinRows(50)) == {topic: {"0": 10, "1": 10}}
     assert impatient.latestOffset(start, ReadMinRows(50)) == {topic: {"0": 10, "1": 10}}
     # The executor copy carries no admin client.
     assert b"AdminClient" not in pickle.dumps(reader)

@@ -39,6 +39,8 @@ def test_consumer_config_is_read_committed_and_never_commits() -> None:
     assert config["enable.auto.commit"] is False and config["auto.offset.reset"] == "error"
     assert config["fetch.max.bytes"] == "1048576"
     assert "fetch.max.bytes" not in parse(kafka__fetch__max__bytes="1").admin_config()
+    # Asking for a missing topic by name must never create it.
+    assert parse().admin_config()["allow.auto.create.topics"] is False
 
 
 def test_bootstrap_servers_missing_names_the_option() -> None:
@@ -137,6 +139,19 @@ def test_assign_and_pattern() -> None:
     assert assigned.subscription.partitions == (("a", 2), ("b", 0), ("b", 1))
     pattern = parse_reader_options({"kafka.bootstrap.servers": "h:1", "subscribepattern": "ord.*"}, streaming=True)
     assert pattern.subscription.pattern == "ord.*"
+
+
+def test_a_topic_or_partition_named_twice_is_read_once() -> None:
+    # Spark treats the subscription as a set of partitions; reading one twice duplicates records.
+    assert parse(subscribe="a, b,a").subscription.topics == ("a", "b")
+    assigned = parse_reader_options({"kafka.bootstrap.servers": "h:1", "assign": '{"t":[0,0,1]}'}, streaming=False)
+    assert assigned.subscription.partitions == (("t", 0), ("t", 1))
+
+
+def test_offset_lookups_wait_like_sparks_between_attempts() -> None:
+    # 10 ms apart, four attempts end inside a leader election; Spark waits 1 s (fetchOffset.retryIntervalMs).
+    assert parse().fetch_offset_retry_interval_ms == 1000
+    assert parse(**{"fetchOffset.retryIntervalMs": "50"}).fetch_offset_retry_interval_ms == 50
 
 
 def test_min_above_max_offsets_per_trigger_is_refused() -> None:

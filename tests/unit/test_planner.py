@@ -8,7 +8,7 @@ import pytest
 
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError
 from spark_kafka_eos.options import OffsetBound, Subscription, TopicPartition
-from spark_kafka_eos.read.planner import OffsetRange, limit_offsets, plan_batch, resolve_bound, split_ranges
+from spark_kafka_eos.read.planner import OffsetRange, limit_offsets, plan_batch, resolve_bound, restart_moved_back, split_ranges
 
 A0, A1 = ("a", 0), ("a", 1)
 
@@ -16,8 +16,9 @@ A0, A1 = ("a", 0), ("a", 1)
 class FakeLookup:
     """Timestamps index: offset = timestamp // 10, below `latest`; None past it."""
 
-    def __init__(self, latest: Mapping[TopicPartition, int]) -> None:
+    def __init__(self, latest: Mapping[TopicPartition, int], log_end: Optional[Mapping[TopicPartition, int]] = None) -> None:
         self._latest = latest
+        self._log_end = log_end or latest
 
     def partitions(self, subscription: Subscription, must_exist: bool) -> list[TopicPartition]:
         return sorted(self._latest)
@@ -27,6 +28,9 @@ class FakeLookup:
 
     def latest(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         return {tp: self._latest[tp] for tp in partitions}
+
+    def log_end(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self._log_end[tp] for tp in partitions}
 
     def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[int]]:
         return {tp: (ts // 10 if ts // 10 < self._latest[tp] else None) for tp, ts in timestamps.items()}
@@ -44,8 +48,11 @@ def bound(kind: str, **kwargs: object) -> OffsetBound:
     return OffsetBound(kind, "startingOffsets" if kwargs.pop("start", True) else "endingOffsets", **kwargs)  # type: ignore[arg-type]
 
 
-def plan(starting: OffsetBound, ending: OffsetBound, earliest: Mapping[TopicPartition, int] = EARLIEST, fail: bool = True) -> list[OffsetRange]:
-    return plan_batch([A0, A1], starting, ending, dict(earliest), dict(LATEST), LOOKUP, fail)
+def plan(
+    starting: OffsetBound, ending: OffsetBound, earliest: Mapping[TopicPartition, int] = EARLIEST, fail: bool = True,
+    lookup: FakeLookup = LOOKUP,
+) -> list[OffsetRange]:
+    return plan_batch([A0, A1], starting, ending, dict(earliest), dict(LATEST), lookup, fail)
 
 
 def test_earliest_to_latest_is_bounded_by_the_lso() -> None:
@@ -72,6 +79,24 @@ def test_an_end_past_the_lso_is_refused() -> None:
 def test_a_start_after_the_end_is_refused() -> None:
     with pytest.raises(KafkaEosOptionError, match="after its end"):
         plan(bound("offsets", offsets={A0: 60, A1: 0}), bound("offsets", start=False, offsets={A0: 50, A1: 50}))
+
+
+def test_a_start_past_the_log_end_is_data_loss_and_restarts_at_earliest() -> None:
+    # a-0 holds 100 offsets; a start at 120 lies past its log (a re-created topic, a truncated log).
+    starting, ending = bound("offsets", offsets={A0: 120, A1: 0}), bound("latest", start=False)
+    with pytest.raises(KafkaEosDataLossError, match=r"a-0 .*stands at offset 120, but .* ends at offset 100.*failOnDataLoss=false"):
+        plan(starting, ending)
+    assert plan(starting, ending, fail=False)[0] == OffsetRange("a", 0, 0, 100)
+    # Past the LSO but inside the log (an open transaction): not data loss, an option error.
+    inside = FakeLookup(LATEST, log_end={A0: 130, A1: 50})
+    with pytest.raises(KafkaEosOptionError, match="after its end"):
+        plan(starting, ending, fail=False, lookup=inside)
+
+
+def test_restart_moved_back_only_touches_partitions_below_the_position() -> None:
+    assert restart_moved_back({A0: 50, A1: 5}, {A0: 20, A1: 5}, {A0: 3, A1: 0}, False) == {A0: 3}
+    with pytest.raises(KafkaEosDataLossError, match="a-0 .*offset 50.*offset 20"):
+        restart_moved_back({A0: 50, A1: 5}, {A0: 20, A1: 5}, {A0: 3, A1: 0}, True)
 
 
 def test_deleted_offsets_follow_fail_on_data_loss() -> None:
@@ -122,5 +147,12 @@ def test_limit_offsets_shares_the_budget_by_backlog() -> None:
     assert end == {A0: 9, A1: 1}
     assert sum(end.values()) == 10
     assert limit_offsets({A0: 0, A1: 0}, {A0: 90, A1: 10}, None) == {A0: 90, A1: 10}
+    # A small partition is never starved by a large one: it moves at least one offset, as in Spark.
+    assert limit_offsets({A0: 0, A1: 0}, {A0: 1000, A1: 3}, 10) == {A0: 9, A1: 1}
+    # That offset comes out of the largest share: the total stays within the maximum (Spark's may not).
+    three = {A0: 0, A1: 0, ("a", 2): 0}
+    assert limit_offsets(three, {A0: 60, A1: 1, ("a", 2): 1}, 10) == {A0: 8, A1: 1, ("a", 2): 1}
+    # Only a maximum below the number of partitions with a backlog is exceeded: one offset each.
+    assert limit_offsets(three, {A0: 60, A1: 1, ("a", 2): 1}, 2) == {A0: 1, A1: 1, ("a", 2): 1}
     # A start past the available end (waiting on an open transaction) never moves backwards.
     assert limit_offsets({A0: 95, A1: 0}, {A0: 95, A1: 10}, 5) == {A0: 95, A1: 5}

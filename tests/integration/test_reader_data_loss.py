@@ -1,0 +1,165 @@
+"""Offsets that moved below where a query stands: never a silent success.
+
+With failOnDataLoss=true (the default) a loud error names the topic, the partition, both offsets
+and the option; with false a warning, then a read from the partition's new earliest offset, so
+that the records it holds now arrive.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka import TopicPartition
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+from spark_kafka_eos.errors import KafkaEosDataLossError
+from spark_kafka_eos.read.planner import OffsetRange
+from tests.harness.kafka import KafkaTestCluster, Sent
+from tests.harness.spark import kafka_eos
+from tests.harness.stream import parquet_values, stream, stream_reader, to_parquet
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+# One quick second look at a log end below the position (a real broker answers the same).
+QUICK_RECHECK = {"fetchOffset.retryIntervalMs": "10"}
+
+
+def fill(kafka: KafkaTestCluster, topic: str, count: int, tag: str, partition: int = 0) -> list[bytes]:
+    sent = kafka.produce_plain(topic, [Sent(partition, None, f"{tag}-{i:03d}".encode()) for i in range(count)])
+    return [r.value or b"" for r in sent]
+
+
+def offsets_of(reader_offsets: dict[str, dict[str, int]], topic: str) -> dict[int, int]:
+    return {int(p): o for p, o in reader_offsets[topic].items()}
+
+
+def test_a_topic_recreated_while_the_query_was_down(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    """The issue's scenario: 50 records read with AvailableNow and a checkpoint; the topic is
+    re-created with 20 new records; the query restarts from its checkpoint."""
+    topic = kafka.create_topic(1)
+    old = fill(kafka, topic, 50, "old")
+    query = to_parquet(stream(spark, kafka, subscribe=topic, **QUICK_RECHECK), tmp_path, "q", availableNow=True)
+    assert query.awaitTermination(120)
+    assert parquet_values(spark, tmp_path, "q") == old
+    kafka.recreate_topic(topic)
+    new = fill(kafka, topic, 20, "new")
+
+    query = to_parquet(stream(spark, kafka, subscribe=topic, **QUICK_RECHECK), tmp_path, "q", availableNow=True)
+    with pytest.raises(StreamingQueryException) as failure:
+        query.awaitTermination(120)
+    message = str(failure.value)
+    for fragment in (f"topic {topic}, partition 0", "stands at offset 50", "ends at offset 20", "failOnDataLoss=false"):
+        assert fragment in message
+    assert parquet_values(spark, tmp_path, "q") == old
+
+    lenient = stream(spark, kafka, subscribe=topic, failOnDataLoss="false", **QUICK_RECHECK)
+    query = to_parquet(lenient, tmp_path, "q", availableNow=True)
+    assert query.awaitTermination(120)
+    assert query.exception() is None
+    assert parquet_values(spark, tmp_path, "q") == sorted(new + old)
+
+
+def test_a_topic_recreated_with_fewer_partitions(kafka: KafkaTestCluster) -> None:
+    topic = kafka.create_topic(3)
+    for p in range(3):
+        fill(kafka, topic, 5, f"old{p}", partition=p)
+    strict = stream_reader(kafka, subscribe=topic, **QUICK_RECHECK)
+    lenient = stream_reader(kafka, subscribe=topic, failOnDataLoss="false", **QUICK_RECHECK)
+    start = strict.initialOffset()
+    end = strict.latestOffset(start, ReadAllAvailable())
+    assert offsets_of(end, topic) == {0: 5, 1: 5, 2: 5}
+    kafka.recreate_topic(topic, 1)
+    fill(kafka, topic, 2, "new")
+
+    with pytest.raises(KafkaEosDataLossError, match=rf"{topic}-1 \(the query stands at offset 5\).*failOnDataLoss=false"):
+        strict.latestOffset(end, ReadAllAvailable())
+    after = lenient.latestOffset(end, ReadAllAvailable())
+    assert offsets_of(after, topic) == {0: 2}
+    assert [(r.partition, r.start, r.end) for r in lenient.partitions(end, after)] == [(0, 0, 2)]
+
+
+def test_a_log_that_moved_back_below_the_position(kafka: KafkaTestCluster) -> None:
+    """Truncation after an unclean leader election, simulated by a topic re-created and refilled
+    to a smaller offset, also while the first batch after it is planned but not yet run."""
+    topic = kafka.create_topic(1)
+    fill(kafka, topic, 10, "old")
+    strict = stream_reader(kafka, subscribe=topic, **QUICK_RECHECK)
+    lenient = stream_reader(kafka, subscribe=topic, failOnDataLoss="false", **QUICK_RECHECK)
+    position = strict.latestOffset(strict.initialOffset(), ReadAllAvailable())
+    kafka.recreate_topic(topic)
+    fill(kafka, topic, 4, "new")
+
+    with pytest.raises(KafkaEosDataLossError, match=rf"{topic}-0 .*stands at offset 10, but the partition's log now ends at offset 4"):
+        strict.latestOffset(position, ReadAllAvailable())
+    end = lenient.latestOffset(position, ReadAllAvailable())
+    assert offsets_of(end, topic) == {0: 4}
+    # A batch whose end lies below its start (planned by the lenient run, replayed after a restart).
+    with pytest.raises(KafkaEosDataLossError, match="stands at offset 10, but this micro-batch was planned to end it at offset 4"):
+        strict.partitions(position, end)
+    # Records arriving between planning and partitions() lift the log end past the old position:
+    # the batch the lenient reader planned still reads the partition from its earliest offset.
+    fill(kafka, topic, 8, "more")
+    ranges = lenient.partitions(position, end)
+    assert [(r.start, r.end) for r in ranges] == [(0, 4)]
+    assert [v for r in ranges for b in lenient.read(r) for v in b.column("value").to_pylist()] == [f"new-{i:03d}".encode() for i in range(4)]
+
+
+def test_a_given_offset_past_the_end(spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    topic = kafka.create_topic(1)
+    fill(kafka, topic, 10, "v")
+    past = f'{{"{topic}":{{"0":25}}}}'
+    strict = stream_reader(kafka, subscribe=topic, startingOffsets=past, **QUICK_RECHECK)
+    with pytest.raises(KafkaEosDataLossError, match="stands at offset 25, but the partition's log now ends at offset 10"):
+        strict.latestOffset(strict.initialOffset(), ReadAllAvailable())
+    lenient = stream_reader(kafka, subscribe=topic, startingOffsets=past, failOnDataLoss="false", **QUICK_RECHECK)
+    assert offsets_of(lenient.latestOffset(lenient.initialOffset(), ReadAllAvailable()), topic) == {0: 10}
+    # The same in a batch read: an error naming both offsets, or all of what the partition holds now.
+    with pytest.raises(Exception, match="stands at offset 25, but the partition's log now ends at offset 10"):
+        kafka_eos(spark, kafka, subscribe=topic, startingOffsets=past).collect()
+    assert kafka_eos(spark, kafka, subscribe=topic, startingOffsets=past, failOnDataLoss="false").count() == 10
+
+
+def test_a_start_inside_an_open_transaction_waits_and_is_not_data_loss(kafka: KafkaTestCluster) -> None:
+    """Past the LSO but inside the log: the transaction is waited out, no false data loss."""
+    topic = kafka.create_topic(1)
+    fill(kafka, topic, 3, "v")
+    txn = kafka.open_transaction(topic, [Sent(0, None, b"t1"), Sent(0, None, b"t2")])
+    inside = f'{{"{topic}":{{"0":4}}}}'
+    reader = stream_reader(kafka, subscribe=topic, startingOffsets=inside, **QUICK_RECHECK)
+    start = reader.initialOffset()
+    assert reader.latestOffset(start, ReadAllAvailable()) == start
+    txn.commit()
+    assert offsets_of(reader.latestOffset(start, ReadAllAvailable()), topic) == {0: 6}
+
+
+def test_out_of_range_past_the_log_end_in_a_task(kafka: KafkaTestCluster) -> None:
+    """A range planned before its partition's log moved back: the task reports it at once instead
+    of retrying until kafkaConsumer.pollTimeoutMs and blaming the network."""
+    topic = kafka.create_topic(1)
+    fill(kafka, topic, 3, "v")
+    planned = OffsetRange(topic, 0, 20, 30)
+    lenient = stream_reader(kafka, subscribe=topic, failOnDataLoss="false", **{"kafkaConsumer.pollTimeoutMs": "20000"})
+    assert list(lenient.read(planned)) == []
+    strict = stream_reader(kafka, subscribe=topic, **{"kafkaConsumer.pollTimeoutMs": "20000"})
+    with pytest.raises(KafkaEosDataLossError, match="stands at offset 20, but the partition's log now ends at offset 3"):
+        list(strict.read(planned))
+
+
+def test_records_deleted_below_the_position_of_an_added_partition(kafka: KafkaTestCluster) -> None:
+    """A partition added while the query was down, whose first records were deleted before the
+    query saw it: Spark reports it ("Added partition ... starts from 3 instead of 0")."""
+    topic = kafka.create_topic(1)
+    strict = stream_reader(kafka, subscribe=topic)
+    lenient = stream_reader(kafka, subscribe=topic, failOnDataLoss="false")
+    start = strict.initialOffset()
+    kafka.add_partitions(topic, 2)
+    fill(kafka, topic, 5, "p1", partition=1)
+    kafka.admin.delete_records([TopicPartition(topic, 1, 3)])[TopicPartition(topic, 1, 3)].result(30)
+    with pytest.raises(KafkaEosDataLossError, match=rf"{topic}-1 appeared .* offsets 0 to 2 were deleted"):
+        strict.latestOffset(start, ReadAllAvailable())
+    end = lenient.latestOffset(start, ReadAllAvailable())
+    assert offsets_of(end, topic) == {0: 0, 1: 5}
+    assert [(r.partition, r.start, r.end) for r in lenient.partitions(start, end)] == [(1, 3, 5)]
