@@ -78,7 +78,14 @@ def java_executable() -> str:
 
 
 def _random_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    """A Kafka cluster id (url-safe base64 of a uuid) that does not start with "-".
+
+    Like Kafka's own ``Uuid.randomUuid``: a leading "-" reads as an option on a command line.
+    """
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not candidate.startswith("-"):
+            return candidate
 
 
 class LocalKafka:
@@ -153,7 +160,7 @@ class LocalKafka:
         properties = self._write_properties()
         formatted = subprocess.run(
             self._java_command(
-                "kafka.tools.StorageTool", "format", "-t", self._cluster_id(), "-c", str(properties),
+                "kafka.tools.StorageTool", "format", f"--cluster-id={self._cluster_id()}", "-c", str(properties),
                 "--ignore-formatted",
             ),
             capture_output=True,
