@@ -3,7 +3,9 @@
 Planning runs on the driver (``partitions``, ``initialOffset``, ``latestOffset``); ``read``
 runs on executors on a pickled copy, so the driver's Kafka admin client is never pickled.
 
-Stream offsets are ``{"topic": {"partition": offset}}``, the form of Spark's Kafka source.
+Stream offsets are ``{"topic": {"partition": offset}}``, the form of Spark's Kafka source. The
+end offset of a run's first micro-batch also carries the run's start under ``"@origin"`` (``@`` is
+not allowed in topic names): see :meth:`KafkaEosStreamReader.latestOffset`.
 """
 
 from __future__ import annotations
@@ -39,7 +41,10 @@ from spark_kafka_eos.read.planner import (
 
 log = logging.getLogger(__name__)
 
-StreamOffset = dict[str, dict[str, int]]
+StreamOffset = dict[str, Any]
+
+# Key of the start offsets a run's first micro-batch was planned from; never a topic name.
+ORIGIN_KEY = "@origin"
 
 
 def to_stream_offset(offsets: Offsets) -> StreamOffset:
@@ -50,7 +55,16 @@ def to_stream_offset(offsets: Offsets) -> StreamOffset:
 
 
 def from_stream_offset(offset: StreamOffset) -> Offsets:
-    return {(topic, int(p)): int(o) for topic, per_partition in offset.items() for p, o in per_partition.items()}
+    return {
+        (topic, int(p)): int(o)
+        for topic, per_partition in offset.items() if topic != ORIGIN_KEY
+        for p, o in per_partition.items()
+    }
+
+
+def origin_of(end: StreamOffset) -> Offsets:
+    """The start a first micro-batch was planned from, recorded in its end offset (else empty)."""
+    return from_stream_offset(end.get(ORIGIN_KEY, {}))
 
 
 class _KafkaReaderBase:
@@ -119,7 +133,8 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
 
     def initialOffset(self) -> StreamOffset:
         """Resolved once per run: Spark asks again before batch 0 commits, and a second
-        resolution of ``latest`` or ``earliest`` would skip what arrived or expired between."""
+        resolution of ``latest`` or ``earliest`` would skip what arrived or expired between.
+        Across a restart, the first micro-batch's end offset keeps the first answer."""
         if self._initial is None:
             opts, lookup = self.options, self.lookup
             tps = lookup.partitions(opts.subscription, must_exist=opts.subscription.kind == "assign")
@@ -155,7 +170,23 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
         backlog = sum(available[tp] - begin[tp] for tp in begin)
         if min_rows is not None and self._delay_batch(backlog, min_rows):
             return start
-        return to_stream_offset(limit_offsets(begin, available, max_rows))
+        end = limit_offsets(begin, available, max_rows)
+        if end == from_stream_offset(start):
+            return start  # unchanged, so that Spark sees no new data and plans no batch
+        return self._with_origin(start, to_stream_offset(end))
+
+    def _with_origin(self, start: StreamOffset, end: StreamOffset) -> StreamOffset:
+        """``end``, carrying ``start`` when this is the run's first micro-batch.
+
+        Spark writes the end offset to the checkpoint before the batch runs, but not the start:
+        after a crash before the batch commits, it replays the batch with a start from
+        ``initialOffset()`` resolved anew (Spark's own source keeps the first answer in the
+        checkpoint's source metadata, which a Python stream reader cannot reach). ``partitions``
+        plans from the recorded start instead, so records that arrived (``latest``) or expired
+        (``earliest``, retention) in between are read or reported, never skipped silently."""
+        if self._initial is None or from_stream_offset(start) != from_stream_offset(self._initial):
+            return end
+        return {**end, ORIGIN_KEY: to_stream_offset(from_stream_offset(start))}
 
     def _delay_batch(self, backlog: int, min_rows: int) -> bool:
         """Spark's rule for minOffsetsPerTrigger: the first trigger of a run never waits; later
@@ -227,7 +258,7 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
         return to_stream_offset(self._latest) if self._latest is not None else None
 
     def partitions(self, start: StreamOffset, end: StreamOffset) -> Sequence[InputPartition]:
-        begin, finish = from_stream_offset(start), from_stream_offset(end)
+        begin, finish = {**from_stream_offset(start), **origin_of(end)}, from_stream_offset(end)
         existing = set(self.lookup.partitions(self.options.subscription, must_exist=False)) if finish else set()
         gone = sorted(set(finish) - existing)
         if gone:
@@ -264,8 +295,8 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
             )
             return earliest
         # The log did not move: the start was resolved again. Spark's engine asks initialOffset()
-        # anew when it replays batch 0 after a restart, and a Python stream reader has no
-        # checkpoint to keep the first answer in.
+        # anew when it replays batch 0 after a restart; an end offset written before origins
+        # were recorded (an older checkpoint) cannot tell where batch 0 started.
         report_data_loss(
             f"{describe(tp)} (topic {tp[0]}, partition {tp[1]}): the first micro-batch was planned to end at offset "
             f"{finish}, but its start, resolved again after a restart, is offset {first}: the records the batch "

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Callable
+
 import pytest
-from pyspark.sql import SparkSession
+from confluent_kafka import TopicPartition
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.errors import StreamingQueryException
+from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from spark_kafka_eos.errors import KafkaEosDataLossError
 from spark_kafka_eos.options import parse_reader_options
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
+from spark_kafka_eos.read.reader import ORIGIN_KEY
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.spark import kafka_eos
-from tests.harness.stream import stream_reader
+from tests.harness.stream import stream, stream_reader
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -31,21 +38,58 @@ def test_the_initial_offset_is_resolved_once(kafka: KafkaTestCluster) -> None:
     assert first == {topic: {"0": 3}}
     produce(kafka, topic, 2)
     assert reader.initialOffset() == first
-    assert reader.latestOffset(first, ReadAllAvailable()) == {topic: {"0": 5}}
+    assert reader.latestOffset(first, ReadAllAvailable()) == {topic: {"0": 5}, ORIGIN_KEY: first}
 
 
-def test_a_first_batch_replayed_with_a_start_resolved_again(kafka: KafkaTestCluster) -> None:
-    """After a crash before batch 0 commits, Spark replays it with its planned end and a start from
-    initialOffset() again. A Python stream reader has no checkpoint to keep the first answer in, so
-    a `latest` start may now lie past the planned end: never silently an empty batch."""
+def test_a_first_batch_replayed_after_a_restart_keeps_its_start(kafka: KafkaTestCluster) -> None:
+    """After a crash before batch 0 commits, Spark replays it with its planned end (from the
+    checkpoint) and a start from initialOffset() resolved anew. A `latest` start now lies past
+    the records batch 0 was planned with; the end offset records the first start, so they are
+    read, as Spark's own source (which keeps its initial offsets in the checkpoint) reads them."""
     topic = kafka.create_topic(1)
     produce(kafka, topic, 3)
     first_run = stream_reader(kafka, subscribe=topic, startingOffsets="latest")
     start = first_run.initialOffset()
     produce(kafka, topic, 2)
     planned_end = first_run.latestOffset(start, ReadAllAvailable())
-    assert (start, planned_end) == ({topic: {"0": 3}}, {topic: {"0": 5}})
+    assert (start, planned_end) == ({topic: {"0": 3}}, {topic: {"0": 5}, ORIGIN_KEY: {topic: {"0": 3}}})
     produce(kafka, topic, 4)  # ... the driver crashes, records keep arriving, the query restarts
+    restarted = stream_reader(kafka, subscribe=topic, startingOffsets="latest")
+    assert restarted.initialOffset() == {topic: {"0": 9}}
+    replayed = restarted.partitions(restarted.initialOffset(), planned_end)
+    assert [(r.topic, r.partition, r.start, r.end) for r in replayed] == [(topic, 0, 3, 5)]
+    # Batch 1 starts at batch 0's end; the recorded origin is not carried further.
+    assert restarted.latestOffset(planned_end, ReadAllAvailable()) == {topic: {"0": 9}}
+
+
+def test_a_first_batch_replayed_after_retention_moved_its_start(kafka: KafkaTestCluster) -> None:
+    """`earliest`, resolved anew after the crash, has moved past records that retention deleted
+    meanwhile: that is data loss, reported as Spark's source reports it, never skipped."""
+    topic = kafka.create_topic(1)
+    produce(kafka, topic, 5)
+    first_run = stream_reader(kafka, subscribe=topic)
+    planned_end = first_run.latestOffset(first_run.initialOffset(), ReadAllAvailable())
+    kafka.admin.delete_records([TopicPartition(topic, 0, 3)])[TopicPartition(topic, 0, 3)].result(30)
+    strict = stream_reader(kafka, subscribe=topic)
+    assert strict.initialOffset() == {topic: {"0": 3}}
+    with pytest.raises(KafkaEosDataLossError, match=rf"{topic}-0.*offsets 0 to 2.*failOnDataLoss"):
+        strict.partitions(strict.initialOffset(), planned_end)
+    lenient = stream_reader(kafka, subscribe=topic, failOnDataLoss="false")
+    replayed = lenient.partitions(lenient.initialOffset(), planned_end)
+    assert [(r.start, r.end) for r in replayed] == [(3, 5)]
+
+
+def test_a_first_batch_of_an_older_checkpoint_replayed_with_a_start_resolved_again(kafka: KafkaTestCluster) -> None:
+    """An end offset written before origins were recorded cannot say where batch 0 started: a
+    `latest` start resolved again past the planned end is reported, never an empty batch."""
+    topic = kafka.create_topic(1)
+    produce(kafka, topic, 3)
+    first_run = stream_reader(kafka, subscribe=topic, startingOffsets="latest")
+    start = first_run.initialOffset()
+    produce(kafka, topic, 2)
+    planned_end = {t: p for t, p in first_run.latestOffset(start, ReadAllAvailable()).items() if t != ORIGIN_KEY}
+    assert planned_end == {topic: {"0": 5}}
+    produce(kafka, topic, 4)
     strict = stream_reader(kafka, subscribe=topic, startingOffsets="latest")
     restart = strict.initialOffset()
     assert restart == {topic: {"0": 9}}
@@ -71,7 +115,7 @@ def test_available_now_reads_a_backlog_below_min_offsets_per_trigger(kafka: Kafk
     reader = stream_reader(kafka, subscribe=topic, minOffsetsPerTrigger="50", maxTriggerDelay="1h")
     start = reader.initialOffset()
     reader.prepareForTriggerAvailableNow()
-    assert reader.latestOffset(start, ReadMinRows(50)) == {topic: {"0": 10}}
+    assert reader.latestOffset(start, ReadMinRows(50)) == {topic: {"0": 10}, ORIGIN_KEY: start}
     # With a maximum too, the last chunk below the minimum is not left behind.
     produce(kafka, topic, 50)
     bounded = stream_reader(kafka, subscribe=topic, minOffsetsPerTrigger="50", maxOffsetsPerTrigger="50", maxTriggerDelay="1h")
@@ -119,3 +163,40 @@ def test_max_bytes_per_batch_counts_header_bytes(kafka: KafkaTestCluster) -> Non
     batches = list(read_offset_range(options, OffsetRange(topic, 0, 0, 6)))
     # 401 bytes a record: a batch is full after three of them.
     assert [b.num_rows for b in batches] == [3, 3]
+
+
+def test_a_query_that_failed_in_its_first_batch_is_replayed_from_that_batchs_start(
+    spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path
+) -> None:
+    """The whole path through Spark: batch 0 is planned (its end is in the checkpoint) and fails
+    before it commits; retention then deletes its first records. The restarted query must not
+    replay batch 0 from the new earliest offset as if nothing happened."""
+    topic = kafka.create_topic(1)
+    kafka.produce_plain(topic, [Sent(0, None, b"v%d" % i) for i in range(5)])
+    checkpoint = tmp_path / "checkpoint"
+
+    def run(on_batch: Callable[[DataFrame, int], None], **options: str) -> StreamingQuery:
+        df = stream(spark, kafka, subscribe=topic, **options)
+        writer = df.writeStream.foreachBatch(on_batch).option("checkpointLocation", str(checkpoint))
+        return writer.trigger(availableNow=True).start()
+
+    def crash(df: DataFrame, batch_id: int) -> None:
+        raise RuntimeError(f"crash in batch {batch_id}")
+
+    with pytest.raises(StreamingQueryException, match="crash in batch 0"):
+        run(crash).awaitTermination(120)
+    assert (checkpoint / "offsets" / "0").exists() and not (checkpoint / "commits" / "0").exists()
+    kafka.admin.delete_records([TopicPartition(topic, 0, 3)])[TopicPartition(topic, 0, 3)].result(30)
+
+    seen: list[tuple[int, bytes]] = []
+
+    def collect(df: DataFrame, batch_id: int) -> None:
+        seen.extend((batch_id, bytes(r.value)) for r in df.collect())
+
+    with pytest.raises(StreamingQueryException, match=rf"{topic}-0: offsets 0 to 2 were deleted"):
+        run(collect).awaitTermination(120)
+    assert seen == []
+    query = run(collect, failOnDataLoss="false")
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert seen == [(0, b"v3"), (0, b"v4")]

@@ -13,6 +13,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Read
 
 from spark_kafka_eos.errors import KafkaEosDataLossError
 from spark_kafka_eos.read.planner import OffsetRange
+from spark_kafka_eos.read.reader import ORIGIN_KEY
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.stream import stream, stream_reader, to_memory, values
 
@@ -75,13 +76,14 @@ def test_read_limits_on_the_driver(kafka: KafkaTestCluster) -> None:
     start = reader.initialOffset()
     assert start == {topic: {"0": 0, "1": 0}}
     # As in Spark, the first trigger of a run never waits (a restart reads its backlog at once) ...
-    assert reader.latestOffset(start, ReadMinRows(50)) == {topic: {"0": 10, "1": 10}}
+    # The first batch's end also records the run's start (see test_reader_edge_cases).
+    assert reader.latestOffset(start, ReadMinRows(50)) == {topic: {"0": 10, "1": 10}, ORIGIN_KEY: start}
     # ... later ones wait for the minimum while the delay has not passed.
     assert reader.latestOffset(start, ReadMinRows(50)) == start
     assert reader.reportLatestOffset() == {topic: {"0": 10, "1": 10}}
     # The configured minimum holds with the engine's max limit too, but not for "everything".
     assert reader.latestOffset(start, ReadMaxRows(5)) == start
-    assert reader.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 10, "1": 10}}
+    assert reader.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 10, "1": 10}, ORIGIN_KEY: start}
     limited = stream_reader(kafka, subscribe=topic).latestOffset(start, ReadMaxRows(5))[topic]
     assert sorted(limited.values()) == [2, 3]
     impatient = stream_reader(kafka, subscribe=topic, minOffsetsPerTrigger="50", maxTriggerDelay="0ms")
@@ -101,7 +103,7 @@ def test_available_now_never_passes_the_target(kafka: KafkaTestCluster) -> None:
     reader.prepareForTriggerAvailableNow()
     kafka.produce_plain(topic, [Sent(0, None, b"after")])
     end = reader.latestOffset(start, ReadAllAvailable())
-    assert end == {topic: {"0": 1}}
+    assert end == {topic: {"0": 1}, ORIGIN_KEY: start}
     assert reader.latestOffset(end, ReadAllAvailable()) == end
 
 
