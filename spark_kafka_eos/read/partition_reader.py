@@ -8,13 +8,15 @@ known from the first of: a delivered record at or beyond ``end``, ``position() >
 partition-EOF event at or beyond ``end``. The EOF event matters when the range ends at the last
 stable offset right after aborted records: no later record can be fetched until the open
 transaction at the LSO is decided, and the position alone would wait for it.
+
+A read that stops moving fails after ``kafkaConsumer.pollTimeoutMs`` (see ``read/progress.py``).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Iterator
+from typing import Callable, Iterator, Optional
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
@@ -25,6 +27,7 @@ from spark_kafka_eos.options import ReaderOptions
 from spark_kafka_eos.read.authorization import topic_authorization_error
 from spark_kafka_eos.read.data_loss import moved_back_problem, report_data_loss
 from spark_kafka_eos.read.planner import OffsetRange
+from spark_kafka_eos.read.progress import FetchProgress, StallWatch, statistics_interval_ms
 from spark_kafka_eos.read.record_batch import RecordBatchBuilder
 
 log = logging.getLogger(__name__)
@@ -39,17 +42,23 @@ def read_offset_range(options: ReaderOptions, offset_range: OffsetRange) -> Iter
     """The committed records of ``offset_range`` (read_committed by default), in offset order."""
     if offset_range.size <= 0:
         return
-    consumer = open_consumer(options)
+    fetch_progress = FetchProgress(offset_range.topic, offset_range.partition)
+    consumer = open_consumer(options, fetch_progress.on_statistics, statistics_interval_ms(options.poll_timeout_ms))
     try:
-        yield from _RangeReader(options, offset_range, consumer).batches()
+        yield from _RangeReader(options, offset_range, consumer, fetch_progress).batches()
     finally:
         consumer.close()
 
 
-def open_consumer(options: ReaderOptions) -> Consumer:
+def open_consumer(
+    options: ReaderOptions, on_statistics: Optional[Callable[[str], None]] = None, statistics_interval_ms: int = 0
+) -> Consumer:
     """A consumer with the read's configuration; an option error if librdkafka rejects it."""
+    config = options.consumer_config()
+    if on_statistics is not None:
+        config.update({"statistics.interval.ms": statistics_interval_ms, "stats_cb": on_statistics})
     try:
-        return Consumer(options.consumer_config())
+        return Consumer(config)
     except KafkaException as err:
         raise KafkaEosOptionError(
             "kafka.*", f"librdkafka rejected the consumer configuration: {err.args[0].str()}.", "fix or remove that kafka.* option."
@@ -62,10 +71,11 @@ def check_consumer_config(options: ReaderOptions) -> None:
 
 
 class _RangeReader:
-    def __init__(self, options: ReaderOptions, offset_range: OffsetRange, consumer: Consumer) -> None:
+    def __init__(self, options: ReaderOptions, offset_range: OffsetRange, consumer: Consumer, fetch_progress: FetchProgress) -> None:
         self._options = options
         self._range = offset_range
         self._consumer = consumer
+        self._fetch_progress = fetch_progress
         self._tp = KafkaTopicPartition(offset_range.topic, offset_range.partition)
         self._position = offset_range.start
         self._group_refused = False
@@ -83,10 +93,8 @@ class _RangeReader:
         end = self._range.end
         self._consumer.assign([KafkaTopicPartition(self._range.topic, self._range.partition, self._range.start)])
         per_poll = min(self._options.max_records_per_batch, _MAX_MESSAGES_PER_POLL)
-        stall_limit_s = self._options.poll_timeout_ms / 1000.0
-        last_progress = time.monotonic()
+        watch = StallWatch(self._options.poll_timeout_ms / 1000.0, time.monotonic())
         while self._position < end:
-            before = self._position
             # Ask for no more than the range holds: consume() waits for the whole count (or the
             # timeout), and markers or aborted records in the range make it return fewer.
             for message in self._consumer.consume(min(per_poll, end - self._position), _POLL_TIMEOUT_S):
@@ -105,12 +113,10 @@ class _RangeReader:
                 # Markers and aborted records are not returned, but they move the position.
                 consumer_position = self._consumer.position([self._tp])[0].offset
                 self._position = max(self._position, consumer_position)
-            if self._position > before:
-                last_progress = time.monotonic()
-            elif time.monotonic() - last_progress > stall_limit_s:
+            if self._position < end and watch.stalled(self._position, self._fetch_progress.next_offset, time.monotonic()):
                 raise KafkaEosReadError(
                     f"Reading {self._name} made no progress at offset {self._position} for "
-                    f"{stall_limit_s:g}s (kafkaConsumer.pollTimeoutMs). Check that the brokers at "
+                    f"{watch.limit_s:g}s (kafkaConsumer.pollTimeoutMs). Check that the brokers at "
                     f"{self._options.bootstrap_servers} are reachable from the executors."
                 )
         if len(self._builder):
