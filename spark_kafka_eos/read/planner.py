@@ -76,8 +76,10 @@ def resolve_bound(
         return {tp: latest[tp] for tp in partitions}
     if bound.kind == "group":
         assert bound.group is not None
+        # Not clamped to the end: a committed offset past the log end is data loss (a re-created
+        # or truncated topic), which the callers report as for any other position.
         committed = lookup.committed(bound.group, partitions)
-        return {tp: earliest[tp] if committed.get(tp) is None else min(committed[tp], latest[tp]) for tp in partitions}
+        return {tp: earliest[tp] if committed.get(tp) is None else committed[tp] for tp in partitions}
     if bound.kind == "offsets":
         _require_exact_partitions(bound, set(bound.offsets), partitions)
         return {
@@ -139,6 +141,10 @@ def plan_batch(
     beyond = [tp for tp in partitions if start[tp] > latest[tp]]
     if beyond:
         start.update(restart_moved_back(start, lookup.log_end(beyond), earliest, fail_on_data_loss))
+    if starting.kind == "group":
+        # A group offset inside an open transaction (committed by a read_uncommitted consumer):
+        # nothing at or after it is stable yet, so this read has nothing of the partition.
+        start.update({tp: latest[tp] for tp in partitions if start[tp] > latest[tp]})
     ranges = []
     for tp in sorted(partitions):
         s, e = start[tp], end[tp]

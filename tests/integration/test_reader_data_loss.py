@@ -7,10 +7,11 @@ that the records it holds now arrive.
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.datasource import ReadAllAvailable
@@ -163,3 +164,44 @@ def test_records_deleted_below_the_position_of_an_added_partition(kafka: KafkaTe
     end = lenient.latestOffset(start, ReadAllAvailable())
     assert offsets_of(end, topic) == {0: 0, 1: 5}
     assert [(r.partition, r.start, r.end) for r in lenient.partitions(start, end)] == [(1, 3, 5)]
+
+
+def commit_group_offset(kafka: KafkaTestCluster, group: str, topic: str, offset: int) -> None:
+    committer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group, "enable.auto.commit": False})
+    try:
+        committer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        committer.close()
+
+
+def test_a_group_offset_past_the_log_end_is_data_loss(spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    """startingOffsets=group after the topic was re-created: the group stands at 10, the log ends
+    at 3. Clamping the start to the end would skip the 3 new records without a word."""
+    topic, group = kafka.create_topic(1), f"g-{uuid.uuid4().hex[:8]}"
+    kafka.produce_plain(topic, [Sent(0, None, b"new-%d" % i) for i in range(3)])
+    commit_group_offset(kafka, group, topic, 10)
+    options = {"subscribe": topic, "startingOffsets": "group", "consumerGroup": group}
+    # Spark wraps the driver's error in an AnalysisException; its message is kafka_eos's.
+    with pytest.raises(Exception, match=rf"KafkaEosDataLossError.*{topic}-0 .*stands at offset 10, but the partition's log now ends at offset 3"):
+        kafka_eos(spark, kafka, **options).collect()
+    lenient = kafka_eos(spark, kafka, failOnDataLoss="false", **options)
+    assert sorted(bytes(r.value) for r in lenient.collect()) == [b"new-0", b"new-1", b"new-2"]
+    strict_stream = stream_reader(kafka, **options)
+    with pytest.raises(KafkaEosDataLossError, match=rf"{topic}-0.*failOnDataLoss"):
+        strict_stream.latestOffset(strict_stream.initialOffset(), ReadAllAvailable())
+    lenient_stream = stream_reader(kafka, failOnDataLoss="false", **options)
+    start = lenient_stream.initialOffset()
+    end = lenient_stream.latestOffset(start, ReadAllAvailable())
+    assert [(r.start, r.end) for r in lenient_stream.partitions(start, end)] == [(0, 3)]
+
+
+def test_a_group_offset_inside_an_open_transaction_reads_nothing_yet(spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    topic, group = kafka.create_topic(1), f"g-{uuid.uuid4().hex[:8]}"
+    kafka.produce_plain(topic, [Sent(0, None, b"done")])
+    pending = kafka.open_transaction(topic, [Sent(0, None, b"pending")] * 3)
+    commit_group_offset(kafka, group, topic, 3)  # inside the open transaction
+    try:
+        df = kafka_eos(spark, kafka, subscribe=topic, startingOffsets="group", consumerGroup=group)
+        assert df.collect() == []
+    finally:
+        pending.abort()
