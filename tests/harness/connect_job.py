@@ -1,0 +1,55 @@
+"""A job run through Spark Connect, in a process of its own.
+
+``SparkSession.builder.remote("local[2]")`` starts a local Connect server inside this process's
+JVM, so it cannot share a process with the test session's classic Spark. The test runs this
+module as a script and judges the outcome with its own read_committed consumer.
+
+    python -m tests.harness.connect_job BOOTSTRAP SOURCE BATCH_SINK STREAM_SINK CHECKPOINT PREFIX
+
+It prints one JSON line: what the Connect session saw.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+def main(bootstrap: str, source: str, batch_sink: str, stream_sink: str, checkpoint: str, prefix: str) -> dict[str, object]:
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # the server's Python workers need this package
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.remote("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+    try:
+        def kafka_eos_read(topics: str, stream: bool = False):  # type: ignore[no-untyped-def]
+            reader = (spark.readStream if stream else spark.read).format("kafka_eos")
+            return reader.option("kafka.bootstrap.servers", bootstrap).option("subscribe", topics).option("startingOffsets", "earliest").load()
+
+        batch = kafka_eos_read(source)
+        read_count = batch.count()
+        (
+            batch.select("key", "value").write.format("kafka_eos").mode("append")
+            .option("kafka.bootstrap.servers", bootstrap).option("topic", batch_sink)
+            .option("transactional.id.prefix", f"{prefix}-batch").save()
+        )
+        query = (
+            kafka_eos_read(source, stream=True).select("key", "value").writeStream.format("kafka_eos")
+            .option("kafka.bootstrap.servers", bootstrap).option("topic", stream_sink)
+            .option("transactional.id.prefix", f"{prefix}-stream").option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True).start()
+        )
+        query.awaitTermination(300)
+        error = query.exception()
+        return {
+            "session": type(spark).__module__,
+            "batch_read": read_count,
+            "stream_error": None if error is None else str(error),
+            "stream_batches": [p.batchId for p in query.recentProgress if p.numInputRows],
+        }
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(*sys.argv[1:7])), flush=True)
