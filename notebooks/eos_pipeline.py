@@ -2,46 +2,42 @@
 # MAGIC %md
 # MAGIC # Exactly-once Kafka -> Spark -> Kafka
 # MAGIC
-# MAGIC Reads `SOURCE` read_committed, transforms, and writes `SINK` exactly once: every micro-batch
-# MAGIC is one two-phase commit coordinated by the driver, and the consumed offsets are committed to
-# MAGIC `GROUP` inside the same decision. Run as a script:
-# MAGIC `python notebooks/eos_pipeline.py BOOTSTRAP SOURCE SINK CHECKPOINT [--crash-after-decision]`.
+# MAGIC Reads `source` read_committed, transforms, and writes `sink` exactly once with `kafka_eos` on
+# MAGIC both ends. Every micro-batch is one two-phase commit coordinated by the driver, and the
+# MAGIC consumed offsets are committed to `consumer_group` inside the same decision. The trigger is
+# MAGIC `availableNow` (the only one serverless allows): each run processes what is there and stops;
+# MAGIC schedule it as a job, or run it again, and it resumes from its checkpoint.
 
 # COMMAND ----------
 
-import argparse
-import os
-import sys
+# MAGIC %pip install spark-kafka-eos
 
-from pyspark.sql import SparkSession
+# COMMAND ----------
 
-parser = argparse.ArgumentParser()
-parser.add_argument("bootstrap")
-parser.add_argument("source")
-parser.add_argument("sink")
-parser.add_argument("checkpoint")
-parser.add_argument("--group", default="orders-etl")
-parser.add_argument("--crash-after-decision", action="store_true", help="kill the driver between decision and phase 2 (demo)")
-args = parser.parse_args()
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-if args.crash_after_decision:  # the Python workers import the fault-injecting source from tests/
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.environ.get("PYTHONPATH")]))
+import json
 
-spark = (
-    SparkSession.builder.master("local[2]").appName("kafka_eos pipeline")
-    .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-    .getOrCreate()
-)
-spark.sparkContext.setLogLevel("ERROR")
+dbutils.widgets.text("bootstrap_servers", "localhost:9092", "Kafka bootstrap servers")
+dbutils.widgets.text("source", "orders", "Source topic")
+dbutils.widgets.text("sink", "orders-processed", "Sink topic")
+dbutils.widgets.text("checkpoint", "/tmp/kafka-eos/orders-etl/checkpoint", "Checkpoint location")
+dbutils.widgets.text("consumer_group", "orders-etl", "Consumer group committed with each decision")
+dbutils.widgets.text("max_offsets_per_trigger", "1000", "Records per micro-batch (at most)")
+dbutils.widgets.text("kafka_options", "{}", "More options for both ends, as JSON (e.g. kafka.security.protocol)")
+dbutils.widgets.text("sink_format", "kafka_eos", "Sink format")
+
+BOOTSTRAP = dbutils.widgets.get("bootstrap_servers")
+SOURCE, SINK = dbutils.widgets.get("source"), dbutils.widgets.get("sink")
+CHECKPOINT, GROUP = dbutils.widgets.get("checkpoint"), dbutils.widgets.get("consumer_group")
+KAFKA_OPTIONS = {"kafka.bootstrap.servers": BOOTSTRAP, **json.loads(dbutils.widgets.get("kafka_options"))}
 
 # COMMAND ----------
 
 orders = (
-    spark.readStream.format("kafka_eos")
-    .option("kafka.bootstrap.servers", args.bootstrap)
-    .option("subscribe", args.source)
+    spark.readStream.format("kafka_eos")  # registered by `pip install`, no register call
+    .options(**KAFKA_OPTIONS)
+    .option("subscribe", SOURCE)
     .option("startingOffsets", "earliest")
-    .option("maxOffsetsPerTrigger", 1000)
+    .option("maxOffsetsPerTrigger", dbutils.widgets.get("max_offsets_per_trigger"))
     .load()
 )
 enriched = orders.selectExpr(
@@ -54,22 +50,15 @@ enriched = orders.selectExpr(
 
 # COMMAND ----------
 
-writer = (
-    enriched.writeStream.format("kafka_eos")
-    .option("kafka.bootstrap.servers", args.bootstrap)
-    .option("topic", args.sink)
-    .option("consumerGroup", args.group)
-    .option("checkpointLocation", args.checkpoint)  # the transactional id prefix derives from it
+query = (
+    enriched.writeStream.format(dbutils.widgets.get("sink_format"))
+    .options(**KAFKA_OPTIONS)
+    .option("topic", SINK)
+    .option("consumerGroup", GROUP)
+    .option("checkpointLocation", CHECKPOINT)  # the transactional id prefix derives from it
     .trigger(availableNow=True)
+    .start()
 )
-if args.crash_after_decision:
-    # Fault injection is test scaffolding, not part of the package: a data source from tests/.
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from tests.harness.faults import FAULTS_FORMAT, FaultInjectingDataSource
-
-    spark.dataSource.register(FaultInjectingDataSource)
-    writer = writer.format(FAULTS_FORMAT).option("testing.failAt", "after_decision:kill-driver")
-query = writer.start()
 query.awaitTermination()
-print(f"pipeline done: {sum(p['numInputRows'] for p in query.recentProgress)} records in {len(query.recentProgress)} batches")
-spark.stop()
+processed = sum(p.numInputRows for p in query.recentProgress)
+print(f"pipeline done: {processed} records in {len(query.recentProgress)} micro-batches")

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import time
 from typing import Mapping
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka.admin import ConsumerGroupDescription
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosOptionError
 from spark_kafka_eos.write.writer_options import WriterOptions
 
 _TIMEOUT_S = 30
+# The group's coordinator is still being chosen or loaded (e.g. a new cluster's first group, or
+# the offsets topic moving after a broker restart): ask again.
+_COORDINATOR_NOT_READY = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE}
 
 
 def check_group_has_no_members(options: WriterOptions) -> None:
@@ -18,7 +23,7 @@ def check_group_has_no_members(options: WriterOptions) -> None:
     group = options.consumer_group
     if group is None:
         return
-    described = options.admin_client().describe_consumer_groups([group], request_timeout=_TIMEOUT_S)[group].result(_TIMEOUT_S)
+    described = _describe(options, group)
     if described.members:
         raise KafkaEosOptionError(
             "consumerGroup", f"is '{group}', a group with {len(described.members)} active member(s) (state {described.state}): "
@@ -51,3 +56,14 @@ def check_not_backwards(options: WriterOptions, offsets: Mapping[tuple[str, int]
             "the group of another run. Fix: give this query its own consumerGroup, or, if it is meant to start over, "
             f"reset the group first: kafka-consumer-groups --group {group} --reset-offsets --to-earliest --all-topics --execute."
         )
+
+
+def _describe(options: WriterOptions, group: str) -> ConsumerGroupDescription:
+    deadline = time.monotonic() + _TIMEOUT_S
+    while True:
+        try:
+            return options.admin_client().describe_consumer_groups([group], request_timeout=_TIMEOUT_S)[group].result(_TIMEOUT_S)
+        except KafkaException as err:
+            if err.args[0].code() not in _COORDINATOR_NOT_READY or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)

@@ -30,6 +30,8 @@ from spark_kafka_eos.write.log_record import LogRecord
 
 FAULTS_FORMAT = "kafka_eos_faults"
 FAIL_AT_OPTION = "testing.failAt"
+FAIL_AT_ENV = "KAFKA_EOS_TESTING_FAIL_AT"
+"""``testing.failAt`` for a job whose code sets no such option (a notebook run by the notebook runner)."""
 TASK_POINT = "task_write"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MARKERS_ENV = "KAFKA_EOS_FAULT_MARKERS"
@@ -75,7 +77,7 @@ class FaultInjectingDataSource(KafkaEosDataSource):
         return FAULTS_FORMAT
 
     def writer_hooks(self) -> WriterHooks:
-        spec = self.options.get(FAIL_AT_OPTION)
+        spec = self.options.get(FAIL_AT_OPTION) or os.environ.get(FAIL_AT_ENV)
         return FaultHooks.parse(spec) if spec else NO_HOOKS
 
 

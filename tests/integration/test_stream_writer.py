@@ -20,7 +20,16 @@ from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.pipeline import Pipeline, open_transactions
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-PIPELINE_JOB = Path(__file__).resolve().parents[2] / "notebooks" / "eos_pipeline.py"
+PROJECT = Path(__file__).resolve().parents[2]
+PIPELINE_NOTEBOOK = PROJECT / "notebooks" / "eos_pipeline.py"
+
+
+def pipeline_job(bootstrap: str, source: str, sink: str, checkpoint: str, group: str) -> list[str]:
+    """The pipeline notebook, run by the notebook runner in a driver process of its own."""
+    widgets = {"bootstrap_servers": bootstrap, "source": source, "sink": sink, "checkpoint": checkpoint, "consumer_group": group}
+    return [sys.executable, "-m", "tests.harness.notebook_runner", str(PIPELINE_NOTEBOOK)] + [
+        arg for name, value in widgets.items() for arg in ("--widget", f"{name}={value}")
+    ]
 
 
 def test_many_batches_exactly_once_in_order(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
@@ -105,12 +114,12 @@ def test_the_driver_killed_between_decision_and_phase_2(kafka: KafkaTestCluster,
     source, sink = kafka.create_topic(3, prefix="src"), kafka.create_topic(3, prefix="sink")
     sent = kafka.produce_plain(source, [Sent(i % 3, f"k{i}".encode(), f"order {i}".encode()) for i in range(2500)])
     group, checkpoint = f"g-{sink}", str(tmp_path / "checkpoint")
-    job = [sys.executable, str(PIPELINE_JOB), kafka.bootstrap_servers, source, sink, checkpoint, "--group", group]
+    job = pipeline_job(kafka.bootstrap_servers, source, sink, checkpoint, group)
     prefix = derived_prefix(checkpoint)
     decision_log = DecisionLog(parse_writer_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": sink,
                                                      "transactional.id.prefix": prefix}, streaming=False))
     clear_fired()
-    crashed = subprocess.run(job + ["--crash-after-decision"], capture_output=True, text=True, timeout=300)
+    crashed = subprocess.run(job + ["--fail-at", "after_decision:kill-driver"], capture_output=True, text=True, timeout=300, cwd=PROJECT)
     assert crashed.returncode != 0
     assert len(fired("after_decision:kill-driver")) == 1
     # Killed right after deciding: the log's last record is the decision of batch 0, every participant
@@ -121,7 +130,7 @@ def test_the_driver_killed_between_decision_and_phase_2(kafka: KafkaTestCluster,
         states = session.describe([p.transactional_id for p in decided.participants])
     assert {d.state for d in states.values()} == {TxnState.ONGOING}
     assert kafka.read_committed(sink) == []
-    restarted = subprocess.run(job, capture_output=True, text=True, timeout=300)
+    restarted = subprocess.run(job, capture_output=True, text=True, timeout=300, cwd=PROJECT)
     assert restarted.returncode == 0, restarted.stderr[-2000:]
     kafka.wait_until_stable(sink)
     out = kafka.read_committed(sink)

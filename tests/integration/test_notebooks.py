@@ -1,0 +1,51 @@
+"""Every Databricks notebook in notebooks/ runs end to end against the test broker, with the
+test session's Spark as its ``spark`` and a ``dbutils`` stand-in for its widgets."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from tests.harness.kafka import KafkaTestCluster, Sent
+from tests.harness.notebook_runner import is_notebook, run_notebook
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+DATABRICKS_NOTEBOOKS = sorted(p for p in NOTEBOOKS.glob("*.py") if is_notebook(p))
+
+
+def test_the_notebooks_are_databricks_notebooks() -> None:
+    assert [p.name for p in DATABRICKS_NOTEBOOKS] == ["eos_pipeline.py", "read_committed.py"]
+    for path in DATABRICKS_NOTEBOOKS:
+        source = path.read_text()
+        cells = source.split("# COMMAND ----------")
+        assert any(c.strip().startswith("# MAGIC %pip install spark-kafka-eos") for c in cells[:3]), path
+        assert ".master(" not in source and "argparse" not in source and "SparkSession.builder" not in source, path
+
+
+def test_read_committed_notebook(spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    namespace = run_notebook(NOTEBOOKS / "read_committed.py", spark, {"bootstrap_servers": kafka.bootstrap_servers})
+    assert len(namespace["values"]) == 13  # 6 committed + 7 plain, none behind the open transaction
+    independent = [r.value for r in kafka.read_committed(namespace["TOPIC"])]
+    assert len(independent) == 15 and not any(b"ABORTED" in v for v in independent)
+
+
+def test_eos_pipeline_notebook_runs_twice_exactly_once(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    source, sink = kafka.create_topic(3, prefix="src"), kafka.create_topic(3, prefix="sink")
+    sent = kafka.produce_plain(source, [Sent(i % 3, None, b"order %d" % i) for i in range(300)])
+    widgets = {
+        "bootstrap_servers": kafka.bootstrap_servers, "source": source, "sink": sink,
+        "checkpoint": str(tmp_path / "checkpoint"), "consumer_group": f"g-{uuid.uuid4().hex[:8]}",
+        "max_offsets_per_trigger": "100",
+    }
+    first = run_notebook(NOTEBOOKS / "eos_pipeline.py", spark, widgets)
+    assert first["processed"] == 300
+    sent += kafka.produce_plain(source, [Sent(i % 3, None, b"order %d" % i) for i in range(300, 350)])
+    again = run_notebook(NOTEBOOKS / "eos_pipeline.py", spark, widgets)  # a scheduled re-run: only the new records
+    assert again["processed"] == 50
+    out = sorted(r.value for r in kafka.read_committed(sink))
+    assert out == sorted(b"processed:" + s.value for s in sent)
