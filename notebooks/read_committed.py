@@ -97,3 +97,34 @@ wait_for(15)
 print("After the open transaction commits, the held-back records appear:")
 display(read().where("partition = 0"))
 assert len(read().collect()) == 15
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## Schema Registry values
+# MAGIC
+# MAGIC Confluent's serializers prefix each value with a magic byte and a 4-byte schema id.
+# MAGIC `wire_format` splits them off, so that `from_avro`, `from_protobuf` or `from_json` can decode
+# MAGIC the payload. Here, two JSON values as Confluent's JSON serializer writes them (schema id 7).
+
+# COMMAND ----------
+
+import json
+import struct
+
+from pyspark.sql import functions as F
+
+from spark_kafka_eos.schema_registry import wire_format
+
+for order in ({"id": 1, "item": "book"}, {"id": 2, "item": "pen"}):
+    plain.produce(TOPIC, value=b"\x00" + struct.pack(">I", 7) + json.dumps(order).encode(), partition=1)
+plain.flush(30)
+orders = (
+    spark.read.format("kafka_eos").option("kafka.bootstrap.servers", BOOTSTRAP).option("subscribe", TOPIC).load()
+    .select(wire_format("value").alias("v"))
+    .where("v.schema_id = 7")
+    .select("v.schema_id", F.from_json(F.col("v.payload").cast("string"), "id INT, item STRING").alias("order"))
+)
+display(orders)
+assert sorted(r.order.item for r in orders.collect()) == ["book", "pen"]
+

@@ -31,7 +31,7 @@ def test_read_committed_notebook(spark: SparkSession, kafka: KafkaTestCluster) -
     namespace = run_notebook(NOTEBOOKS / "read_committed.py", spark, {"bootstrap_servers": kafka.bootstrap_servers})
     assert len(namespace["values"]) == 13  # 6 committed + 7 plain, none behind the open transaction
     independent = [r.value for r in kafka.read_committed(namespace["TOPIC"])]
-    assert len(independent) == 15 and not any(b"ABORTED" in v for v in independent)
+    assert len(independent) == 17 and not any(b"ABORTED" in v for v in independent)  # with 2 Schema Registry values
 
 
 def test_eos_pipeline_notebook_runs_twice_exactly_once(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
