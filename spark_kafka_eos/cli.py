@@ -23,7 +23,7 @@ from typing import Callable, Mapping, Optional, Sequence
 from confluent_kafka import KafkaError, KafkaException
 
 from spark_kafka_eos.errors import KafkaEosError
-from spark_kafka_eos.options import ReaderOptions, TopicPartition, parse_reader_options
+from spark_kafka_eos.read.reader_options import ReaderOptions, TopicPartition, parse_reader_options
 from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.secrets import REDACTED, is_secret, redact
 from spark_kafka_eos.txn.session import TransactionSession, TxnDescription, TxnSessionError

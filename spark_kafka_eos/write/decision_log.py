@@ -36,7 +36,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
 
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
-from spark_kafka_eos.options import parse_reader_options
+from spark_kafka_eos.read.reader_options import parse_reader_options
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.write.log_envelope import Manifest, chunk_key, digest, head_key, is_chunk_of, join, parse_head, split

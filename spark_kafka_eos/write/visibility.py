@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from spark_kafka_eos.options import parse_reader_options
+from spark_kafka_eos.read.reader_options import parse_reader_options
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.write.log_record import Position

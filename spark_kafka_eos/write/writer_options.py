@@ -25,7 +25,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.options import UNSAFE_SETTINGS, parse_kafka_settings, reject_typos, pop_bootstrap_servers
+from spark_kafka_eos.kafka_options import UNSAFE_SETTINGS, lower_keys, parse_kafka_settings, pop_bootstrap_servers, reject_typos
 from spark_kafka_eos.secrets import REDACTED, is_secret, redact
 
 DEFAULT_DECISION_LOG_TOPIC = "_kafka_eos_decisions"
@@ -119,7 +119,7 @@ class WriterOptions:
 
 def parse_writer_options(options: Mapping[str, str], streaming: bool) -> WriterOptions:
     """Validate ``options`` (as Spark passes them) for a streaming (``writeStream``) or batch (``write``) sink."""
-    opts = {key.lower(): value for key, value in options.items()}
+    opts = lower_keys(options)
     reject_typos(opts)
     kafka_config = _producer_settings(opts)
     bootstrap = pop_bootstrap_servers(kafka_config)

@@ -1,15 +1,12 @@
-"""Parse and validate ``kafka_eos`` options once, on the driver.
+"""Parse and validate the ``kafka_eos`` reader's options once, on the driver.
 
-Option names and forms are those of Spark's built-in Kafka source. Spark hands them over as a
-case-insensitive dict of strings; every error here names the option and the fix, before any
-task runs. ``kafka.*`` options pass through to librdkafka, except settings that only exist in
-the Java client (the error names the librdkafka equivalent) and settings that would break the
-source's guarantees.
+Option names and forms are those of Spark's built-in Kafka source. Every error here names the option
+and the fix, before any task runs. The rules shared with the writer (known names, ``kafka.*``
+pass-through, bootstrap) are in :mod:`spark_kafka_eos.kafka_options`.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import uuid
@@ -17,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Mapping, Optional
 
 from spark_kafka_eos.errors import KafkaEosOptionError
+from spark_kafka_eos.kafka_options import canonical_name, lower_keys, parse_kafka_settings, pop_bootstrap_servers, reject_typos
 from spark_kafka_eos.secrets import redact
 
 TopicPartition = tuple[str, int]
@@ -24,75 +22,6 @@ TopicPartition = tuple[str, int]
 
 EARLIEST = -2
 LATEST = -1
-
-# Canonical (camelCase) names of the source options; Spark lower-cases the keys it passes.
-SOURCE_OPTIONS = (
-    "subscribe",
-    "subscribePattern",
-    "assign",
-    "startingOffsets",
-    "endingOffsets",
-    "startingTimestamp",
-    "endingTimestamp",
-    "startingOffsetsByTimestamp",
-    "endingOffsetsByTimestamp",
-    "startingOffsetsByTimestampStrategy",
-    "failOnDataLoss",
-    "minPartitions",
-    "maxRecordsPerPartition",
-    "maxOffsetsPerTrigger",
-    "minOffsetsPerTrigger",
-    "maxTriggerDelay",
-    "includeHeaders",
-    "groupIdPrefix",
-    "kafkaConsumer.pollTimeoutMs",
-    "fetchOffset.numRetries",
-    "fetchOffset.retryIntervalMs",
-    "maxRecordsPerBatch",
-    "maxBytesPerBatch",
-    "consumerGroup",
-)
-# Options of the sink and of Spark itself: known, so never reported as typos of a source option.
-OTHER_KNOWN_OPTIONS = (
-    "topic",
-    "transactional.id.prefix",
-    "checkpointLocation",
-    "path",
-    "decisionLogTopic",
-    "writeId",
-)
-_CANONICAL = {name.lower(): name for name in SOURCE_OPTIONS + OTHER_KNOWN_OPTIONS}
-
-# Java-client settings with no librdkafka meaning, and what to use instead.
-JAVA_ONLY_SETTINGS: Mapping[str, str] = {
-    "sasl.jaas.config": "set kafka.sasl.mechanism, kafka.sasl.username and kafka.sasl.password "
-    "(or kafka.sasl.oauthbearer.* for OAUTHBEARER) instead of a JAAS line",
-    "ssl.truststore.location": "give the CA certificates as PEM with kafka.ssl.ca.location",
-    "ssl.truststore.password": "give the CA certificates as PEM with kafka.ssl.ca.location (no password)",
-    "ssl.truststore.type": "give the CA certificates as PEM with kafka.ssl.ca.location",
-    "ssl.keystore.type": "use a PKCS#12 file in kafka.ssl.keystore.location, or PEM files in "
-    "kafka.ssl.certificate.location and kafka.ssl.key.location",
-    "sasl.login.callback.handler.class": "use kafka.sasl.oauthbearer.method=oidc with kafka.sasl.oauthbearer.* settings",
-    "sasl.client.callback.handler.class": "use kafka.sasl.oauthbearer.method=oidc with kafka.sasl.oauthbearer.* settings",
-    "interceptor.classes": "remove it: librdkafka has no Java interceptors",
-    "metric.reporters": "remove it; use kafka.statistics.interval.ms for librdkafka statistics",
-    "security.providers": "remove it: librdkafka uses OpenSSL",
-    "ssl.engine.factory.class": "remove it: librdkafka uses OpenSSL",
-    "default.api.timeout.ms": "use kafka.socket.timeout.ms (requests) or kafkaConsumer.pollTimeoutMs (reads)",
-    "max.poll.records": "use the source option maxRecordsPerBatch",
-}
-
-# Settings that would break the source's guarantees, and why.
-UNSAFE_SETTINGS: Mapping[str, str] = {
-    "enable.auto.commit": "the source tracks offsets in Spark's checkpoint and never commits them "
-    "itself; remove kafka.enable.auto.commit",
-    "auto.offset.reset": "use startingOffsets (and failOnDataLoss for offsets lost to retention) "
-    "instead of kafka.auto.offset.reset",
-    "key.deserializer": "the source always returns key as binary; cast it or use from_json/from_avro in Spark",
-    "value.deserializer": "the source always returns value as binary; cast it or use from_json/from_avro in Spark",
-    "enable.partition.eof": "remove it: the source sets it, to know when a range ending in aborted records is read",
-    "enable.auto.offset.store": "remove it: the source commits no offsets",
-}
 
 _ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
@@ -204,7 +133,7 @@ class ReaderOptions:
 
 def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderOptions:
     """Validate ``options`` (as Spark passes them) for a batch or streaming read."""
-    opts = {key.lower(): value for key, value in options.items()}
+    opts = lower_keys(options)
     reject_typos(opts)
     kafka_config = parse_kafka_settings(opts)
     bootstrap = pop_bootstrap_servers(kafka_config)
@@ -212,7 +141,7 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
     starting = _parse_bound(opts, "starting", default="latest" if streaming else "earliest")
     ending = _parse_bound(opts, "ending", default="latest") if not streaming else None
     if streaming and any(k in opts for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")):
-        name = next(_CANONICAL[k] for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp") if k in opts)
+        name = next(canonical_name(k) for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp") if k in opts)
         raise KafkaEosOptionError(name, "is not valid in a streaming query.", "remove it, or use spark.read for a bounded read.")
     if not streaming:
         _check_batch_bounds(starting, ending)
@@ -255,44 +184,6 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
         group_id=group_id,
         kafka_config=kafka_config,
     )
-
-
-def parse_kafka_settings(opts: Mapping[str, str]) -> dict[str, str]:
-    """The ``kafka.*`` options without their prefix, refusing Java-only and unsafe settings."""
-    settings: dict[str, str] = {}
-    for key, value in opts.items():
-        if not key.startswith("kafka."):
-            continue
-        setting = key[len("kafka."):]
-        if setting in JAVA_ONLY_SETTINGS:
-            raise KafkaEosOptionError(
-                key, "is a Java Kafka client setting; kafka_eos uses librdkafka, which does not know it.",
-                JAVA_ONLY_SETTINGS[setting] + ".",
-            )
-        if setting in UNSAFE_SETTINGS:
-            raise KafkaEosOptionError(key, "is not supported by the kafka_eos source.", UNSAFE_SETTINGS[setting] + ".")
-        settings[setting] = value
-    return settings
-
-
-def pop_bootstrap_servers(settings: dict[str, str]) -> str:
-    """Remove ``bootstrap.servers`` from the parsed ``kafka.*`` settings and return it; it is required."""
-    bootstrap = settings.pop("bootstrap.servers", "").strip()
-    if not bootstrap:
-        raise KafkaEosOptionError(
-            "kafka.bootstrap.servers", "is missing.", "add .option('kafka.bootstrap.servers', 'host1:9092,host2:9092')."
-        )
-    return bootstrap
-
-
-def reject_typos(opts: Mapping[str, str]) -> None:
-    """Refuse an option that is not ours but looks like a typo of one (lower-cased keys)."""
-    for key in opts:
-        if key in _CANONICAL or key.startswith("kafka.") or key.startswith("spark."):
-            continue
-        close = difflib.get_close_matches(key, list(_CANONICAL), n=1, cutoff=0.8)
-        if close:
-            raise KafkaEosOptionError(key, "is not a kafka_eos option.", f"did you mean '{_CANONICAL[close[0]]}'?")
 
 
 def _parse_subscription(opts: Mapping[str, str]) -> Subscription:
