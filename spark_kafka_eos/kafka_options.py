@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 from typing import Mapping
 
+from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.errors import KafkaEosOptionError
 
 # Canonical (camelCase) names of the reader's options; Spark lower-cases the keys it passes.
@@ -111,14 +112,15 @@ def parse_kafka_settings(opts: Mapping[str, str]) -> dict[str, str]:
     return settings
 
 
-def pop_bootstrap_servers(settings: dict[str, str]) -> str:
-    """Remove ``bootstrap.servers`` from the parsed ``kafka.*`` settings and return it; it is required."""
+def parse_connection(settings: dict[str, str]) -> KafkaConnection:
+    """The connection of the parsed ``kafka.*`` settings: removes ``bootstrap.servers`` (required) from
+    ``settings`` and takes the connection settings, which stay in ``settings`` for the clients' own configuration."""
     bootstrap = settings.pop("bootstrap.servers", "").strip()
     if not bootstrap:
         raise KafkaEosOptionError(
             "kafka.bootstrap.servers", "is missing.", "add .option('kafka.bootstrap.servers', 'host1:9092,host2:9092')."
         )
-    return bootstrap
+    return KafkaConnection.of(bootstrap, settings)
 
 
 def reject_typos(opts: Mapping[str, str]) -> None:

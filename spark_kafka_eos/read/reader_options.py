@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Literal, Mapping, Optional
 
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.kafka_options import canonical_name, lower_keys, parse_kafka_settings, pop_bootstrap_servers, reject_typos
+from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.kafka_options import canonical_name, lower_keys, parse_connection, parse_kafka_settings, reject_typos
 from spark_kafka_eos.secrets import redact
 
 TopicPartition = tuple[str, int]
@@ -22,6 +23,16 @@ TopicPartition = tuple[str, int]
 
 EARLIEST = -2
 LATEST = -1
+
+DEFAULT_MAX_RECORDS_PER_BATCH = 10_000
+DEFAULT_MAX_BYTES_PER_BATCH = 32 * 1024 * 1024
+DEFAULT_POLL_TIMEOUT_MS = 120_000
+DEFAULT_FETCH_OFFSET_RETRIES = 3
+DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS = 1000
+"""Spark's default: long enough to outlast a leader election."""
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000
+INTERNAL_READ_GROUP = "kafka-eos-internal-reader"
+"""The group id of the package's own range reads (never joined, nothing committed)."""
 
 _ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
@@ -67,7 +78,7 @@ class OffsetBound:
 class ReaderOptions:
     """Validated options of a ``kafka_eos`` read."""
 
-    bootstrap_servers: str
+    connection: KafkaConnection
     subscription: Subscription
     starting: OffsetBound
     ending: Optional[OffsetBound]
@@ -87,6 +98,10 @@ class ReaderOptions:
     isolation_level: str
     group_id: str
     kafka_config: Mapping[str, str]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.connection.bootstrap_servers
 
     @property
     def request_timeout_s(self) -> float:
@@ -136,7 +151,7 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
     opts = lower_keys(options)
     reject_typos(opts)
     kafka_config = parse_kafka_settings(opts)
-    bootstrap = pop_bootstrap_servers(kafka_config)
+    connection = parse_connection(kafka_config)
     subscription = _parse_subscription(opts)
     starting = _parse_bound(opts, "starting", default="latest" if streaming else "earliest")
     ending = _parse_bound(opts, "ending", default="latest") if not streaming else None
@@ -162,7 +177,7 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
             "make minOffsetsPerTrigger <= maxOffsetsPerTrigger.",
         )
     return ReaderOptions(
-        bootstrap_servers=bootstrap,
+        connection=connection,
         subscription=subscription,
         starting=starting,
         ending=ending,
@@ -172,17 +187,47 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
         max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition"),
         max_offsets_per_trigger=max_offsets,
         min_offsets_per_trigger=min_offsets,
-        max_trigger_delay_ms=_duration_ms(opts, "maxTriggerDelay", 15 * 60_000),
+        max_trigger_delay_ms=_duration_ms(opts, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
         include_headers=_bool(opts, "includeHeaders", False),
-        max_records_per_batch=_positive_int(opts, "maxRecordsPerBatch") or 10_000,
-        max_bytes_per_batch=_positive_int(opts, "maxBytesPerBatch") or 32 * 1024 * 1024,
-        poll_timeout_ms=_positive_int(opts, "kafkaConsumer.pollTimeoutMs") or 120_000,
-        fetch_offset_retries=_non_negative_int(opts, "fetchOffset.numRetries", 3),
-        # Spark's default: long enough to outlast a leader election.
-        fetch_offset_retry_interval_ms=_non_negative_int(opts, "fetchOffset.retryIntervalMs", 1000),
+        max_records_per_batch=_positive_int(opts, "maxRecordsPerBatch") or DEFAULT_MAX_RECORDS_PER_BATCH,
+        max_bytes_per_batch=_positive_int(opts, "maxBytesPerBatch") or DEFAULT_MAX_BYTES_PER_BATCH,
+        poll_timeout_ms=_positive_int(opts, "kafkaConsumer.pollTimeoutMs") or DEFAULT_POLL_TIMEOUT_MS,
+        fetch_offset_retries=_non_negative_int(opts, "fetchOffset.numRetries", DEFAULT_FETCH_OFFSET_RETRIES),
+        fetch_offset_retry_interval_ms=_non_negative_int(opts, "fetchOffset.retryIntervalMs", DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS),
         isolation_level=isolation,
         group_id=group_id,
         kafka_config=kafka_config,
+    )
+
+
+def internal_read_options(
+    connection: KafkaConnection, subscription: Subscription, isolation_level: str = "read_committed",
+    fail_on_data_loss: bool = True, settings: Optional[Mapping[str, str]] = None,
+) -> ReaderOptions:
+    """Options of the package's own reads (the decision log, a participant's output, the CLI's offsets) with an
+    already validated ``connection``: nothing here comes from a user, so nothing is parsed again.
+    ``settings`` are extra librdkafka settings of the consumer."""
+    return ReaderOptions(
+        connection=connection,
+        subscription=subscription,
+        starting=OffsetBound("earliest", "startingOffsets"),
+        ending=OffsetBound("latest", "endingOffsets"),
+        timestamp_strategy="error",
+        fail_on_data_loss=fail_on_data_loss,
+        min_partitions=None,
+        max_records_per_partition=None,
+        max_offsets_per_trigger=None,
+        min_offsets_per_trigger=None,
+        max_trigger_delay_ms=DEFAULT_MAX_TRIGGER_DELAY_MS,
+        include_headers=False,
+        max_records_per_batch=DEFAULT_MAX_RECORDS_PER_BATCH,
+        max_bytes_per_batch=DEFAULT_MAX_BYTES_PER_BATCH,
+        poll_timeout_ms=DEFAULT_POLL_TIMEOUT_MS,
+        fetch_offset_retries=DEFAULT_FETCH_OFFSET_RETRIES,
+        fetch_offset_retry_interval_ms=DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS,
+        isolation_level=isolation_level,
+        group_id=INTERNAL_READ_GROUP,
+        kafka_config={**dict(connection.settings), **(settings or {})},
     )
 
 

@@ -52,6 +52,7 @@ from kafka.protocol.producer.transaction import (
     TxnOffsetCommitRequest,
 )
 
+from spark_kafka_eos.errors import KafkaEosError
 from spark_kafka_eos.secrets import redact
 from spark_kafka_eos.txn.client_config import translate
 
@@ -142,7 +143,7 @@ class TxnListing:
     state: str
 
 
-class TxnSessionError(Exception):
+class TxnSessionError(KafkaEosError):
     """A coordinator RPC failed. Carries the transactional id, the request and the Kafka error name."""
 
     def __init__(self, message: str, transactional_id: Optional[str] = None,

@@ -40,7 +40,7 @@ def check_not_backwards(options: WriterOptions, offsets: Mapping[tuple[str, int]
     # A read_committed consumer asks for stable offsets (it waits out a pending transactional commit).
     # Not AdminClient.list_consumer_group_offsets: on librdkafka 2.16 it can crash the process when the
     # group coordinator moves (librdkafka #5040).
-    reader = Consumer({**options.connection_config(), "group.id": group, "isolation.level": "read_committed",
+    reader = Consumer({**options.connection.client_config(), "group.id": group, "isolation.level": "read_committed",
                        "enable.auto.commit": False})
     try:
         found = reader.committed([KafkaTopicPartition(t, p) for t, p in sorted(offsets)], timeout=_TIMEOUT_S)

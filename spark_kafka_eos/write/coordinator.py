@@ -58,7 +58,7 @@ class _DeadlineTooNear(Exception):
 
 def open_session(options: WriterOptions) -> TransactionSession:
     """A coordinator-RPC session with the write's connection (bootstrap and security) settings."""
-    return TransactionSession(options.bootstrap_servers, options.connection_config())
+    return TransactionSession(options.bootstrap_servers, options.connection.client_config())
 
 
 class TwoPhaseCommitCoordinator:

@@ -23,7 +23,6 @@ log written by an earlier version, index offsets expired after the broker's
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -36,7 +35,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
 
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
-from spark_kafka_eos.read.reader_options import parse_reader_options
+from spark_kafka_eos.read.reader_options import Subscription, internal_read_options
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.write.log_envelope import Manifest, chunk_key, digest, head_key, is_chunk_of, join, parse_head, split
@@ -57,6 +56,8 @@ _LOG_TOPIC_CONFIG = {
     "min.cleanable.dirty.ratio": "0.1",
 }
 _TIMEOUT_S = 30.0
+_READ_TO_THE_END = {"fetch.wait.max.ms": "10"}
+"""Read to the log's end: don't let the broker hold the last fetch."""
 
 # Log topics seen to exist, well configured, by this (reused) Python worker: saves requests per epoch.
 _EXISTING_TOPICS: set[tuple[str, str]] = set()
@@ -83,7 +84,7 @@ class DecisionLog:
     def __init__(self, options: WriterOptions, settle_timeout_s: float = 2 * COORDINATOR_TRANSACTION_TIMEOUT_MS / 1000) -> None:
         self._options = options
         self._topic = options.decision_log_topic
-        self._connection = options.connection_config()
+        self._connection = options.connection.client_config()
         self._admin = options.admin_client()
         self._settle_timeout_s = settle_timeout_s
         self._producer: Optional[Producer] = None
@@ -238,12 +239,8 @@ class DecisionLog:
         return False
 
     def _read(self, start: int, end: int, isolation: str) -> Iterator[pa.RecordBatch]:
-        reader_options = parse_reader_options(
-            # Read to the log's end: don't let the broker hold the last fetch.
-            {"assign": json.dumps({self._topic: [0]}), "kafka.fetch.wait.max.ms": "10",
-             "kafka.isolation.level": isolation, **{f"kafka.{k}": v for k, v in self._connection.items()}},
-            streaming=False,
-        )
+        reader_options = internal_read_options(self._options.connection, Subscription("assign", partitions=((self._topic, 0),)),
+                                               isolation, settings=_READ_TO_THE_END)
         return read_offset_range(reader_options, OffsetRange(self._topic, 0, start, end))
 
     def _offset(self, tp: KafkaTopicPartition, isolation: IsolationLevel, timeout_s: float = _TIMEOUT_S) -> int:

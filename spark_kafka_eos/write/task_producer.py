@@ -30,6 +30,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from pyspark import TaskContext
 
+from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.errors import KafkaEosWriteError
 from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession, TxnState
 from spark_kafka_eos.write.commit_message import PartitionCount, SourceOffset, TaskCommit
@@ -190,15 +191,14 @@ def free_transactional_id(options: WriterOptions, epoch: EpochId, identity: Task
     return free
 
 
-_SESSIONS: dict[tuple[tuple[str, str], ...], TransactionSession] = {}
+_SESSIONS: dict[KafkaConnection, TransactionSession] = {}
 
 
 def cached_session(options: WriterOptions) -> TransactionSession:
     """A coordinator session kept by this (reused) Python worker."""
-    key = tuple(sorted(options.connection_config().items()))
-    if key not in _SESSIONS:
-        _SESSIONS[key] = TransactionSession(options.bootstrap_servers, options.connection_config())
-    return _SESSIONS[key]
+    if options.connection not in _SESSIONS:
+        _SESSIONS[options.connection] = TransactionSession(options.bootstrap_servers, options.connection.client_config())
+    return _SESSIONS[options.connection]
 
 
 class _TaskTransaction:

@@ -25,7 +25,8 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.kafka_options import UNSAFE_SETTINGS, lower_keys, parse_kafka_settings, pop_bootstrap_servers, reject_typos
+from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.kafka_options import UNSAFE_SETTINGS, lower_keys, parse_connection, parse_kafka_settings, reject_typos
 from spark_kafka_eos.secrets import REDACTED, is_secret, redact
 
 DEFAULT_DECISION_LOG_TOPIC = "_kafka_eos_decisions"
@@ -50,15 +51,14 @@ _OWNED_SETTINGS: Mapping[str, str] = {
 # Settings that only affect how librdkafka reaches the brokers; they may name files that exist only on the
 # executors (e.g. shipped with --files) or run kinit, so the driver-side check leaves them out.
 _NOT_CHECKED_ON_DRIVER = ("ssl.", "sasl.", "security.", "plugin.")
-_CONNECTION_SETTINGS = ("security.", "ssl.", "sasl.", "socket.", "client.dns.", "broker.address.")
-_ADMIN_CLIENTS: dict[tuple[tuple[str, str], ...], AdminClient] = {}
+_ADMIN_CLIENTS: dict[KafkaConnection, AdminClient] = {}
 
 
 @dataclass(frozen=True, repr=False)
 class WriterOptions:
     """Validated options of a ``kafka_eos`` write (streaming or batch)."""
 
-    bootstrap_servers: str
+    connection: KafkaConnection
     topic: Optional[str]
     prefix: str
     prefix_source: Literal["option", "checkpointLocation"]
@@ -68,20 +68,16 @@ class WriterOptions:
     kafka_config: Mapping[str, str]
     write_id: Optional[str] = None
 
-    def connection_config(self) -> dict[str, str]:
-        """What any client needs to reach the cluster (bootstrap and security settings), without the
-        producer tuning: for the driver's admin and decision-log clients."""
-        config = {k: v for k, v in self.kafka_config.items() if k.startswith(_CONNECTION_SETTINGS)}
-        config["bootstrap.servers"] = self.bootstrap_servers
-        return config
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.connection.bootstrap_servers
 
     def admin_client(self) -> AdminClient:
-        """An admin client for :meth:`connection_config`, kept by this (reused) Python worker: a new
+        """An admin client for :attr:`connection`, kept by this (reused) Python worker: a new
         client's first offset request waits for metadata, which costs more than the rest of a commit."""
-        key = tuple(sorted(self.connection_config().items()))
-        if key not in _ADMIN_CLIENTS:
-            _ADMIN_CLIENTS[key] = AdminClient(dict(key))
-        return _ADMIN_CLIENTS[key]
+        if self.connection not in _ADMIN_CLIENTS:
+            _ADMIN_CLIENTS[self.connection] = AdminClient(self.connection.client_config())
+        return _ADMIN_CLIENTS[self.connection]
 
     def producer_config(self, transactional_id: str, transaction_timeout_ms: int) -> dict[str, object]:
         """librdkafka configuration of one task's transactional producer."""
@@ -122,10 +118,11 @@ def parse_writer_options(options: Mapping[str, str], streaming: bool) -> WriterO
     opts = lower_keys(options)
     reject_typos(opts)
     kafka_config = _producer_settings(opts)
-    bootstrap = pop_bootstrap_servers(kafka_config)
+    connection = parse_connection(kafka_config)
+    connection.check_session_settings()
     timeout = kafka_config.pop("transaction.timeout.ms", None)
     parsed = WriterOptions(
-        bootstrap_servers=bootstrap,
+        connection=connection,
         topic=_topic_name(opts, "topic"),
         **_prefix(opts, streaming),
         decision_log_topic=_topic_name(opts, "decisionLogTopic") or DEFAULT_DECISION_LOG_TOPIC,
