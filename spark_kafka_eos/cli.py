@@ -22,12 +22,12 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from confluent_kafka import KafkaError, KafkaException
 
+from spark_kafka_eos.cluster import open_session
 from spark_kafka_eos.errors import KafkaEosError
 from spark_kafka_eos.read.reader_options import ReaderOptions, Subscription, TopicPartition, internal_read_options
 from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.secrets import REDACTED, is_secret, redact
 from spark_kafka_eos.txn.session import TransactionSession, TxnDescription
-from spark_kafka_eos.write.coordinator import open_session
 from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import LogRecord
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
@@ -75,7 +75,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return done.code if isinstance(done.code, int) else EXIT_ERROR
     try:
         options = writer_options(args)
-        with open_session(options) as session:
+        with open_session(options.connection) as session:
             command: Command = args.command
             return command(options, session, args)
     except Exception as err:  # every failure is one line on stderr, never a traceback

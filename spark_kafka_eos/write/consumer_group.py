@@ -9,6 +9,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import ConsumerGroupDescription
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from spark_kafka_eos.cluster import admin_client
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosOptionError
 from spark_kafka_eos.write.writer_options import WriterOptions
 
@@ -62,7 +63,7 @@ def _describe(options: WriterOptions, group: str) -> ConsumerGroupDescription:
     deadline = time.monotonic() + _TIMEOUT_S
     while True:
         try:
-            return options.admin_client().describe_consumer_groups([group], request_timeout=_TIMEOUT_S)[group].result(_TIMEOUT_S)
+            return admin_client(options.connection).describe_consumer_groups([group], request_timeout=_TIMEOUT_S)[group].result(_TIMEOUT_S)
         except KafkaException as err:
             if err.args[0].code() not in _COORDINATOR_NOT_READY or time.monotonic() > deadline:
                 raise

@@ -30,9 +30,9 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from pyspark import TaskContext
 
-from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.cluster import admin_client, cached_session
 from spark_kafka_eos.errors import KafkaEosWriteError
-from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession, TxnState
+from spark_kafka_eos.txn.session import PreparedTxnState, TxnState
 from spark_kafka_eos.write.commit_message import PartitionCount, SourceOffset, TaskCommit
 from spark_kafka_eos.write.input_schema import (
     HEADERS,
@@ -132,7 +132,7 @@ def write_task(
         if prepared is not None and epoch_already_decided(options, epoch):
             # A straggler (a speculative or zombie attempt, or a replay of a decided epoch): nobody will
             # decide this transaction, and the sweep that followed the decision may not have seen it.
-            cached_session(options).abort(prepared)
+            cached_session(options.connection).abort(prepared)
             log.warning("%s of prefix %s is already decided: aborted this attempt's transaction %s",
                         epoch.describe(), options.prefix, prepared.transactional_id)
             prepared, records, probe = None, (), None
@@ -159,7 +159,7 @@ def epoch_already_decided(options: WriterOptions, epoch: EpochId) -> bool:
     cannot be told (no decision log yet, or it cannot be read): the transaction then stays open for the
     driver, which aborts it in its sweep if it is not a participant."""
     try:
-        metadata = options.admin_client().list_topics(topic=options.decision_log_topic, timeout=10)
+        metadata = admin_client(options.connection).list_topics(topic=options.decision_log_topic, timeout=10)
         found = metadata.topics.get(options.decision_log_topic)
         if found is None or found.error is not None:
             return False
@@ -181,7 +181,7 @@ def free_transactional_id(options: WriterOptions, epoch: EpochId, identity: Task
     on an id aborts its open transaction; that one may be a participant another attempt prepared
     (a stage retry restarts attempt numbers; a straggler may hold an id of this generation)."""
     candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
-    states = cached_session(options).describe(candidates)
+    states = cached_session(options.connection).describe(candidates)
     free = next((c for c in candidates if states[c].state != TxnState.ONGOING), None)
     if free is None:
         raise KafkaEosWriteError(
@@ -189,16 +189,6 @@ def free_transactional_id(options: WriterOptions, epoch: EpochId, identity: Task
             "other attempts of this partition are still writing; Spark retries the task",
         )
     return free
-
-
-_SESSIONS: dict[KafkaConnection, TransactionSession] = {}
-
-
-def cached_session(options: WriterOptions) -> TransactionSession:
-    """A coordinator session kept by this (reused) Python worker."""
-    if options.connection not in _SESSIONS:
-        _SESSIONS[options.connection] = TransactionSession(options.bootstrap_servers, options.connection.client_config())
-    return _SESSIONS[options.connection]
 
 
 class _TaskTransaction:

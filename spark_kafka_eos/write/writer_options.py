@@ -22,7 +22,6 @@ from typing import Literal, Mapping, Optional
 from urllib.parse import urlsplit
 
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient
 
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.connection import KafkaConnection
@@ -51,7 +50,6 @@ _OWNED_SETTINGS: Mapping[str, str] = {
 # Settings that only affect how librdkafka reaches the brokers; they may name files that exist only on the
 # executors (e.g. shipped with --files) or run kinit, so the driver-side check leaves them out.
 _NOT_CHECKED_ON_DRIVER = ("ssl.", "sasl.", "security.", "plugin.")
-_ADMIN_CLIENTS: dict[KafkaConnection, AdminClient] = {}
 
 
 @dataclass(frozen=True, repr=False)
@@ -71,13 +69,6 @@ class WriterOptions:
     @property
     def bootstrap_servers(self) -> str:
         return self.connection.bootstrap_servers
-
-    def admin_client(self) -> AdminClient:
-        """An admin client for :attr:`connection`, kept by this (reused) Python worker: a new
-        client's first offset request waits for metadata, which costs more than the rest of a commit."""
-        if self.connection not in _ADMIN_CLIENTS:
-            _ADMIN_CLIENTS[self.connection] = AdminClient(self.connection.client_config())
-        return _ADMIN_CLIENTS[self.connection]
 
     def producer_config(self, transactional_id: str, transaction_timeout_ms: int) -> dict[str, object]:
         """librdkafka configuration of one task's transactional producer."""
