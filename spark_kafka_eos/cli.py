@@ -26,7 +26,7 @@ from spark_kafka_eos.cluster import open_session
 from spark_kafka_eos.errors import KafkaEosError
 from spark_kafka_eos.read.reader_options import ReaderOptions, Subscription, TopicPartition, internal_read_options
 from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
-from spark_kafka_eos.secrets import REDACTED, is_secret, redact
+from spark_kafka_eos.secrets import redact, scrub
 from spark_kafka_eos.txn.session import TransactionSession, TxnDescription
 from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import LogRecord
@@ -79,7 +79,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             command: Command = args.command
             return command(options, session, args)
     except Exception as err:  # every failure is one line on stderr, never a traceback
-        print(f"error: {_scrub(_error_text(err), dict(args.kafka))}", file=sys.stderr)
+        print(f"error: {scrub(_error_text(err), dict(args.kafka))}", file=sys.stderr)
         return EXIT_ERROR
 
 
@@ -348,14 +348,6 @@ def _error_text(err: BaseException) -> str:
     else:
         text = f"{type(err).__name__}: {err}"
     return " ".join(text.split())
-
-
-def _scrub(text: str, settings: Mapping[str, str]) -> str:
-    """``text`` without the value of any secret setting (belt and braces: messages name keys only)."""
-    for key, value in settings.items():
-        if is_secret(key) and value:
-            text = text.replace(value, REDACTED)
-    return text
 
 
 if __name__ == "__main__":

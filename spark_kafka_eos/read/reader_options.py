@@ -202,11 +202,11 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
 
 def internal_read_options(
     connection: KafkaConnection, subscription: Subscription, isolation_level: str = "read_committed",
-    fail_on_data_loss: bool = True, settings: Optional[Mapping[str, str]] = None,
+    fail_on_data_loss: bool = True,
 ) -> ReaderOptions:
     """Options of the package's own reads (the decision log, a participant's output, the CLI's offsets) with an
-    already validated ``connection``: nothing here comes from a user, so nothing is parsed again.
-    ``settings`` are extra librdkafka settings of the consumer."""
+    already validated ``connection``: nothing here comes from a user, so nothing is parsed again. They read to
+    a partition's end, so the broker does not hold their last fetch."""
     return ReaderOptions(
         connection=connection,
         subscription=subscription,
@@ -227,7 +227,7 @@ def internal_read_options(
         fetch_offset_retry_interval_ms=DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS,
         isolation_level=isolation_level,
         group_id=INTERNAL_READ_GROUP,
-        kafka_config={**dict(connection.settings), **(settings or {})},
+        kafka_config={**dict(connection.settings), "fetch.wait.max.ms": "10"},
     )
 
 

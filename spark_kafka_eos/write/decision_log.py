@@ -57,8 +57,6 @@ _LOG_TOPIC_CONFIG = {
     "min.cleanable.dirty.ratio": "0.1",
 }
 _TIMEOUT_S = 30.0
-_READ_TO_THE_END = {"fetch.wait.max.ms": "10"}
-"""Read to the log's end: don't let the broker hold the last fetch."""
 
 _NOT_READY = {
     KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
@@ -237,8 +235,7 @@ class DecisionLog:
         return False
 
     def _read(self, start: int, end: int, isolation: str) -> Iterator[pa.RecordBatch]:
-        reader_options = internal_read_options(self._options.connection, Subscription("assign", partitions=((self._topic, 0),)),
-                                               isolation, settings=_READ_TO_THE_END)
+        reader_options = internal_read_options(self._connection, Subscription("assign", partitions=((self._topic, 0),)), isolation)
         return read_offset_range(reader_options, OffsetRange(self._topic, 0, start, end))
 
     def _offset(self, tp: KafkaTopicPartition, isolation: IsolationLevel, timeout_s: float = _TIMEOUT_S) -> int:

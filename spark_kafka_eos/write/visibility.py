@@ -14,7 +14,7 @@ def committed_record_at(options: WriterOptions, position: Position) -> bool:
     it committed. False if it is filtered out (aborted) or gone."""
     topic, partition, offset = position
     reader_options = internal_read_options(options.connection, Subscription("assign", partitions=((topic, partition),)),
-                                           fail_on_data_loss=False, settings={"fetch.wait.max.ms": "10"})
+                                           fail_on_data_loss=False)
     for batch in read_offset_range(reader_options, OffsetRange(topic, partition, offset, offset + 1)):
         if offset in batch.column("offset").to_pylist():
             return True

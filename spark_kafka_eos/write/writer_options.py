@@ -26,7 +26,7 @@ from confluent_kafka import KafkaException, Producer
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.kafka_options import UNSAFE_SETTINGS, lower_keys, parse_connection, parse_kafka_settings, reject_typos
-from spark_kafka_eos.secrets import REDACTED, is_secret, redact
+from spark_kafka_eos.secrets import redact, scrub
 
 DEFAULT_DECISION_LOG_TOPIC = "_kafka_eos_decisions"
 DERIVED_PREFIX_START = "kafka-eos-"
@@ -253,7 +253,7 @@ def _check_with_librdkafka(options: WriterOptions) -> None:
     culprit = next((key for key, value in options.kafka_config.items()
                     if _librdkafka_refusal(replace(options, kafka_config={key: value}))), None)
     raise KafkaEosOptionError(
-        f"kafka.{culprit}" if culprit else "kafka.*", f"is refused by librdkafka: {_without_secrets(problem, options)}",
+        f"kafka.{culprit}" if culprit else "kafka.*", f"is refused by librdkafka: {scrub(problem, options.kafka_config)}",
         "fix or remove the setting (librdkafka's CONFIGURATION.md lists the producer settings).",
     )
 
@@ -274,10 +274,3 @@ def _librdkafka_refusal(options: WriterOptions) -> Optional[str]:
     except (TypeError, ValueError) as err:
         return str(err)
     return None
-
-
-def _without_secrets(message: str, options: WriterOptions) -> str:
-    for key, value in options.kafka_config.items():
-        if is_secret(key) and value:
-            message = message.replace(value, REDACTED)
-    return message
