@@ -9,7 +9,7 @@ would break the guarantees, and the required ``kafka.bootstrap.servers``.
 from __future__ import annotations
 
 import difflib
-from typing import Mapping
+from typing import Callable, Mapping, Optional
 
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.errors import KafkaEosOptionError
@@ -84,11 +84,6 @@ UNSAFE_SETTINGS: Mapping[str, str] = {
 }
 
 
-def lower_keys(options: Mapping[str, str]) -> dict[str, str]:
-    """``options`` with lower-cased keys, as Spark's case-insensitive dict compares them."""
-    return {key.lower(): value for key, value in options.items()}
-
-
 def canonical_name(key: str) -> str:
     """The documented spelling of a known option, from its lower-cased key."""
     return _CANONICAL[key]
@@ -131,3 +126,15 @@ def reject_typos(opts: Mapping[str, str]) -> None:
         close = difflib.get_close_matches(key, list(_CANONICAL), n=1, cutoff=0.8)
         if close:
             raise KafkaEosOptionError(key, "is not a kafka_eos option.", f"did you mean '{_CANONICAL[close[0]]}'?")
+
+
+def parse_common(
+    options: Mapping[str, str], kafka_settings: Optional[Callable[[Mapping[str, str]], dict[str, str]]] = None,
+) -> tuple[dict[str, str], dict[str, str], KafkaConnection]:
+    """What every parse of ``options`` (as Spark passes them) starts with: the options with lower-cased keys
+    (Spark's dict is case-insensitive), typos refused, the ``kafka.*`` settings (by ``kafka_settings``,
+    default :func:`parse_kafka_settings`) and the connection taken from them (see :func:`parse_connection`)."""
+    opts = {key.lower(): value for key, value in options.items()}
+    reject_typos(opts)
+    settings = (kafka_settings or parse_kafka_settings)(opts)
+    return opts, settings, parse_connection(settings)

@@ -11,13 +11,14 @@ import json
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Literal, Mapping, Optional
+from typing import Callable, Literal, Mapping, Optional, TypeVar
 
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.connection import KafkaConnection
-from spark_kafka_eos.kafka_options import canonical_name, lower_keys, parse_connection, parse_kafka_settings, reject_typos
+from spark_kafka_eos.kafka_options import canonical_name, parse_common
 from spark_kafka_eos.secrets import redact
 
+T = TypeVar("T")
 TopicPartition = tuple[str, int]
 """A Kafka topic-partition as (topic, partition)."""
 
@@ -148,10 +149,7 @@ class ReaderOptions:
 
 def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderOptions:
     """Validate ``options`` (as Spark passes them) for a batch or streaming read."""
-    opts = lower_keys(options)
-    reject_typos(opts)
-    kafka_config = parse_kafka_settings(opts)
-    connection = parse_connection(kafka_config)
+    opts, kafka_config, connection = parse_common(options)
     subscription = _parse_subscription(opts)
     starting = _parse_bound(opts, "starting", default="latest" if streaming else "earliest")
     ending = _parse_bound(opts, "ending", default="latest") if not streaming else None
@@ -350,40 +348,37 @@ def _timestamp(value: str, option: str) -> int:
 
 
 def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = opts.get(name.lower())
-    if raw is None:
-        return default
-    if raw.strip().lower() in ("true", "false"):
-        return raw.strip().lower() == "true"
-    raise KafkaEosOptionError(name, f"is {raw!r}.", "use true or false.")
+    return _value(opts, name, default, lambda raw: raw.strip().lower() in ("true", "false"),
+                  lambda raw: raw.strip().lower() == "true", "use true or false.")
 
 
 def _positive_int(opts: Mapping[str, str], name: str) -> Optional[int]:
-    raw = opts.get(name.lower())
-    if raw is None:
-        return None
-    if not raw.strip().isdigit() or int(raw) <= 0:
-        raise KafkaEosOptionError(name, f"is {raw!r}.", "use a whole number greater than 0.")
-    return int(raw)
+    return _value(opts, name, None, lambda raw: raw.strip().isdigit() and int(raw) > 0, int, "use a whole number greater than 0.")
 
 
 def _non_negative_int(opts: Mapping[str, str], name: str, default: int) -> int:
-    raw = opts.get(name.lower())
-    if raw is None:
-        return default
-    if not raw.strip().isdigit():
-        raise KafkaEosOptionError(name, f"is {raw!r}.", "use a whole number >= 0.")
-    return int(raw)
+    return _value(opts, name, default, lambda raw: raw.strip().isdigit(), int, "use a whole number >= 0.")
 
 
 def _duration_ms(opts: Mapping[str, str], name: str, default: int) -> int:
+    def to_ms(raw: str) -> int:
+        match = _DURATION.match(raw)
+        assert match is not None
+        return int(match.group(1)) * _DURATION_MS[(match.group(2) or "ms").lower()]
+
+    return _value(opts, name, default, lambda raw: _DURATION.match(raw) is not None, to_ms,
+                  "use a duration such as 30s, 15m or 500ms.")
+
+
+def _value(opts: Mapping[str, str], name: str, default: T, valid: Callable[[str], bool], convert: Callable[[str], T],
+           fix: str) -> T:
+    """Option ``name`` converted, ``default`` when it is not set; an option error naming ``fix`` when it is not ``valid``."""
     raw = opts.get(name.lower())
     if raw is None:
         return default
-    match = _DURATION.match(raw)
-    if not match:
-        raise KafkaEosOptionError(name, f"is {raw!r}.", "use a duration such as 30s, 15m or 500ms.")
-    return int(match.group(1)) * _DURATION_MS[(match.group(2) or "ms").lower()]
+    if not valid(raw):
+        raise KafkaEosOptionError(name, f"is {raw!r}.", fix)
+    return convert(raw)
 
 
 _CONSUMER_ONLY_PREFIXES = (

@@ -25,7 +25,7 @@ from confluent_kafka import KafkaException, Producer
 
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.connection import KafkaConnection
-from spark_kafka_eos.kafka_options import UNSAFE_SETTINGS, lower_keys, parse_connection, parse_kafka_settings, reject_typos
+from spark_kafka_eos.kafka_options import UNSAFE_SETTINGS, parse_common, parse_kafka_settings
 from spark_kafka_eos.secrets import redact, scrub
 
 DEFAULT_DECISION_LOG_TOPIC = "_kafka_eos_decisions"
@@ -106,10 +106,7 @@ class WriterOptions:
 
 def parse_writer_options(options: Mapping[str, str], streaming: bool) -> WriterOptions:
     """Validate ``options`` (as Spark passes them) for a streaming (``writeStream``) or batch (``write``) sink."""
-    opts = lower_keys(options)
-    reject_typos(opts)
-    kafka_config = _producer_settings(opts)
-    connection = parse_connection(kafka_config)
+    opts, kafka_config, connection = parse_common(options, _producer_settings)
     connection.check_session_settings()
     timeout = kafka_config.pop("transaction.timeout.ms", None)
     parsed = WriterOptions(
