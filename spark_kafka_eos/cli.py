@@ -22,12 +22,12 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from confluent_kafka import KafkaError, KafkaException
 
+from spark_kafka_eos.cluster import open_session
 from spark_kafka_eos.errors import KafkaEosError
-from spark_kafka_eos.options import ReaderOptions, TopicPartition, parse_reader_options
+from spark_kafka_eos.read.reader_options import ReaderOptions, Subscription, TopicPartition, internal_read_options
 from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
-from spark_kafka_eos.secrets import REDACTED, is_secret, redact
-from spark_kafka_eos.txn.session import TransactionSession, TxnDescription, TxnSessionError
-from spark_kafka_eos.write.coordinator import open_session
+from spark_kafka_eos.secrets import redact, scrub
+from spark_kafka_eos.txn.session import TransactionSession, TxnDescription
 from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import LogRecord
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
@@ -75,11 +75,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return done.code if isinstance(done.code, int) else EXIT_ERROR
     try:
         options = writer_options(args)
-        with open_session(options) as session:
+        with open_session(options.connection) as session:
             command: Command = args.command
             return command(options, session, args)
     except Exception as err:  # every failure is one line on stderr, never a traceback
-        print(f"error: {_scrub(_error_text(err), dict(args.kafka))}", file=sys.stderr)
+        print(f"error: {scrub(_error_text(err), dict(args.kafka))}", file=sys.stderr)
         return EXIT_ERROR
 
 
@@ -260,12 +260,9 @@ def _lookup(options: WriterOptions, topics: Sequence[str], isolation: str) -> Ka
 
 
 def _reader_options(options: WriterOptions, topics: Sequence[str], isolation: str) -> ReaderOptions:
-    """Reader options on ``topics`` with the sink's connection settings, to reuse the reader's offset lookup."""
-    return parse_reader_options(
-        {"subscribe": ",".join(dict.fromkeys(topics)), "kafka.isolation.level": isolation,
-         **{f"kafka.{key}": value for key, value in options.connection_config().items()}},
-        streaming=False,
-    )
+    """Reader options on ``topics`` with the sink's connection, to reuse the reader's offset lookup."""
+    subscription = Subscription("subscribe", topics=tuple(dict.fromkeys(t.strip() for t in topics if t.strip())))
+    return internal_read_options(options.connection, subscription, isolation)
 
 
 # -- rendering --------------------------------------------------------------------------------
@@ -346,19 +343,11 @@ def _error_text(err: BaseException) -> str:
     """One line: the message of our own and Kafka's errors, the type too for anything else."""
     if isinstance(err, KafkaException) and err.args and isinstance(err.args[0], KafkaError):
         text = f"Kafka: {err.args[0].str()}"
-    elif isinstance(err, (KafkaEosError, TxnSessionError, ValueError)):
+    elif isinstance(err, (KafkaEosError, ValueError)):
         text = str(err)
     else:
         text = f"{type(err).__name__}: {err}"
     return " ".join(text.split())
-
-
-def _scrub(text: str, settings: Mapping[str, str]) -> str:
-    """``text`` without the value of any secret setting (belt and braces: messages name keys only)."""
-    for key, value in settings.items():
-        if is_secret(key) and value:
-            text = text.replace(value, REDACTED)
-    return text
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.options import parse_reader_options
+from spark_kafka_eos.read.reader_options import parse_reader_options
 from spark_kafka_eos.read.reader import KafkaEosBatchReader, KafkaEosStreamReader
 from spark_kafka_eos.schema import record_schema
 from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks

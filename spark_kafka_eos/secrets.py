@@ -37,3 +37,12 @@ def is_secret(key: str) -> bool:
 def redact(config: Mapping[str, object]) -> dict[str, object]:
     """A copy of ``config`` with every secret value replaced by a placeholder."""
     return {key: (REDACTED if is_secret(key) else value) for key, value in config.items()}
+
+
+def scrub(text: str, config: Mapping[str, object]) -> str:
+    """``text`` with the value of every secret setting of ``config`` replaced by a placeholder: for messages
+    written by others (librdkafka, Kafka) that may quote a value."""
+    for key, value in config.items():
+        if is_secret(key) and value:
+            text = text.replace(str(value), REDACTED)
+    return text

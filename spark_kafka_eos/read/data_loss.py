@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from spark_kafka_eos.errors import KafkaEosDataLossError
-from spark_kafka_eos.options import TopicPartition
+from spark_kafka_eos.read.reader_options import TopicPartition
 
 log = logging.getLogger(__name__)
 

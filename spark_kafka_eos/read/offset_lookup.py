@@ -16,7 +16,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
 
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError, KafkaEosUnavailableError
-from spark_kafka_eos.options import ReaderOptions, Subscription, TopicPartition
+from spark_kafka_eos.read.reader_options import ReaderOptions, Subscription, TopicPartition
 from spark_kafka_eos.read.authorization import topic_authorization_error
 
 log = logging.getLogger(__name__)

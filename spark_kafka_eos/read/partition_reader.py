@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from spark_kafka_eos.errors import KafkaEosOptionError, KafkaEosReadError
-from spark_kafka_eos.options import ReaderOptions
+from spark_kafka_eos.read.reader_options import ReaderOptions
 from spark_kafka_eos.read.authorization import topic_authorization_error
 from spark_kafka_eos.read.data_loss import moved_back_problem, report_data_loss
 from spark_kafka_eos.read.planner import OffsetRange

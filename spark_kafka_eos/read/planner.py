@@ -14,7 +14,7 @@ from typing import Mapping, Optional, Protocol, Sequence
 from pyspark.sql.datasource import InputPartition
 
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.options import EARLIEST, LATEST, OffsetBound, Subscription, TopicPartition
+from spark_kafka_eos.read.reader_options import EARLIEST, LATEST, OffsetBound, Subscription, TopicPartition
 from spark_kafka_eos.read.data_loss import describe, moved_back_problem, report_data_loss
 
 log = logging.getLogger(__name__)

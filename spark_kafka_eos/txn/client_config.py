@@ -14,6 +14,16 @@ from collections.abc import Callable, Iterator, Mapping
 
 from spark_kafka_eos.secrets import redact
 
+
+
+class UnsupportedSettingError(ValueError):
+    """A setting the transaction session cannot honour; ``setting`` is its librdkafka name (never its value)."""
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(message)
+        self.setting = setting
+
+
 _SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 _SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI"})
 _DNS_LOOKUPS = frozenset({"use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"})
@@ -151,7 +161,7 @@ def _bare(key: str) -> str:
 def translate(config: Mapping[str, object]) -> ClientConfig:
     """Translate librdkafka settings (keys with or without the ``kafka.`` prefix, any case) into
     kafka-python connection keywords. Tuning settings are ignored; a security-relevant setting that
-    cannot be translated raises ``ValueError`` naming it (never its value)."""
+    cannot be translated raises :class:`UnsupportedSettingError` (a ``ValueError``) naming it (never its value)."""
     settings = {_bare(key): value for key, value in config.items()}
     for fallback, primary in _FALLBACKS.items():
         if fallback in settings and primary not in settings:
@@ -160,16 +170,19 @@ def translate(config: Mapping[str, object]) -> ClientConfig:
     for key, value in settings.items():
         if key in _TRANSLATIONS:
             target, parse = _TRANSLATIONS[key]
-            parsed = parse(value)
+            try:
+                parsed = parse(value)
+            except ValueError as err:
+                raise UnsupportedSettingError(key, str(err)) from None
             if target is not None:
                 out[target] = parsed
         elif key in _UNSUPPORTED_HINTS:
-            raise ValueError(f"{key} is not supported by the transaction session: {_UNSUPPORTED_HINTS[key]}")
+            raise UnsupportedSettingError(key, f"{key} is not supported by the transaction session: {_UNSUPPORTED_HINTS[key]}")
         elif key.startswith(_SECURITY_PREFIXES) and key not in _IGNORED_SECURITY:
-            raise ValueError(
-                f"{key} affects how the brokers are reached or authenticated and cannot be translated "
+            raise UnsupportedSettingError(
+                key, f"{key} affects how the brokers are reached or authenticated and cannot be translated "
                 "for the transaction session (kafka-python); remove it or use a supported equivalent"
             )
     if out.get("sasl_mechanism") and not str(out.get("security_protocol", "")).startswith("SASL_"):
-        raise ValueError("sasl.mechanism is set but security.protocol is not SASL_PLAINTEXT or SASL_SSL")
+        raise UnsupportedSettingError("sasl.mechanism", "sasl.mechanism is set but security.protocol is not SASL_PLAINTEXT or SASL_SSL")
     return ClientConfig(out)

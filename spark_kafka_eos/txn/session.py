@@ -52,6 +52,7 @@ from kafka.protocol.producer.transaction import (
     TxnOffsetCommitRequest,
 )
 
+from spark_kafka_eos.errors import KafkaEosError
 from spark_kafka_eos.secrets import redact
 from spark_kafka_eos.txn.client_config import translate
 
@@ -142,7 +143,7 @@ class TxnListing:
     state: str
 
 
-class TxnSessionError(Exception):
+class TxnSessionError(KafkaEosError):
     """A coordinator RPC failed. Carries the transactional id, the request and the Kafka error name."""
 
     def __init__(self, message: str, transactional_id: Optional[str] = None,
@@ -278,11 +279,6 @@ class TransactionSession:
             self._net.close()
 
     # -- public API ---------------------------------------------------------------------------------------
-    def find_coordinator(self, transactional_id: str) -> int:
-        """Node id of the transaction coordinator of ``transactional_id`` (cached until it moves)."""
-        key = (int(CoordinatorType.TRANSACTION), transactional_id)
-        return self._run("FindCoordinator", transactional_id, lambda: self._coordinator(*key), [key])
-
     def describe(self, transactional_ids: Sequence[str]) -> dict[str, TxnDescription]:
         """DescribeTransactions for each id, each sent to its own coordinator."""
         ids = list(dict.fromkeys(transactional_ids))
@@ -359,12 +355,6 @@ class TransactionSession:
         key = (int(CoordinatorType.GROUP), group_id)
         self._run(f"TxnOffsetCommit(group {group_id})", state.transactional_id,
                   lambda: self._request_on(key, build, errors), [key])
-
-    def send_offsets_to_transaction(self, state: PreparedTxnState, group_id: str,
-                                    offsets: Mapping[tuple[str, int], int]) -> None:
-        """AddOffsetsToTxn then TxnOffsetCommit, as a producer's ``send_offsets_to_transaction`` does."""
-        self.add_offsets_to_txn(state, group_id)
-        self.txn_offset_commit(state, group_id, offsets)
 
     def wait_settled(self, transactional_ids: Sequence[str],
                      timeout_s: Optional[float] = None) -> dict[str, TxnDescription]:
@@ -528,13 +518,13 @@ class ResumedTxn:
     state: PreparedTxnState
 
     def commit(self) -> None:
+        """EndTxn(commit) of this transaction (see :meth:`TransactionSession.commit`)."""
         self.session.commit(self.state)
 
     def abort(self) -> None:
+        """EndTxn(abort) of this transaction (see :meth:`TransactionSession.abort`)."""
         self.session.abort(self.state)
 
-    def send_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], int]) -> None:
-        self.session.send_offsets_to_transaction(self.state, group_id, offsets)
-
     def describe(self) -> TxnDescription:
+        """DescribeTransactions of its transactional id."""
         return self.session.describe([self.state.transactional_id])[self.state.transactional_id]

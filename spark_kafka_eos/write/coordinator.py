@@ -28,6 +28,8 @@ from typing import Callable, Optional, Sequence
 
 from pyspark.sql.datasource import WriterCommitMessage
 
+from spark_kafka_eos.cluster import open_session
+from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError
 from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession
 from spark_kafka_eos.write.commit_message import TaskCommit
@@ -56,11 +58,6 @@ class _DeadlineTooNear(Exception):
     """Raised before the decision transaction commits: it would commit too late."""
 
 
-def open_session(options: WriterOptions) -> TransactionSession:
-    """A coordinator-RPC session with the write's connection (bootstrap and security) settings."""
-    return TransactionSession(options.bootstrap_servers, options.connection_config())
-
-
 class TwoPhaseCommitCoordinator:
     """Commits or aborts epochs of a prefix. Stateless between epochs: its state is in Kafka.
 
@@ -73,7 +70,7 @@ class TwoPhaseCommitCoordinator:
         transaction_timeout_ms: int,
         hooks: WriterHooks = NO_HOOKS,
         open_log: Callable[[WriterOptions], DecisionLog] = DecisionLog,
-        open_session: Callable[[WriterOptions], TransactionSession] = open_session,
+        open_session: Callable[[KafkaConnection], TransactionSession] = open_session,
         visible: Optional[VisibilityCheck] = None,
     ) -> None:
         self._options = options
@@ -91,7 +88,7 @@ class TwoPhaseCommitCoordinator:
         ``epoch`` (a batch job, whose run is known up front): judge it, refusing a run that does not
         own the prefix, and sweep what earlier jobs left open."""
         decision_log = self._log()
-        with self._open_session(self._options) as session:
+        with self._open_session(self._options.connection) as session:
             if epoch is not None:
                 self._refuse_unless_owner(judge(decision_log.last(self._prefix), epoch), epoch, session, [])
             decision_log.fence(self._prefix)
@@ -111,7 +108,7 @@ class TwoPhaseCommitCoordinator:
         tasks = _task_commits(messages, epoch)
         own = [t.transaction for t in tasks if t.transaction is not None]
         decision_log = self._log()
-        with self._open_session(self._options) as session:
+        with self._open_session(self._options.connection) as session:
             # A run that does not own the prefix is refused before it fences the owner.
             self._refuse_unless_owner(judge(decision_log.last(self._prefix), epoch), epoch, session, own)
             decision_log.fence(self._prefix)
@@ -303,7 +300,7 @@ class TwoPhaseCommitCoordinator:
         then abort everything of the prefix left open. Run it only when no query uses the prefix.
         Lost participants raise, unless ``accept_data_loss``: then they are reported."""
         decision_log = self._log()
-        with self._open_session(self._options) as session:
+        with self._open_session(self._options.connection) as session:
             decision_log.fence(self._prefix)
             before = decision_log.last(self._prefix)
             lost: Optional[str] = None
@@ -321,7 +318,7 @@ class TwoPhaseCommitCoordinator:
         """Spark gave up on ``epoch`` (a task failed, or commit raised)."""
         own = [m.transaction for m in messages if isinstance(m, TaskCommit) and m.transaction is not None]
         decision_log = self._log()
-        with self._open_session(self._options) as session:
+        with self._open_session(self._options.connection) as session:
             if judge(decision_log.last(self._prefix), epoch).verdict == Verdict.REFUSE:
                 abort_prepared(session, own)  # not the owner: touch nothing else
                 return

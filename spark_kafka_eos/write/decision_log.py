@@ -23,9 +23,7 @@ log written by an earlier version, index offsets expired after the broker's
 
 from __future__ import annotations
 
-import json
 import logging
-import threading
 import time
 from typing import Callable, Iterator, Mapping, Optional, Sequence
 
@@ -35,8 +33,10 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
 
+from spark_kafka_eos.cluster import admin_client, group_offset_reader, known_topic, point_reader, remember_topic
+from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
-from spark_kafka_eos.options import parse_reader_options
+from spark_kafka_eos.read.reader_options import Subscription, internal_read_options
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.write.log_envelope import Manifest, chunk_key, digest, head_key, is_chunk_of, join, parse_head, split
@@ -58,8 +58,6 @@ _LOG_TOPIC_CONFIG = {
 }
 _TIMEOUT_S = 30.0
 
-# Log topics seen to exist, well configured, by this (reused) Python worker: saves requests per epoch.
-_EXISTING_TOPICS: set[tuple[str, str]] = set()
 _NOT_READY = {
     KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT,
@@ -83,8 +81,8 @@ class DecisionLog:
     def __init__(self, options: WriterOptions, settle_timeout_s: float = 2 * COORDINATOR_TRANSACTION_TIMEOUT_MS / 1000) -> None:
         self._options = options
         self._topic = options.decision_log_topic
-        self._connection = options.connection_config()
-        self._admin = options.admin_client()
+        self._connection = options.connection
+        self._admin = admin_client(options.connection)
         self._settle_timeout_s = settle_timeout_s
         self._producer: Optional[Producer] = None
 
@@ -92,8 +90,7 @@ class DecisionLog:
     def ensure_topic(self) -> None:
         """Create the compacted log topic when it is missing; a clear error if that is forbidden,
         or if an existing topic has more than one partition or a cleanup policy other than compact."""
-        known = (self._options.bootstrap_servers, self._topic)
-        if known in _EXISTING_TOPICS:
+        if known_topic(self._options.connection, self._topic):
             return
         metadata = self._admin.list_topics(timeout=_TIMEOUT_S)
         if self._topic not in metadata.topics:
@@ -107,7 +104,7 @@ class DecisionLog:
                 f"topic with decisionLogTopic, or recreate it with 1 partition and cleanup.policy=compact."
             )
         self._check_cleanup_policy()
-        _EXISTING_TOPICS.add(known)
+        remember_topic(self._options.connection, self._topic)
 
     def _create_topic(self, replication: int) -> None:
         futures = self._admin.create_topics(
@@ -188,7 +185,7 @@ class DecisionLog:
         deadline = time.monotonic() + self._settle_timeout_s
         while True:
             try:
-                [tp] = _index_reader(self._connection, group).committed(
+                [tp] = group_offset_reader(self._connection, group).committed(
                     [KafkaTopicPartition(self._topic, 0)], timeout=max(deadline - time.monotonic(), 0.1)
                 )
                 break
@@ -238,12 +235,7 @@ class DecisionLog:
         return False
 
     def _read(self, start: int, end: int, isolation: str) -> Iterator[pa.RecordBatch]:
-        reader_options = parse_reader_options(
-            # Read to the log's end: don't let the broker hold the last fetch.
-            {"assign": json.dumps({self._topic: [0]}), "kafka.fetch.wait.max.ms": "10",
-             "kafka.isolation.level": isolation, **{f"kafka.{k}": v for k, v in self._connection.items()}},
-            streaming=False,
-        )
+        reader_options = internal_read_options(self._connection, Subscription("assign", partitions=((self._topic, 0),)), isolation)
         return read_offset_range(reader_options, OffsetRange(self._topic, 0, start, end))
 
     def _offset(self, tp: KafkaTopicPartition, isolation: IsolationLevel, timeout_s: float = _TIMEOUT_S) -> int:
@@ -272,7 +264,7 @@ class DecisionLog:
             index = KafkaTopicPartition(self._topic, 0, offset + 1, metadata=digest(value))
             group = index_group(record.prefix)
             try:
-                metadata = _index_reader(self._connection, group).consumer_group_metadata()
+                metadata = group_offset_reader(self._connection, group).consumer_group_metadata()
                 producer.send_offsets_to_transaction([index], metadata, _TIMEOUT_S)
             except KafkaException as exc:
                 raise _index_error(group, exc.args[0]) from None
@@ -335,49 +327,11 @@ class DecisionLog:
         return self._producer
 
 
-# Index groups are read with a consumer of the group (never subscribed, so never a member), not with
-# AdminClient.list_consumer_group_offsets: librdkafka <= 2.16 crashes the process when that request
-# meets NOT_COORDINATOR (librdkafka issue #5040), e.g. while the group coordinator moves.
-_INDEX_READERS: dict[tuple[tuple[tuple[str, str], ...], str], Consumer] = {}
-_READERS_LOCK = threading.Lock()
-_MAX_INDEX_READERS = 8
-
-
-def _index_reader(connection: Mapping[str, str], group: str) -> Consumer:
-    """A read_committed consumer of the index group, kept by this (reused) Python worker."""
-    key = (tuple(sorted(connection.items())), group)
-    with _READERS_LOCK:
-        consumer = _INDEX_READERS.get(key)
-        if consumer is None:
-            if len(_INDEX_READERS) >= _MAX_INDEX_READERS:
-                _INDEX_READERS.pop(next(iter(_INDEX_READERS))).close()
-            consumer = Consumer({**connection, "group.id": group, "isolation.level": "read_committed",
-                                 "enable.auto.commit": False,
-                                 # OffsetFetch is retried while the markers of a commit that just returned
-                                 # are on their way (a few ms): the default 100 ms backoff would double a commit.
-                                 "retry.backoff.ms": 5, "retry.backoff.max.ms": 100})
-            _INDEX_READERS[key] = consumer
-        return consumer
-
-
-# One read_uncommitted consumer per connection, kept by this (reused) Python worker: a new consumer's
-# first fetch waits for a connection and metadata. Every read assigns its own offset.
-_POINT_READERS: dict[tuple[tuple[str, str], ...], tuple[Consumer, threading.Lock]] = {}
-
-
-def _read_at(connection: Mapping[str, str], topic: str, offsets: Sequence[int]) -> dict[int, tuple[Optional[bytes], Optional[bytes]]]:
+def _read_at(connection: KafkaConnection, topic: str, offsets: Sequence[int]) -> dict[int, tuple[Optional[bytes], Optional[bytes]]]:
     """The records (key, value) at ``offsets`` of the log's partition, read_uncommitted: only for
     offsets known to hold committed records (so the LSO is not waited for). An offset whose record
     is gone (compacted, or past the log's end) is left out."""
-    key = tuple(sorted(connection.items()))
-    with _READERS_LOCK:
-        if key not in _POINT_READERS:
-            _POINT_READERS[key] = (Consumer({
-                **connection, "group.id": "kafka-eos-decision-log-reader", "enable.auto.commit": False,
-                "isolation.level": "read_uncommitted", "enable.partition.eof": True, "auto.offset.reset": "error",
-                "fetch.wait.max.ms": 10,
-            }), threading.Lock())
-        consumer, lock = _POINT_READERS[key]
+    consumer, lock = point_reader(connection)
     with lock:
         found: dict[int, tuple[Optional[bytes], Optional[bytes]]] = {}
         for offset in sorted(set(offsets)):
@@ -422,8 +376,8 @@ def _index_error(group: str, error: KafkaError) -> KafkaEosDecisionLogError:
     return KafkaEosDecisionLogError(f"The decision log index group {group} could not be used: {error.str()}.{fix}")
 
 
-def _group_metadata(connection: Mapping[str, str], group: str) -> object:
-    consumer = Consumer({**connection, "group.id": group, "enable.auto.commit": False})
+def _group_metadata(connection: KafkaConnection, group: str) -> object:
+    consumer = Consumer({**connection.client_config(), "group.id": group, "enable.auto.commit": False})
     try:
         return consumer.consumer_group_metadata()
     finally:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Sequence
 
 from pyspark.sql.types import (
     ArrayType,
@@ -63,6 +64,18 @@ class InputColumns:
     source_position: bool
     ignored: tuple[str, ...] = ()
 
+    @classmethod
+    def of(cls, names: Sequence[str]) -> "InputColumns":
+        """The sink's columns among ``names`` (a Spark or an Arrow schema's field names)."""
+        return cls(
+            key=KEY in names,
+            topic=TOPIC in names,
+            partition=PARTITION in names,
+            headers=HEADERS in names,
+            source_position=any(name in names for name in SOURCE_COLUMNS),
+            ignored=tuple(name for name in names if name not in ALLOWED_COLUMNS),
+        )
+
 
 def validate_input_schema(schema: StructType, options: WriterOptions) -> InputColumns:
     """Check ``schema`` against the sink's columns and ``options``; raise :class:`KafkaEosSchemaError`."""
@@ -94,14 +107,7 @@ def validate_input_schema(schema: StructType, options: WriterOptions) -> InputCo
                 "carry the reader's topic, partition and offset columns as source_topic, source_partition and "
                 "source_offset (withColumnRenamed), or remove consumerGroup and the source_* columns.",
             )
-    return InputColumns(
-        key=KEY in types,
-        topic=TOPIC in types,
-        partition=PARTITION in types,
-        headers=HEADERS in types,
-        source_position=bool(present_sources),
-        ignored=tuple(name for name in names if name not in ALLOWED_COLUMNS),
-    )
+    return InputColumns.of(names)
 
 
 def _check_type(name: str, data_type: DataType) -> None:

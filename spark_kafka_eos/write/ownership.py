@@ -54,6 +54,15 @@ def judge(last: Optional[LogRecord], epoch: EpochId) -> Judgement:
                                      f"{previous.describe()}, and that query could still restart and replay it")
 
 
+def already_decided(last: Optional[LogRecord], epoch: EpochId) -> bool:
+    """True if the prefix's last record is ``epoch`` itself or a later micro-batch of its run: ``epoch``
+    can no longer be decided (what a straggling task of it asks)."""
+    if last is None or last.kind == "reset":
+        return False
+    verdict = judge(last, epoch).verdict
+    return verdict == Verdict.REPLAY or (verdict == Verdict.REFUSE and epoch.same_run(last.epoch))
+
+
 def _after_reset(before: Optional[EpochId], epoch: EpochId) -> Judgement:
     if (before is not None and before.kind == "stream" and epoch.same_run(before)
             and before.batch_id is not None and epoch.batch_id is not None and epoch.batch_id <= before.batch_id):

@@ -30,11 +30,13 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from pyspark import TaskContext
 
+from spark_kafka_eos.cluster import admin_client, cached_session
 from spark_kafka_eos.errors import KafkaEosWriteError
-from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession, TxnState
+from spark_kafka_eos.txn.session import PreparedTxnState, TxnState
 from spark_kafka_eos.write.commit_message import PartitionCount, SourceOffset, TaskCommit
 from spark_kafka_eos.write.input_schema import (
     HEADERS,
+    InputColumns,
     KEY,
     PARTITION,
     SOURCE_OFFSET,
@@ -45,6 +47,7 @@ from spark_kafka_eos.write.input_schema import (
 )
 from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import EpochId, Position
+from spark_kafka_eos.write.ownership import already_decided
 from spark_kafka_eos.write.transactional_id import task_transactional_id_candidates
 from spark_kafka_eos.write.writer_options import STATS_INTERVAL_MS, WriterOptions
 
@@ -106,13 +109,15 @@ def write_task(
     batches: Iterable[pa.RecordBatch],
     task: Optional[TaskIdentity] = None,
     transaction_timeout_ms: Optional[int] = None,
+    columns: Optional[InputColumns] = None,
 ) -> TaskCommit:
     """Write ``batches`` in one open transaction of this task attempt of ``epoch`` and return its
     commit message.
 
     ``task`` defaults to the running Spark task; ``transaction_timeout_ms`` (as resolved by the driver) to
-    ``options.transaction_timeout_ms``, then to :data:`DEFAULT_TRANSACTION_TIMEOUT_MS`. The transaction is
-    left open (flushed, not committed) for the driver's coordinator.
+    ``options.transaction_timeout_ms``, then to :data:`DEFAULT_TRANSACTION_TIMEOUT_MS`; ``columns`` (as found by
+    the driver's :func:`validate_input_schema`) to those of the first batch. The transaction is left open
+    (flushed, not committed) for the driver's coordinator.
     """
     identity = task or TaskIdentity.current()
     timeout_ms = transaction_timeout_ms or options.transaction_timeout_ms or DEFAULT_TRANSACTION_TIMEOUT_MS
@@ -123,15 +128,17 @@ def write_task(
             if batch.num_rows == 0:
                 continue
             if transaction is None:
+                columns = columns or InputColumns.of(batch.schema.names)
                 transactional_id = free_transactional_id(options, epoch, identity)
                 transaction = _TaskTransaction(transactional_id, options.producer_config(transactional_id, timeout_ms))
-            transaction.produce(_records(batch, options.topic, transactional_id))
-            positions.add(batch)
+            transaction.produce(_records(batch, columns, options.topic, transactional_id))
+            if columns.source_position:
+                positions.add(batch)
         prepared, records, probe = transaction.prepare(timeout_ms) if transaction is not None else (None, (), None)
         if prepared is not None and epoch_already_decided(options, epoch):
             # A straggler (a speculative or zombie attempt, or a replay of a decided epoch): nobody will
             # decide this transaction, and the sweep that followed the decision may not have seen it.
-            cached_session(options).abort(prepared)
+            cached_session(options.connection).abort(prepared)
             log.warning("%s of prefix %s is already decided: aborted this attempt's transaction %s",
                         epoch.describe(), options.prefix, prepared.transactional_id)
             prepared, records, probe = None, (), None
@@ -158,7 +165,7 @@ def epoch_already_decided(options: WriterOptions, epoch: EpochId) -> bool:
     cannot be told (no decision log yet, or it cannot be read): the transaction then stays open for the
     driver, which aborts it in its sweep if it is not a participant."""
     try:
-        metadata = options.admin_client().list_topics(topic=options.decision_log_topic, timeout=10)
+        metadata = admin_client(options.connection).list_topics(topic=options.decision_log_topic, timeout=10)
         found = metadata.topics.get(options.decision_log_topic)
         if found is None or found.error is not None:
             return False
@@ -166,13 +173,7 @@ def epoch_already_decided(options: WriterOptions, epoch: EpochId) -> bool:
     except Exception as err:  # noqa: BLE001 - a clean-up check; failing the task would only cause a retry
         log.warning("Could not read the decision log of prefix %s (%s); leaving the transaction to the driver", options.prefix, err)
         return False
-    if last is None or last.kind == "reset":
-        return False
-    decided = last.epoch
-    if decided == epoch:
-        return True
-    return (decided.kind == epoch.kind == "stream" and decided.run_id == epoch.run_id
-            and decided.batch_id is not None and epoch.batch_id is not None and decided.batch_id > epoch.batch_id)
+    return already_decided(last, epoch)
 
 
 def free_transactional_id(options: WriterOptions, epoch: EpochId, identity: TaskIdentity) -> str:
@@ -180,7 +181,7 @@ def free_transactional_id(options: WriterOptions, epoch: EpochId, identity: Task
     on an id aborts its open transaction; that one may be a participant another attempt prepared
     (a stage retry restarts attempt numbers; a straggler may hold an id of this generation)."""
     candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
-    states = cached_session(options).describe(candidates)
+    states = cached_session(options.connection).describe(candidates)
     free = next((c for c in candidates if states[c].state != TxnState.ONGOING), None)
     if free is None:
         raise KafkaEosWriteError(
@@ -188,17 +189,6 @@ def free_transactional_id(options: WriterOptions, epoch: EpochId, identity: Task
             "other attempts of this partition are still writing; Spark retries the task",
         )
     return free
-
-
-_SESSIONS: dict[tuple[tuple[str, str], ...], TransactionSession] = {}
-
-
-def cached_session(options: WriterOptions) -> TransactionSession:
-    """A coordinator session kept by this (reused) Python worker."""
-    key = tuple(sorted(options.connection_config().items()))
-    if key not in _SESSIONS:
-        _SESSIONS[key] = TransactionSession(options.bootstrap_servers, options.connection_config())
-    return _SESSIONS[key]
 
 
 class _TaskTransaction:
@@ -373,7 +363,7 @@ class _EosStats:
         return eos
 
 
-def _records(batch: pa.RecordBatch, topic_option: Optional[str],
+def _records(batch: pa.RecordBatch, columns: InputColumns, topic_option: Optional[str],
              transactional_id: str) -> Iterator[tuple[str, Any, Any, int, Any]]:
     """(topic, value, key, partition, headers) per row, converted column by column (no per-row dicts).
 
@@ -381,26 +371,22 @@ def _records(batch: pa.RecordBatch, topic_option: Optional[str],
     """
     rows = batch.num_rows
     values = batch.column(VALUE).to_pylist()
-    keys = batch.column(KEY).to_pylist() if _has(batch, KEY) else repeat(None, rows)
-    partitions = batch.column(PARTITION).fill_null(-1).to_pylist() if _has(batch, PARTITION) else repeat(-1, rows)
-    headers = _headers(batch.column(HEADERS)) if _has(batch, HEADERS) else repeat(None, rows)
-    return zip(_topics(batch, topic_option, transactional_id), values, keys, partitions, headers)
+    keys = batch.column(KEY).to_pylist() if columns.key else repeat(None, rows)
+    partitions = batch.column(PARTITION).fill_null(-1).to_pylist() if columns.partition else repeat(-1, rows)
+    headers = _headers(batch.column(HEADERS)) if columns.headers else repeat(None, rows)
+    return zip(_topics(batch, columns, topic_option, transactional_id), values, keys, partitions, headers)
 
 
-def _topics(batch: pa.RecordBatch, topic_option: Optional[str], transactional_id: str) -> Iterable[str]:
+def _topics(batch: pa.RecordBatch, columns: InputColumns, topic_option: Optional[str], transactional_id: str) -> Iterable[str]:
     if topic_option is not None:  # the topic option wins over a topic column, as in Spark
         return repeat(topic_option, batch.num_rows)
-    topics = batch.column(TOPIC).to_pylist() if _has(batch, TOPIC) else [None]
+    topics = batch.column(TOPIC).to_pylist() if columns.topic else [None]
     if None in topics:
         raise KafkaEosWriteError(
             transactional_id, "a row has no topic (null or no topic column) and no 'topic' option is set.",
             "give every row a topic, or set .option('topic', ...)",
         )
     return topics
-
-
-def _has(batch: pa.RecordBatch, name: str) -> bool:
-    return batch.schema.get_field_index(name) >= 0
 
 
 def _headers(column: pa.Array) -> list[Optional[list[tuple[str, Optional[bytes]]]]]:
@@ -414,8 +400,6 @@ class _SourcePositions:
         self._next: dict[tuple[str, int], int] = {}
 
     def add(self, batch: pa.RecordBatch) -> None:
-        if not _has(batch, SOURCE_OFFSET):
-            return
         positions = pa.Table.from_batches([batch.select([SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET])])
         maxima = positions.group_by([SOURCE_TOPIC, SOURCE_PARTITION]).aggregate([(SOURCE_OFFSET, "max")])
         columns = (maxima.column(name).to_pylist() for name in (SOURCE_TOPIC, SOURCE_PARTITION, f"{SOURCE_OFFSET}_max"))

@@ -18,7 +18,7 @@ from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.consumer_group import check_group_has_no_members
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
-from spark_kafka_eos.write.input_schema import validate_input_schema
+from spark_kafka_eos.write.input_schema import InputColumns, validate_input_schema
 from spark_kafka_eos.write.log_record import EpochId
 from spark_kafka_eos.write.ownership import Verdict
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
@@ -38,28 +38,30 @@ def open_writer(
     forward, before any task of the epoch runs. A batch job is judged here too: refused up front
     if the prefix is owned by a stream, and a no-op if its ``writeId`` is already committed."""
     options = parse_writer_options(raw_options, streaming=streaming)
-    validate_input_schema(schema, options)
+    columns = validate_input_schema(schema, options)
     timeout_ms = resolve_transaction_timeout_ms(options)
     check_group_has_no_members(options)
     coordinator = TwoPhaseCommitCoordinator(options, timeout_ms, hooks)
     if streaming:
         coordinator.prepare()
-        return KafkaEosStreamWriter(options, timeout_ms, hooks)
+        return KafkaEosStreamWriter(options, columns, timeout_ms, hooks)
     epoch = EpochId.batch(options.write_id or uuid.uuid4().hex)
     already_committed = coordinator.prepare(epoch).verdict == Verdict.REPLAY
     if already_committed:
         log.warning("writeId %s of prefix %s is already committed: this run writes nothing", epoch.run_id, options.prefix)
-    return KafkaEosBatchWriter(options, timeout_ms, hooks, epoch, already_committed)
+    return KafkaEosBatchWriter(options, columns, timeout_ms, hooks, epoch, already_committed)
 
 
 class _KafkaEosWriterBase:
-    def __init__(self, options: WriterOptions, transaction_timeout_ms: int, hooks: WriterHooks) -> None:
+    def __init__(self, options: WriterOptions, columns: InputColumns, transaction_timeout_ms: int, hooks: WriterHooks) -> None:
         self.options = options
+        self.columns = columns  # found on the driver; tasks get pickled copies
         self.transaction_timeout_ms = transaction_timeout_ms
         self.hooks = hooks
 
     def _write(self, epoch: EpochId, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return write_task(self.options, epoch, self.hooks.task_input(iterator), transaction_timeout_ms=self.transaction_timeout_ms)
+        return write_task(self.options, epoch, self.hooks.task_input(iterator), transaction_timeout_ms=self.transaction_timeout_ms,
+                          columns=self.columns)
 
     @property
     def coordinator(self) -> TwoPhaseCommitCoordinator:
@@ -97,9 +99,9 @@ class KafkaEosBatchWriter(_KafkaEosWriterBase, DataSourceArrowWriter):
     """``df.write.format("kafka_eos")``: the whole job is one two-phase commit, all or nothing,
     identified by its write id (option ``writeId``, else a new one per job)."""
 
-    def __init__(self, options: WriterOptions, transaction_timeout_ms: int, hooks: WriterHooks, epoch: EpochId,
-                 already_committed: bool) -> None:
-        super().__init__(options, transaction_timeout_ms, hooks)
+    def __init__(self, options: WriterOptions, columns: InputColumns, transaction_timeout_ms: int, hooks: WriterHooks,
+                 epoch: EpochId, already_committed: bool) -> None:
+        super().__init__(options, columns, transaction_timeout_ms, hooks)
         self.epoch = epoch  # made on the driver; tasks and commit get pickled copies
         self.already_committed = already_committed
 

@@ -22,11 +22,11 @@ from typing import Literal, Mapping, Optional
 from urllib.parse import urlsplit
 
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient
 
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.options import UNSAFE_SETTINGS, parse_kafka_settings, reject_typos, pop_bootstrap_servers
-from spark_kafka_eos.secrets import REDACTED, is_secret, redact
+from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.kafka_options import UNSAFE_SETTINGS, parse_common, parse_kafka_settings
+from spark_kafka_eos.secrets import redact, scrub
 
 DEFAULT_DECISION_LOG_TOPIC = "_kafka_eos_decisions"
 DERIVED_PREFIX_START = "kafka-eos-"
@@ -50,15 +50,13 @@ _OWNED_SETTINGS: Mapping[str, str] = {
 # Settings that only affect how librdkafka reaches the brokers; they may name files that exist only on the
 # executors (e.g. shipped with --files) or run kinit, so the driver-side check leaves them out.
 _NOT_CHECKED_ON_DRIVER = ("ssl.", "sasl.", "security.", "plugin.")
-_CONNECTION_SETTINGS = ("security.", "ssl.", "sasl.", "socket.", "client.dns.", "broker.address.")
-_ADMIN_CLIENTS: dict[tuple[tuple[str, str], ...], AdminClient] = {}
 
 
 @dataclass(frozen=True, repr=False)
 class WriterOptions:
     """Validated options of a ``kafka_eos`` write (streaming or batch)."""
 
-    bootstrap_servers: str
+    connection: KafkaConnection
     topic: Optional[str]
     prefix: str
     prefix_source: Literal["option", "checkpointLocation"]
@@ -68,20 +66,9 @@ class WriterOptions:
     kafka_config: Mapping[str, str]
     write_id: Optional[str] = None
 
-    def connection_config(self) -> dict[str, str]:
-        """What any client needs to reach the cluster (bootstrap and security settings), without the
-        producer tuning: for the driver's admin and decision-log clients."""
-        config = {k: v for k, v in self.kafka_config.items() if k.startswith(_CONNECTION_SETTINGS)}
-        config["bootstrap.servers"] = self.bootstrap_servers
-        return config
-
-    def admin_client(self) -> AdminClient:
-        """An admin client for :meth:`connection_config`, kept by this (reused) Python worker: a new
-        client's first offset request waits for metadata, which costs more than the rest of a commit."""
-        key = tuple(sorted(self.connection_config().items()))
-        if key not in _ADMIN_CLIENTS:
-            _ADMIN_CLIENTS[key] = AdminClient(dict(key))
-        return _ADMIN_CLIENTS[key]
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.connection.bootstrap_servers
 
     def producer_config(self, transactional_id: str, transaction_timeout_ms: int) -> dict[str, object]:
         """librdkafka configuration of one task's transactional producer."""
@@ -119,13 +106,11 @@ class WriterOptions:
 
 def parse_writer_options(options: Mapping[str, str], streaming: bool) -> WriterOptions:
     """Validate ``options`` (as Spark passes them) for a streaming (``writeStream``) or batch (``write``) sink."""
-    opts = {key.lower(): value for key, value in options.items()}
-    reject_typos(opts)
-    kafka_config = _producer_settings(opts)
-    bootstrap = pop_bootstrap_servers(kafka_config)
+    opts, kafka_config, connection = parse_common(options, _producer_settings)
+    connection.check_session_settings()
     timeout = kafka_config.pop("transaction.timeout.ms", None)
     parsed = WriterOptions(
-        bootstrap_servers=bootstrap,
+        connection=connection,
         topic=_topic_name(opts, "topic"),
         **_prefix(opts, streaming),
         decision_log_topic=_topic_name(opts, "decisionLogTopic") or DEFAULT_DECISION_LOG_TOPIC,
@@ -265,7 +250,7 @@ def _check_with_librdkafka(options: WriterOptions) -> None:
     culprit = next((key for key, value in options.kafka_config.items()
                     if _librdkafka_refusal(replace(options, kafka_config={key: value}))), None)
     raise KafkaEosOptionError(
-        f"kafka.{culprit}" if culprit else "kafka.*", f"is refused by librdkafka: {_without_secrets(problem, options)}",
+        f"kafka.{culprit}" if culprit else "kafka.*", f"is refused by librdkafka: {scrub(problem, options.kafka_config)}",
         "fix or remove the setting (librdkafka's CONFIGURATION.md lists the producer settings).",
     )
 
@@ -286,10 +271,3 @@ def _librdkafka_refusal(options: WriterOptions) -> Optional[str]:
     except (TypeError, ValueError) as err:
         return str(err)
     return None
-
-
-def _without_secrets(message: str, options: WriterOptions) -> str:
-    for key, value in options.kafka_config.items():
-        if is_secret(key) and value:
-            message = message.replace(value, REDACTED)
-    return message

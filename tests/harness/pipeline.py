@@ -11,20 +11,16 @@ from typing import Optional
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from spark_kafka_eos.txn.session import TransactionSession, TxnState
-from spark_kafka_eos.write.transactional_id import belongs_to_prefix
+from spark_kafka_eos.txn.session import TransactionSession
+from spark_kafka_eos.write.recovery import open_transactions as open_transactions_of_prefix
 from tests.harness.faults import FAIL_AT_OPTION, FAULTS_FORMAT
 from tests.harness.kafka import KafkaTestCluster, Sent
 
 
 def open_transactions(kafka: KafkaTestCluster, prefix: str) -> list[str]:
-    """Open transactions of ``prefix`` (task and coordinator ids), as ListTransactions reports them."""
+    """Open transactions of ``prefix`` (task and coordinator ids), as the package's recovery finds them."""
     with TransactionSession(kafka.bootstrap_servers) as session:
-        return sorted(
-            t.transactional_id
-            for t in session.list_transactions(state_filters=[TxnState.ONGOING.value])
-            if belongs_to_prefix(prefix, t.transactional_id)
-        )
+        return sorted(d.transactional_id for d in open_transactions_of_prefix(session, prefix))
 
 
 @dataclass

@@ -10,7 +10,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec
 from pyspark.sql import SparkSession
 
-from spark_kafka_eos.options import parse_reader_options
+from spark_kafka_eos.read.reader_options import parse_reader_options
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
 from tests.harness.kafka import KafkaTestCluster, Sent

@@ -11,7 +11,8 @@ import pytest
 
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError, KafkaEosDecisionLogError
-from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator, open_session
+from spark_kafka_eos.cluster import open_session
+from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
 from spark_kafka_eos.write.ownership import Verdict
@@ -88,7 +89,7 @@ def test_a_decided_participant_that_was_aborted_is_reported_as_lost(kafka: Kafka
               for t in (kept, doomed) if t.transaction is not None),
     )
     decision_log.append(decision)
-    with open_session(options) as session:
+    with open_session(options.connection) as session:
         session.abort(doomed.transaction)  # as the broker does when a transaction times out
         with pytest.raises(KafkaEosCommittedDataLostError, match=rf"LOST: {doomed.transaction.transactional_id} \({topic}-\d: \d records"):
             TwoPhaseCommitCoordinator(options, TIMEOUT_MS).prepare()
@@ -109,7 +110,7 @@ def test_a_decision_log_with_several_partitions_is_refused(kafka: KafkaTestClust
     with pytest.raises(KafkaEosDecisionLogError, match="has 3 partitions; it must have exactly 1"):
         TwoPhaseCommitCoordinator(options, TIMEOUT_MS).commit(stream_epoch(0), [task])
     assert task.transaction is not None
-    with open_session(options) as session:
+    with open_session(options.connection) as session:
         session.abort(task.transaction)
     assert committed_values(kafka, topic) == []
 
@@ -140,7 +141,7 @@ def test_a_committed_participant_whose_id_was_reused_is_not_reported_lost(kafka:
     decision_log.ensure_topic()
     decision_log.append(LogRecord("decision", options.prefix, str(stream_epoch(0)), (
         Participant(task.transaction.transactional_id, task.transaction.producer_id, task.transaction.epoch, 0, task.records, task.probe),)))
-    with open_session(options) as session:
+    with open_session(options.connection) as session:
         session.commit(task.transaction)  # phase 2 ran; the driver died before recording completion
         kafka.wait_until_stable(topic)
         reused = prepare(options, 0, ["again"], stream_epoch(2))  # the same id, re-initialised: its state no longer says "committed"

@@ -13,7 +13,7 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from spark_kafka_eos.errors import KafkaEosDataLossError
-from spark_kafka_eos.options import parse_reader_options
+from spark_kafka_eos.read.reader_options import parse_reader_options
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.read.reader import ORIGIN_KEY

@@ -19,7 +19,8 @@ from spark_kafka_eos.txn.session import TransactionSession, TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.errors import KafkaEosWriteError
 from spark_kafka_eos.write.log_record import EpochId
-from spark_kafka_eos.write.task_producer import TaskIdentity, cached_session, write_task
+from spark_kafka_eos.cluster import cached_session
+from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.transactional_id import task_transactional_id
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.kafka import KafkaTestCluster
@@ -38,7 +39,7 @@ ARROW_TYPES = {
 def warm_coordinator_session(kafka: KafkaTestCluster) -> None:
     """Tasks keep one coordinator session per Python worker (its IO thread stays): open it before
     tests count native threads."""
-    cached_session(sink(kafka, None))
+    cached_session(sink(kafka, None).connection)
 
 
 @pytest.fixture(scope="module")

@@ -11,21 +11,15 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-import kafka.errors as Errors
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 
-from spark_kafka_eos.local_kafka import free_loopback_port
 from spark_kafka_eos.txn.session import (
     PreparedTxnState,
     TransactionSession,
-    TxnFatalError,
     TxnFencedError,
     TxnInvalidStateError,
-    TxnSessionError,
     TxnState,
-    TxnTimeoutError,
-    classify_error,
 )
 from tests.harness.kafka import KafkaTestCluster
 
@@ -234,51 +228,3 @@ def test_describe_unknown_id_and_api_versions(kafka: KafkaTestCluster, txn_sessi
     with TransactionSession(kafka.bootstrap_servers, enable_2pc=True) as two_pc:
         assert two_pc.two_phase_commit_enabled() == (versions["InitProducerId"][1] >= 6)
     assert txn_session.two_phase_commit_enabled() is False
-
-
-# -- without a broker -------------------------------------------------------------------------------------------
-def test_unreachable_broker_is_a_timeout_naming_the_address() -> None:
-    address = f"127.0.0.1:{free_loopback_port()}"
-    with TransactionSession(address, request_timeout_s=1.0) as session, pytest.raises(
-        TxnTimeoutError, match=address.replace(".", r"\.")
-    ):
-        session.describe(["any"])
-
-
-@pytest.mark.parametrize(
-    "text, state",
-    [
-        ("orders-etl-3-0:4711:2", PreparedTxnState("orders-etl-3-0", 4711, 2)),
-        ("a:b::c:17:0", PreparedTxnState("a:b::c", 17, 0)),
-        ("x:-1:-1", PreparedTxnState("x", -1, -1)),
-    ],
-)
-def test_prepared_state_round_trip(text: str, state: PreparedTxnState) -> None:
-    assert PreparedTxnState.parse(text) == state
-    assert PreparedTxnState.parse(state.serialize()) == state
-    assert state.serialize() == text
-
-
-@pytest.mark.parametrize("text", ["", "no-numbers", "id:1", ":1:2", "id:x:2", "id:1:2.5"])
-def test_prepared_state_rejects_garbage(text: str) -> None:
-    with pytest.raises(ValueError):
-        PreparedTxnState.parse(text)
-
-
-@pytest.mark.parametrize(
-    "error, kind",
-    [
-        (Errors.ProducerFencedError, TxnFencedError),
-        (Errors.InvalidProducerEpochError, TxnFencedError),
-        (Errors.InvalidProducerIdMappingError, TxnFencedError),
-        (Errors.InvalidTxnStateError, TxnInvalidStateError),
-        (Errors.TransactionalIdAuthorizationFailedError, TxnFatalError),
-    ],
-)
-def test_error_classification_names_id_request_and_error(
-    error: type[Errors.BrokerResponseError], kind: type[TxnSessionError]
-) -> None:
-    classified = classify_error(error(), "EndTxn(commit)", "etl-0-0")
-    assert type(classified) is kind
-    assert classified.error == error.message and classified.transactional_id == "etl-0-0"
-    assert all(part in str(classified) for part in ("etl-0-0", "EndTxn(commit)", str(error.message)))

@@ -7,7 +7,7 @@ from typing import Mapping, Optional, Sequence
 import pytest
 
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError
-from spark_kafka_eos.options import OffsetBound, Subscription, TopicPartition
+from spark_kafka_eos.read.reader_options import OffsetBound, Subscription, TopicPartition
 from spark_kafka_eos.read.planner import OffsetRange, limit_offsets, plan_batch, resolve_bound, restart_moved_back, split_ranges
 
 A0, A1 = ("a", 0), ("a", 1)

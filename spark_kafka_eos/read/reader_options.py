@@ -1,98 +1,39 @@
-"""Parse and validate ``kafka_eos`` options once, on the driver.
+"""Parse and validate the ``kafka_eos`` reader's options once, on the driver.
 
-Option names and forms are those of Spark's built-in Kafka source. Spark hands them over as a
-case-insensitive dict of strings; every error here names the option and the fix, before any
-task runs. ``kafka.*`` options pass through to librdkafka, except settings that only exist in
-the Java client (the error names the librdkafka equivalent) and settings that would break the
-source's guarantees.
+Option names and forms are those of Spark's built-in Kafka source. Every error here names the option
+and the fix, before any task runs. The rules shared with the writer (known names, ``kafka.*``
+pass-through, bootstrap) are in :mod:`spark_kafka_eos.kafka_options`.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Literal, Mapping, Optional
+from typing import Callable, Literal, Mapping, Optional, TypeVar
 
 from spark_kafka_eos.errors import KafkaEosOptionError
+from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.kafka_options import canonical_name, parse_common
 from spark_kafka_eos.secrets import redact
 
+T = TypeVar("T")
 TopicPartition = tuple[str, int]
 """A Kafka topic-partition as (topic, partition)."""
 
 EARLIEST = -2
 LATEST = -1
 
-# Canonical (camelCase) names of the source options; Spark lower-cases the keys it passes.
-SOURCE_OPTIONS = (
-    "subscribe",
-    "subscribePattern",
-    "assign",
-    "startingOffsets",
-    "endingOffsets",
-    "startingTimestamp",
-    "endingTimestamp",
-    "startingOffsetsByTimestamp",
-    "endingOffsetsByTimestamp",
-    "startingOffsetsByTimestampStrategy",
-    "failOnDataLoss",
-    "minPartitions",
-    "maxRecordsPerPartition",
-    "maxOffsetsPerTrigger",
-    "minOffsetsPerTrigger",
-    "maxTriggerDelay",
-    "includeHeaders",
-    "groupIdPrefix",
-    "kafkaConsumer.pollTimeoutMs",
-    "fetchOffset.numRetries",
-    "fetchOffset.retryIntervalMs",
-    "maxRecordsPerBatch",
-    "maxBytesPerBatch",
-    "consumerGroup",
-)
-# Options of the sink and of Spark itself: known, so never reported as typos of a source option.
-OTHER_KNOWN_OPTIONS = (
-    "topic",
-    "transactional.id.prefix",
-    "checkpointLocation",
-    "path",
-    "decisionLogTopic",
-    "writeId",
-)
-_CANONICAL = {name.lower(): name for name in SOURCE_OPTIONS + OTHER_KNOWN_OPTIONS}
-
-# Java-client settings with no librdkafka meaning, and what to use instead.
-JAVA_ONLY_SETTINGS: Mapping[str, str] = {
-    "sasl.jaas.config": "set kafka.sasl.mechanism, kafka.sasl.username and kafka.sasl.password "
-    "(or kafka.sasl.oauthbearer.* for OAUTHBEARER) instead of a JAAS line",
-    "ssl.truststore.location": "give the CA certificates as PEM with kafka.ssl.ca.location",
-    "ssl.truststore.password": "give the CA certificates as PEM with kafka.ssl.ca.location (no password)",
-    "ssl.truststore.type": "give the CA certificates as PEM with kafka.ssl.ca.location",
-    "ssl.keystore.type": "use a PKCS#12 file in kafka.ssl.keystore.location, or PEM files in "
-    "kafka.ssl.certificate.location and kafka.ssl.key.location",
-    "sasl.login.callback.handler.class": "use kafka.sasl.oauthbearer.method=oidc with kafka.sasl.oauthbearer.* settings",
-    "sasl.client.callback.handler.class": "use kafka.sasl.oauthbearer.method=oidc with kafka.sasl.oauthbearer.* settings",
-    "interceptor.classes": "remove it: librdkafka has no Java interceptors",
-    "metric.reporters": "remove it; use kafka.statistics.interval.ms for librdkafka statistics",
-    "security.providers": "remove it: librdkafka uses OpenSSL",
-    "ssl.engine.factory.class": "remove it: librdkafka uses OpenSSL",
-    "default.api.timeout.ms": "use kafka.socket.timeout.ms (requests) or kafkaConsumer.pollTimeoutMs (reads)",
-    "max.poll.records": "use the source option maxRecordsPerBatch",
-}
-
-# Settings that would break the source's guarantees, and why.
-UNSAFE_SETTINGS: Mapping[str, str] = {
-    "enable.auto.commit": "the source tracks offsets in Spark's checkpoint and never commits them "
-    "itself; remove kafka.enable.auto.commit",
-    "auto.offset.reset": "use startingOffsets (and failOnDataLoss for offsets lost to retention) "
-    "instead of kafka.auto.offset.reset",
-    "key.deserializer": "the source always returns key as binary; cast it or use from_json/from_avro in Spark",
-    "value.deserializer": "the source always returns value as binary; cast it or use from_json/from_avro in Spark",
-    "enable.partition.eof": "remove it: the source sets it, to know when a range ending in aborted records is read",
-    "enable.auto.offset.store": "remove it: the source commits no offsets",
-}
+DEFAULT_MAX_RECORDS_PER_BATCH = 10_000
+DEFAULT_MAX_BYTES_PER_BATCH = 32 * 1024 * 1024
+DEFAULT_POLL_TIMEOUT_MS = 120_000
+DEFAULT_FETCH_OFFSET_RETRIES = 3
+DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS = 1000
+"""Spark's default: long enough to outlast a leader election."""
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000
+INTERNAL_READ_GROUP = "kafka-eos-internal-reader"
+"""The group id of the package's own range reads (never joined, nothing committed)."""
 
 _ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
@@ -138,7 +79,7 @@ class OffsetBound:
 class ReaderOptions:
     """Validated options of a ``kafka_eos`` read."""
 
-    bootstrap_servers: str
+    connection: KafkaConnection
     subscription: Subscription
     starting: OffsetBound
     ending: Optional[OffsetBound]
@@ -158,6 +99,10 @@ class ReaderOptions:
     isolation_level: str
     group_id: str
     kafka_config: Mapping[str, str]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.connection.bootstrap_servers
 
     @property
     def request_timeout_s(self) -> float:
@@ -204,15 +149,12 @@ class ReaderOptions:
 
 def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderOptions:
     """Validate ``options`` (as Spark passes them) for a batch or streaming read."""
-    opts = {key.lower(): value for key, value in options.items()}
-    reject_typos(opts)
-    kafka_config = parse_kafka_settings(opts)
-    bootstrap = pop_bootstrap_servers(kafka_config)
+    opts, kafka_config, connection = parse_common(options)
     subscription = _parse_subscription(opts)
     starting = _parse_bound(opts, "starting", default="latest" if streaming else "earliest")
     ending = _parse_bound(opts, "ending", default="latest") if not streaming else None
     if streaming and any(k in opts for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")):
-        name = next(_CANONICAL[k] for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp") if k in opts)
+        name = next(canonical_name(k) for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp") if k in opts)
         raise KafkaEosOptionError(name, "is not valid in a streaming query.", "remove it, or use spark.read for a bounded read.")
     if not streaming:
         _check_batch_bounds(starting, ending)
@@ -233,7 +175,7 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
             "make minOffsetsPerTrigger <= maxOffsetsPerTrigger.",
         )
     return ReaderOptions(
-        bootstrap_servers=bootstrap,
+        connection=connection,
         subscription=subscription,
         starting=starting,
         ending=ending,
@@ -243,56 +185,48 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
         max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition"),
         max_offsets_per_trigger=max_offsets,
         min_offsets_per_trigger=min_offsets,
-        max_trigger_delay_ms=_duration_ms(opts, "maxTriggerDelay", 15 * 60_000),
+        max_trigger_delay_ms=_duration_ms(opts, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
         include_headers=_bool(opts, "includeHeaders", False),
-        max_records_per_batch=_positive_int(opts, "maxRecordsPerBatch") or 10_000,
-        max_bytes_per_batch=_positive_int(opts, "maxBytesPerBatch") or 32 * 1024 * 1024,
-        poll_timeout_ms=_positive_int(opts, "kafkaConsumer.pollTimeoutMs") or 120_000,
-        fetch_offset_retries=_non_negative_int(opts, "fetchOffset.numRetries", 3),
-        # Spark's default: long enough to outlast a leader election.
-        fetch_offset_retry_interval_ms=_non_negative_int(opts, "fetchOffset.retryIntervalMs", 1000),
+        max_records_per_batch=_positive_int(opts, "maxRecordsPerBatch") or DEFAULT_MAX_RECORDS_PER_BATCH,
+        max_bytes_per_batch=_positive_int(opts, "maxBytesPerBatch") or DEFAULT_MAX_BYTES_PER_BATCH,
+        poll_timeout_ms=_positive_int(opts, "kafkaConsumer.pollTimeoutMs") or DEFAULT_POLL_TIMEOUT_MS,
+        fetch_offset_retries=_non_negative_int(opts, "fetchOffset.numRetries", DEFAULT_FETCH_OFFSET_RETRIES),
+        fetch_offset_retry_interval_ms=_non_negative_int(opts, "fetchOffset.retryIntervalMs", DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS),
         isolation_level=isolation,
         group_id=group_id,
         kafka_config=kafka_config,
     )
 
 
-def parse_kafka_settings(opts: Mapping[str, str]) -> dict[str, str]:
-    """The ``kafka.*`` options without their prefix, refusing Java-only and unsafe settings."""
-    settings: dict[str, str] = {}
-    for key, value in opts.items():
-        if not key.startswith("kafka."):
-            continue
-        setting = key[len("kafka."):]
-        if setting in JAVA_ONLY_SETTINGS:
-            raise KafkaEosOptionError(
-                key, "is a Java Kafka client setting; kafka_eos uses librdkafka, which does not know it.",
-                JAVA_ONLY_SETTINGS[setting] + ".",
-            )
-        if setting in UNSAFE_SETTINGS:
-            raise KafkaEosOptionError(key, "is not supported by the kafka_eos source.", UNSAFE_SETTINGS[setting] + ".")
-        settings[setting] = value
-    return settings
-
-
-def pop_bootstrap_servers(settings: dict[str, str]) -> str:
-    """Remove ``bootstrap.servers`` from the parsed ``kafka.*`` settings and return it; it is required."""
-    bootstrap = settings.pop("bootstrap.servers", "").strip()
-    if not bootstrap:
-        raise KafkaEosOptionError(
-            "kafka.bootstrap.servers", "is missing.", "add .option('kafka.bootstrap.servers', 'host1:9092,host2:9092')."
-        )
-    return bootstrap
-
-
-def reject_typos(opts: Mapping[str, str]) -> None:
-    """Refuse an option that is not ours but looks like a typo of one (lower-cased keys)."""
-    for key in opts:
-        if key in _CANONICAL or key.startswith("kafka.") or key.startswith("spark."):
-            continue
-        close = difflib.get_close_matches(key, list(_CANONICAL), n=1, cutoff=0.8)
-        if close:
-            raise KafkaEosOptionError(key, "is not a kafka_eos option.", f"did you mean '{_CANONICAL[close[0]]}'?")
+def internal_read_options(
+    connection: KafkaConnection, subscription: Subscription, isolation_level: str = "read_committed",
+    fail_on_data_loss: bool = True,
+) -> ReaderOptions:
+    """Options of the package's own reads (the decision log, a participant's output, the CLI's offsets) with an
+    already validated ``connection``: nothing here comes from a user, so nothing is parsed again. They read to
+    a partition's end, so the broker does not hold their last fetch."""
+    return ReaderOptions(
+        connection=connection,
+        subscription=subscription,
+        starting=OffsetBound("earliest", "startingOffsets"),
+        ending=OffsetBound("latest", "endingOffsets"),
+        timestamp_strategy="error",
+        fail_on_data_loss=fail_on_data_loss,
+        min_partitions=None,
+        max_records_per_partition=None,
+        max_offsets_per_trigger=None,
+        min_offsets_per_trigger=None,
+        max_trigger_delay_ms=DEFAULT_MAX_TRIGGER_DELAY_MS,
+        include_headers=False,
+        max_records_per_batch=DEFAULT_MAX_RECORDS_PER_BATCH,
+        max_bytes_per_batch=DEFAULT_MAX_BYTES_PER_BATCH,
+        poll_timeout_ms=DEFAULT_POLL_TIMEOUT_MS,
+        fetch_offset_retries=DEFAULT_FETCH_OFFSET_RETRIES,
+        fetch_offset_retry_interval_ms=DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS,
+        isolation_level=isolation_level,
+        group_id=INTERNAL_READ_GROUP,
+        kafka_config={**dict(connection.settings), "fetch.wait.max.ms": "10"},
+    )
 
 
 def _parse_subscription(opts: Mapping[str, str]) -> Subscription:
@@ -414,40 +348,37 @@ def _timestamp(value: str, option: str) -> int:
 
 
 def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = opts.get(name.lower())
-    if raw is None:
-        return default
-    if raw.strip().lower() in ("true", "false"):
-        return raw.strip().lower() == "true"
-    raise KafkaEosOptionError(name, f"is {raw!r}.", "use true or false.")
+    return _value(opts, name, default, lambda raw: raw.strip().lower() in ("true", "false"),
+                  lambda raw: raw.strip().lower() == "true", "use true or false.")
 
 
 def _positive_int(opts: Mapping[str, str], name: str) -> Optional[int]:
-    raw = opts.get(name.lower())
-    if raw is None:
-        return None
-    if not raw.strip().isdigit() or int(raw) <= 0:
-        raise KafkaEosOptionError(name, f"is {raw!r}.", "use a whole number greater than 0.")
-    return int(raw)
+    return _value(opts, name, None, lambda raw: raw.strip().isdigit() and int(raw) > 0, int, "use a whole number greater than 0.")
 
 
 def _non_negative_int(opts: Mapping[str, str], name: str, default: int) -> int:
-    raw = opts.get(name.lower())
-    if raw is None:
-        return default
-    if not raw.strip().isdigit():
-        raise KafkaEosOptionError(name, f"is {raw!r}.", "use a whole number >= 0.")
-    return int(raw)
+    return _value(opts, name, default, lambda raw: raw.strip().isdigit(), int, "use a whole number >= 0.")
 
 
 def _duration_ms(opts: Mapping[str, str], name: str, default: int) -> int:
+    def to_ms(raw: str) -> int:
+        match = _DURATION.match(raw)
+        assert match is not None
+        return int(match.group(1)) * _DURATION_MS[(match.group(2) or "ms").lower()]
+
+    return _value(opts, name, default, lambda raw: _DURATION.match(raw) is not None, to_ms,
+                  "use a duration such as 30s, 15m or 500ms.")
+
+
+def _value(opts: Mapping[str, str], name: str, default: T, valid: Callable[[str], bool], convert: Callable[[str], T],
+           fix: str) -> T:
+    """Option ``name`` converted, ``default`` when it is not set; an option error naming ``fix`` when it is not ``valid``."""
     raw = opts.get(name.lower())
     if raw is None:
         return default
-    match = _DURATION.match(raw)
-    if not match:
-        raise KafkaEosOptionError(name, f"is {raw!r}.", "use a duration such as 30s, 15m or 500ms.")
-    return int(match.group(1)) * _DURATION_MS[(match.group(2) or "ms").lower()]
+    if not valid(raw):
+        raise KafkaEosOptionError(name, f"is {raw!r}.", fix)
+    return convert(raw)
 
 
 _CONSUMER_ONLY_PREFIXES = (

@@ -1,0 +1,103 @@
+"""The cluster as seen from this process: clients and facts a (reused) Python worker keeps, keyed by the
+:class:`~spark_kafka_eos.connection.KafkaConnection` they were made with.
+
+Spark reuses Python workers for planning, commits and tasks, so keeping an admin client (whose first request
+waits for metadata), a coordinator session (whose IO thread stays) or a fact that changes only when brokers
+restart saves round trips in every epoch. Correctness never depends on them: a fresh process asks again.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.txn.session import TransactionSession
+
+_TIMEOUT_S = 30
+_ADMIN_CLIENTS: dict[KafkaConnection, AdminClient] = {}
+_SESSIONS: dict[KafkaConnection, TransactionSession] = {}
+_MAX_TRANSACTION_TIMEOUT_MS: dict[KafkaConnection, int] = {}
+_EXISTING_TOPICS: set[tuple[KafkaConnection, str]] = set()
+_CONSUMERS_LOCK = threading.Lock()
+_GROUP_READERS: dict[tuple[KafkaConnection, str], Consumer] = {}
+_MAX_GROUP_READERS = 8
+_POINT_READERS: dict[KafkaConnection, tuple[Consumer, threading.Lock]] = {}
+POINT_READER_GROUP = "kafka-eos-decision-log-reader"
+
+
+def admin_client(connection: KafkaConnection) -> AdminClient:
+    """An admin client of the cluster, kept: a new client's first offset request waits for metadata, which
+    costs more than the rest of a commit."""
+    if connection not in _ADMIN_CLIENTS:
+        _ADMIN_CLIENTS[connection] = AdminClient(connection.client_config())
+    return _ADMIN_CLIENTS[connection]
+
+
+def open_session(connection: KafkaConnection) -> TransactionSession:
+    """A new coordinator-RPC session; the caller closes it (``with open_session(...) as session``)."""
+    return TransactionSession(connection.bootstrap_servers, connection.client_config())
+
+
+def cached_session(connection: KafkaConnection) -> TransactionSession:
+    """A coordinator-RPC session kept open (tasks use it on every epoch); never close it."""
+    if connection not in _SESSIONS:
+        _SESSIONS[connection] = open_session(connection)
+    return _SESSIONS[connection]
+
+
+def max_transaction_timeout_ms(connection: KafkaConnection) -> int:
+    """``transaction.max.timeout.ms`` of a broker of the cluster: a broker setting that changes only on restart."""
+    if connection not in _MAX_TRANSACTION_TIMEOUT_MS:
+        admin = admin_client(connection)
+        broker_id = next(iter(admin.list_topics(timeout=_TIMEOUT_S).brokers))
+        resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
+        configs = admin.describe_configs([resource], request_timeout=_TIMEOUT_S)[resource].result(_TIMEOUT_S)
+        _MAX_TRANSACTION_TIMEOUT_MS[connection] = int(configs["transaction.max.timeout.ms"].value)
+    return _MAX_TRANSACTION_TIMEOUT_MS[connection]
+
+
+def known_topic(connection: KafkaConnection, topic: str) -> bool:
+    """True once :func:`remember_topic` was told that ``topic`` exists and is well configured."""
+    return (connection, topic) in _EXISTING_TOPICS
+
+
+def remember_topic(connection: KafkaConnection, topic: str) -> None:
+    """``topic`` exists and is well configured: :func:`known_topic` says so from now on."""
+    _EXISTING_TOPICS.add((connection, topic))
+
+
+def group_offset_reader(connection: KafkaConnection, group: str) -> Consumer:
+    """A read_committed consumer of ``group`` (never subscribed, so never a member), kept (the last few
+    groups): its ``committed()`` reads the group's stable offsets, its metadata joins a transaction.
+
+    Not AdminClient.list_consumer_group_offsets: librdkafka <= 2.16 crashes the process when that request
+    meets NOT_COORDINATOR (librdkafka issue #5040), e.g. while the group coordinator moves."""
+    key = (connection, group)
+    with _CONSUMERS_LOCK:
+        consumer = _GROUP_READERS.get(key)
+        if consumer is None:
+            if len(_GROUP_READERS) >= _MAX_GROUP_READERS:
+                _GROUP_READERS.pop(next(iter(_GROUP_READERS))).close()
+            consumer = Consumer({**connection.client_config(), "group.id": group, "isolation.level": "read_committed",
+                                 "enable.auto.commit": False,
+                                 # OffsetFetch is retried while the markers of a commit that just returned
+                                 # are on their way (a few ms): the default 100 ms backoff would double a commit.
+                                 "retry.backoff.ms": 5, "retry.backoff.max.ms": 100})
+            _GROUP_READERS[key] = consumer
+        return consumer
+
+
+def point_reader(connection: KafkaConnection) -> tuple[Consumer, threading.Lock]:
+    """A read_uncommitted consumer for single records at known offsets, kept (a new consumer's first fetch
+    waits for a connection and metadata), with the lock its user holds while it assigns and polls."""
+    with _CONSUMERS_LOCK:
+        if connection not in _POINT_READERS:
+            _POINT_READERS[connection] = (Consumer({
+                **connection.client_config(), "group.id": POINT_READER_GROUP, "enable.auto.commit": False,
+                "isolation.level": "read_uncommitted", "enable.partition.eof": True, "auto.offset.reset": "error",
+                "fetch.wait.max.ms": 10,
+            }), threading.Lock())
+        return _POINT_READERS[connection]

@@ -1,0 +1,140 @@
+"""The rules every set of ``kafka_eos`` options shares, reader's and writer's alike.
+
+Spark hands options over as a case-insensitive dict of strings. Here: the names of every known option
+(so that a typo is refused with "did you mean ..."), the ``kafka.*`` pass-through to librdkafka, which
+refuses settings that only exist in the Java client (naming the librdkafka equivalent) and settings that
+would break the guarantees, and the required ``kafka.bootstrap.servers``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Callable, Mapping, Optional
+
+from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.errors import KafkaEosOptionError
+
+# Canonical (camelCase) names of the reader's options; Spark lower-cases the keys it passes.
+READER_OPTIONS = (
+    "subscribe",
+    "subscribePattern",
+    "assign",
+    "startingOffsets",
+    "endingOffsets",
+    "startingTimestamp",
+    "endingTimestamp",
+    "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "failOnDataLoss",
+    "minPartitions",
+    "maxRecordsPerPartition",
+    "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
+    "includeHeaders",
+    "groupIdPrefix",
+    "kafkaConsumer.pollTimeoutMs",
+    "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs",
+    "maxRecordsPerBatch",
+    "maxBytesPerBatch",
+    "consumerGroup",
+)
+# Options of the sink and of Spark itself: known, so never reported as typos of a source option.
+WRITER_AND_SPARK_OPTIONS = (
+    "topic",
+    "transactional.id.prefix",
+    "checkpointLocation",
+    "path",
+    "decisionLogTopic",
+    "writeId",
+)
+_CANONICAL = {name.lower(): name for name in READER_OPTIONS + WRITER_AND_SPARK_OPTIONS}
+
+# Java-client settings with no librdkafka meaning, and what to use instead.
+JAVA_ONLY_SETTINGS: Mapping[str, str] = {
+    "sasl.jaas.config": "set kafka.sasl.mechanism, kafka.sasl.username and kafka.sasl.password "
+    "(or kafka.sasl.oauthbearer.* for OAUTHBEARER) instead of a JAAS line",
+    "ssl.truststore.location": "give the CA certificates as PEM with kafka.ssl.ca.location",
+    "ssl.truststore.password": "give the CA certificates as PEM with kafka.ssl.ca.location (no password)",
+    "ssl.truststore.type": "give the CA certificates as PEM with kafka.ssl.ca.location",
+    "ssl.keystore.type": "use a PKCS#12 file in kafka.ssl.keystore.location, or PEM files in "
+    "kafka.ssl.certificate.location and kafka.ssl.key.location",
+    "sasl.login.callback.handler.class": "use kafka.sasl.oauthbearer.method=oidc with kafka.sasl.oauthbearer.* settings",
+    "sasl.client.callback.handler.class": "use kafka.sasl.oauthbearer.method=oidc with kafka.sasl.oauthbearer.* settings",
+    "interceptor.classes": "remove it: librdkafka has no Java interceptors",
+    "metric.reporters": "remove it; use kafka.statistics.interval.ms for librdkafka statistics",
+    "security.providers": "remove it: librdkafka uses OpenSSL",
+    "ssl.engine.factory.class": "remove it: librdkafka uses OpenSSL",
+    "default.api.timeout.ms": "use kafka.socket.timeout.ms (requests) or kafkaConsumer.pollTimeoutMs (reads)",
+    "max.poll.records": "use the source option maxRecordsPerBatch",
+}
+
+# Settings that would break the source's guarantees, and why.
+UNSAFE_SETTINGS: Mapping[str, str] = {
+    "enable.auto.commit": "the source tracks offsets in Spark's checkpoint and never commits them "
+    "itself; remove kafka.enable.auto.commit",
+    "auto.offset.reset": "use startingOffsets (and failOnDataLoss for offsets lost to retention) "
+    "instead of kafka.auto.offset.reset",
+    "key.deserializer": "the source always returns key as binary; cast it or use from_json/from_avro in Spark",
+    "value.deserializer": "the source always returns value as binary; cast it or use from_json/from_avro in Spark",
+    "enable.partition.eof": "remove it: the source sets it, to know when a range ending in aborted records is read",
+    "enable.auto.offset.store": "remove it: the source commits no offsets",
+}
+
+
+def canonical_name(key: str) -> str:
+    """The documented spelling of a known option, from its lower-cased key."""
+    return _CANONICAL[key]
+
+
+def parse_kafka_settings(opts: Mapping[str, str]) -> dict[str, str]:
+    """The ``kafka.*`` options without their prefix, refusing Java-only and unsafe settings."""
+    settings: dict[str, str] = {}
+    for key, value in opts.items():
+        if not key.startswith("kafka."):
+            continue
+        setting = key[len("kafka."):]
+        if setting in JAVA_ONLY_SETTINGS:
+            raise KafkaEosOptionError(
+                key, "is a Java Kafka client setting; kafka_eos uses librdkafka, which does not know it.",
+                JAVA_ONLY_SETTINGS[setting] + ".",
+            )
+        if setting in UNSAFE_SETTINGS:
+            raise KafkaEosOptionError(key, "is not supported by the kafka_eos source.", UNSAFE_SETTINGS[setting] + ".")
+        settings[setting] = value
+    return settings
+
+
+def parse_connection(settings: dict[str, str]) -> KafkaConnection:
+    """The connection of the parsed ``kafka.*`` settings: removes ``bootstrap.servers`` (required) from
+    ``settings`` and takes the connection settings, which stay in ``settings`` for the clients' own configuration."""
+    bootstrap = settings.pop("bootstrap.servers", "").strip()
+    if not bootstrap:
+        raise KafkaEosOptionError(
+            "kafka.bootstrap.servers", "is missing.", "add .option('kafka.bootstrap.servers', 'host1:9092,host2:9092')."
+        )
+    return KafkaConnection.of(bootstrap, settings)
+
+
+def reject_typos(opts: Mapping[str, str]) -> None:
+    """Refuse an option that is not ours but looks like a typo of one (lower-cased keys)."""
+    for key in opts:
+        if key in _CANONICAL or key.startswith("kafka.") or key.startswith("spark."):
+            continue
+        close = difflib.get_close_matches(key, list(_CANONICAL), n=1, cutoff=0.8)
+        if close:
+            raise KafkaEosOptionError(key, "is not a kafka_eos option.", f"did you mean '{_CANONICAL[close[0]]}'?")
+
+
+def parse_common(
+    options: Mapping[str, str], kafka_settings: Optional[Callable[[Mapping[str, str]], dict[str, str]]] = None,
+) -> tuple[dict[str, str], dict[str, str], KafkaConnection]:
+    """What every parse of ``options`` (as Spark passes them) starts with: the options with lower-cased keys
+    (Spark's dict is case-insensitive), typos refused, the ``kafka.*`` settings (by ``kafka_settings``,
+    default :func:`parse_kafka_settings`) and the connection taken from them (see :func:`parse_connection`)."""
+    opts = {key.lower(): value for key, value in options.items()}
+    reject_typos(opts)
+    settings = (kafka_settings or parse_kafka_settings)(opts)
+    return opts, settings, parse_connection(settings)

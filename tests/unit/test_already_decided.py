@@ -1,0 +1,37 @@
+"""What a straggling task asks the decision log: is its epoch already decided (by itself or a later micro-batch)?"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pytest
+
+from spark_kafka_eos.write.log_record import EpochId, LogRecord
+from spark_kafka_eos.write.ownership import already_decided
+
+Q1, Q2 = "query-1", "query-2"
+
+
+def record(kind: str, epoch: EpochId, previous: Optional[EpochId] = None) -> LogRecord:
+    return LogRecord(kind, "p", str(epoch), previous_epoch_id=None if previous is None else str(previous))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "last, epoch, decided",
+    [
+        (None, EpochId.stream(Q1, 3), False),
+        (record("decision", EpochId.stream(Q1, 3)), EpochId.stream(Q1, 3), True),
+        (record("complete", EpochId.stream(Q1, 3)), EpochId.stream(Q1, 3), True),
+        (record("complete", EpochId.stream(Q1, 4)), EpochId.stream(Q1, 3), True),  # a later micro-batch of its run
+        (record("complete", EpochId.stream(Q1, 3)), EpochId.stream(Q1, 4), False),
+        (record("complete", EpochId.stream(Q2, 9)), EpochId.stream(Q1, 3), False),  # another query's: not this epoch's
+        (record("complete", EpochId.batch("w")), EpochId.batch("w"), True),
+        (record("complete", EpochId.batch("w")), EpochId.batch("w2"), False),
+        (record("complete", EpochId.stream(Q1, 9)), EpochId.batch("w"), False),
+        (record("complete", EpochId.batch("w")), EpochId.stream(Q1, 0), False),
+        (record("reset", EpochId("reset", "1"), EpochId.stream(Q1, 9)), EpochId.stream(Q1, 3), False),
+        (record("reset", EpochId("reset", "1"), EpochId.stream(Q1, 3)), EpochId.stream(Q1, 3), False),
+    ],
+)
+def test_already_decided(last: Optional[LogRecord], epoch: EpochId, decided: bool) -> None:
+    assert already_decided(last, epoch) is decided

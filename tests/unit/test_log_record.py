@@ -1,0 +1,82 @@
+"""The decision log's record format (JSON, format 2) and epoch ids; records of format 1 are still read."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spark_kafka_eos.errors import KafkaEosDecisionLogError
+from spark_kafka_eos.txn.session import PreparedTxnState
+from spark_kafka_eos.write.log_record import FORMAT_VERSION, EpochId, LogRecord, Participant
+
+PARTICIPANT = Participant("p-0a1b2c3d-1-0-0", 4001, 7, 0, (("out", 0, 12), ("out", 2, 3)), ("out", 0, 40))
+
+
+def full_record() -> LogRecord:
+    return LogRecord("decision", "p", str(EpochId.stream("query-1", 5)), (PARTICIPANT, Participant("p-0a1b2c3d-1-1-0", 4002, 0, 1)),
+                     "sink-group", (("in", 0, 100), ("in", 1, 7)), 1_700_000_000_000)
+
+
+def test_a_record_round_trips_through_its_json() -> None:
+    record = full_record()
+    assert LogRecord.from_json(record.to_json()) == record
+    reset = LogRecord("reset", "p", "reset:1700000000000", written_at_ms=1, previous_epoch_id=record.epoch_id)
+    assert LogRecord.from_json(reset.to_json()) == reset
+
+
+def test_the_json_carries_the_format_and_every_field() -> None:
+    body = json.loads(full_record().to_json())
+    assert body["format"] == FORMAT_VERSION == 2
+    assert (body["kind"], body["prefix"], body["epoch_id"]) == ("decision", "p", "stream:query-1:5")
+    assert body["participants"][0] == {"transactional_id": "p-0a1b2c3d-1-0-0", "producer_id": 4001, "epoch": 7,
+                                       "spark_partition": 0, "records": [["out", 0, 12], ["out", 2, 3]], "probe": ["out", 0, 40]}
+    assert (body["consumer_group"], body["offsets"], body["written_at_ms"]) == ("sink-group", [["in", 0, 100], ["in", 1, 7]], 1_700_000_000_000)
+    assert body["previous_epoch_id"] is None
+
+
+def test_a_record_of_format_1_is_still_read() -> None:
+    """Format 1 (before epoch identity): epoch ids ``stream:<batch>``, no probe, no previous epoch."""
+    raw = json.dumps({
+        "kind": "decision", "prefix": "p", "epoch_id": "stream:12", "format": 1, "consumer_group": None,
+        "participants": [{"transactional_id": "p-3-0", "producer_id": 9, "epoch": 2, "spark_partition": 3,
+                          "records": [["out", 1, 5]]}],
+        "offsets": [], "written_at_ms": 1_600_000_000_000,
+    }).encode()
+    record = LogRecord.from_json(raw)
+    assert record.participants == (Participant("p-3-0", 9, 2, 3, (("out", 1, 5),), None),)
+    assert record.epoch == EpochId("stream", "", 12) and record.batch_id == 12
+    assert "older version" in record.epoch.describe()
+    batch = LogRecord.from_json(raw.replace(b'"stream:12"', b'"batch:w1"').replace(b'"decision"', b'"complete"'))
+    assert (batch.kind, batch.epoch, batch.batch_id) == ("complete", EpochId.batch("w1"), None)
+
+
+@pytest.mark.parametrize("format_version", [None, 0, 3, "2"])
+def test_a_record_of_an_unknown_format_is_refused(format_version: object) -> None:
+    body = json.loads(full_record().to_json())
+    body["format"] = format_version
+    with pytest.raises(KafkaEosDecisionLogError, match="Upgrade spark-kafka-eos"):
+        LogRecord.from_json(json.dumps(body).encode())
+
+
+@pytest.mark.parametrize("epoch", [EpochId.stream("q", 0), EpochId.stream("q:with:colons", 41), EpochId.batch("2024-01-01"),
+                                   EpochId("reset", "1700000000000")])
+def test_epoch_ids_round_trip_through_their_text(epoch: EpochId) -> None:
+    assert EpochId.parse(str(epoch)) == epoch
+
+
+def test_an_unknown_epoch_kind_is_refused() -> None:
+    with pytest.raises(KafkaEosDecisionLogError, match="unknown epoch id"):
+        EpochId.parse("micro:3")
+
+
+def test_completion_keeps_the_epoch_and_offsets_and_drops_the_participants() -> None:
+    completed = full_record().completed()
+    assert (completed.kind, completed.epoch_id, completed.participants) == ("complete", "stream:query-1:5", ())
+    assert (completed.consumer_group, completed.offsets) == ("sink-group", (("in", 0, 100), ("in", 1, 7)))
+
+
+def test_a_participant_names_its_transaction_and_its_output() -> None:
+    assert PARTICIPANT.txn == PreparedTxnState("p-0a1b2c3d-1-0-0", 4001, 7)
+    assert PARTICIPANT.describe_output() == "out-0: 12 records, out-2: 3 records"
+    assert Participant("x", 1, 0, 0).describe_output() == "no records"
