@@ -3,10 +3,13 @@
     python -m spark_kafka_eos.cli inspect --bootstrap-servers B --prefix P [--topic T ...]
     python -m spark_kafka_eos.cli recover --bootstrap-servers B --prefix P
     python -m spark_kafka_eos.cli reset   --bootstrap-servers B --prefix P [--yes]
+    python -m spark_kafka_eos.cli lag     --bootstrap-servers B --group G --topic T [--topic T ...]
 
 ``inspect`` only reads. ``recover`` does what the driver's recovery and commit do: roll the last decision
 forward, then abort (and fence) every open transaction of the prefix. ``reset`` recovers, then appends a
 ``reset`` record so that a new query (a new checkpoint) may reuse the prefix from micro-batch 0.
+``lag`` prints a consumer group's offsets against each partition's last stable offset and high
+watermark (the sink's ``consumerGroup``, or a stream's ``progressGroup``).
 Options are parsed by :func:`parse_writer_options`, as the sink parses them; secrets are never printed.
 """
 
@@ -24,7 +27,13 @@ from confluent_kafka import KafkaError, KafkaException
 
 from spark_kafka_eos.cluster import open_session
 from spark_kafka_eos.errors import KafkaEosError
-from spark_kafka_eos.read.reader_options import ReaderOptions, Subscription, TopicPartition, internal_read_options
+from spark_kafka_eos.read.reader_options import (
+    ReaderOptions,
+    Subscription,
+    TopicPartition,
+    internal_read_options,
+    parse_reader_options,
+)
 from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.secrets import redact, scrub
 from spark_kafka_eos.txn.session import TransactionSession, TxnDescription
@@ -74,6 +83,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except SystemExit as done:  # argparse: 0 after --help, 2 on a usage error (already printed)
         return done.code if isinstance(done.code, int) else EXIT_ERROR
     try:
+        if args.command is lag_command:
+            return lag_command(args)
         options = writer_options(args)
         with open_session(options.connection) as session:
             command: Command = args.command
@@ -85,13 +96,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m spark_kafka_eos.cli``."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT[,...]", help="the Kafka cluster")
+    cluster = argparse.ArgumentParser(add_help=False)
+    cluster.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT[,...]", help="the Kafka cluster")
+    cluster.add_argument("--kafka", action="append", default=[], type=_setting, metavar="KEY=VALUE",
+                         help="a librdkafka client setting, as the sink's kafka.* options (security etc.); repeatable")
+    common = argparse.ArgumentParser(add_help=False, parents=[cluster])
     common.add_argument("--prefix", required=True, help="the transactional.id.prefix of the sink")
     common.add_argument("--decision-log-topic", metavar="TOPIC",
                         help="the sink's decisionLogTopic option (default: _kafka_eos_decisions)")
-    common.add_argument("--kafka", action="append", default=[], type=_setting, metavar="KEY=VALUE",
-                        help="a librdkafka client setting, as the sink's kafka.* options (security etc.); repeatable")
     parser = argparse.ArgumentParser(prog="python -m spark_kafka_eos.cli", epilog=_EPILOG,
                                      description="Inspect and repair a transactional id prefix of the kafka_eos sink.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -108,6 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     reset_parser.add_argument("--accept-data-loss", action="store_true",
                               help="with --yes: reset even when the last decision has participants that can no "
                               "longer be committed (their records are lost; the output names them)")
+    lag_parser = _add_command(commands, cluster, lag_command, "print a consumer group's offset, the last stable "
+                              "offset, the high watermark and the lag of each partition of the --topic(s)")
+    lag_parser.add_argument("--group", required=True, help="the consumer group (a sink's consumerGroup, a stream's progressGroup)")
+    lag_parser.add_argument("--topic", action="append", required=True, metavar="TOPIC", help="a topic the group reads; repeatable")
     return parser
 
 
@@ -158,6 +174,31 @@ def inspect_command(options: WriterOptions, session: TransactionSession, args: a
     for line in offset_lines(offsets):
         print(line)
     return EXIT_OK
+
+
+def lag_command(args: argparse.Namespace) -> int:
+    """Per partition: the group's offset, the LSO, the high watermark and the lag (LSO - group offset)."""
+    options = {f"kafka.{key}": value for key, value in dict(args.kafka).items()}
+    options.update({"kafka.bootstrap.servers": args.bootstrap_servers, "subscribe": ",".join(args.topic)})
+    reader_options = parse_reader_options(options, streaming=False)
+    lookup = KafkaOffsetLookup(reader_options)
+    partitions = lookup.partitions(reader_options.subscription, must_exist=True)
+    written, stable = lookup.log_end(partitions), lookup.latest(partitions)
+    committed = lookup.committed(args.group, partitions)
+    for line in lag_lines(args.group, [(tp, committed.get(tp), stable[tp], written[tp]) for tp in sorted(partitions)]):
+        print(line)
+    return EXIT_OK
+
+
+def lag_lines(group: str, rows: Sequence[tuple[TopicPartition, Optional[int], int, int]]) -> list[str]:
+    """One line per partition, and the total; a partition without a group offset has no lag figure."""
+    lines, total = [], 0
+    for (topic, partition), offset, stable, written in rows:
+        lag = None if offset is None else max(stable - offset, 0)
+        total += lag or 0
+        lines.append(f"topic {topic} partition {partition}: group offset {'none' if offset is None else offset}, "
+                     f"last stable offset {stable}, high watermark {written}, lag {'-' if lag is None else lag}")
+    return lines + [f"group {group}: total lag {total}"]
 
 
 def recover_command(options: WriterOptions, session: TransactionSession, args: argparse.Namespace) -> int:

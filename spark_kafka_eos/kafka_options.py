@@ -40,6 +40,7 @@ READER_OPTIONS = (
     "maxRecordsPerBatch",
     "maxBytesPerBatch",
     "consumerGroup",
+    "progressGroup",
 )
 # Options of the sink and of Spark itself: known, so never reported as typos of a source option.
 WRITER_AND_SPARK_OPTIONS = (

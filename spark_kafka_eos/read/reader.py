@@ -28,6 +28,7 @@ from spark_kafka_eos.read.reader_options import ReaderOptions, TopicPartition
 from spark_kafka_eos.read.data_loss import describe, moved_back_problem, report_data_loss
 from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.read.partition_reader import check_consumer_config, read_offset_range
+from spark_kafka_eos.read.progress_group import commit_progress
 from spark_kafka_eos.read.planner import (
     OffsetRange,
     Offsets,
@@ -130,6 +131,7 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
         # (partition, position) that latestOffset restarted at the earliest offset, so that
         # partitions() knows it even when the log grew past the position in between.
         self._moved_back: set[tuple[TopicPartition, int]] = set()
+        self._progress: Offsets = {}  # last offsets committed to progressGroup
 
     def initialOffset(self) -> StreamOffset:
         """Resolved once per run: Spark asks again before batch 0 commits, and a second
@@ -156,6 +158,10 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
         self._available_now_target = self.lookup.latest(tps)
 
     def latestOffset(self, start: StreamOffset, limit: ReadLimit) -> StreamOffset:
+        # Spark plans from the end of the last committed micro-batch: that is the stream's progress.
+        # (Spark calls commit() for a batch only when it plans the next one, so never for the last
+        # batch of a Trigger.AvailableNow run.)
+        self._commit_progress(from_stream_offset(start))
         begin = self._current_start(from_stream_offset(start))
         stable = self.lookup.latest(list(begin))
         begin.update(self._restart_moved_back(begin, stable))
@@ -306,7 +312,14 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
         return None
 
     def commit(self, end: StreamOffset) -> None:
-        """Spark's checkpoint owns the offsets; nothing is committed to Kafka by the source."""
+        """Spark's checkpoint owns the offsets. With ``progressGroup``, the batch's end offsets are
+        also committed to that group, so that lag tools show the query's progress."""
+        self._commit_progress(from_stream_offset(end))
+
+    def _commit_progress(self, offsets: Offsets) -> None:
+        if self.options.progress_group is not None and offsets and offsets != self._progress:
+            commit_progress(self.options, offsets)
+            self._progress = offsets
 
     def stop(self) -> None:
         self._lookup = None

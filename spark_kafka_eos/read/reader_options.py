@@ -99,6 +99,8 @@ class ReaderOptions:
     isolation_level: str
     group_id: str
     kafka_config: Mapping[str, str]
+    progress_group: Optional[str] = None
+    """Streams: the group that each committed micro-batch's end offsets are committed to (for lag tools)."""
 
     @property
     def bootstrap_servers(self) -> str:
@@ -167,6 +169,12 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
         raise KafkaEosOptionError(
             "startingOffsetsByTimestampStrategy", f"is {strategy!r}.", "use 'error' (the default) or 'latest'."
         )
+    progress_group = opts.get("progressgroup", "").strip() or None
+    if progress_group is not None and not streaming:
+        raise KafkaEosOptionError(
+            "progressGroup", "is for streaming reads: it commits each micro-batch's end offsets.",
+            "remove it from this batch read; a batch sink's consumerGroup commits offsets inside its decision.",
+        )
     max_offsets = _positive_int(opts, "maxOffsetsPerTrigger")
     min_offsets = _positive_int(opts, "minOffsetsPerTrigger")
     if max_offsets is not None and min_offsets is not None and min_offsets > max_offsets:
@@ -195,6 +203,7 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
         isolation_level=isolation,
         group_id=group_id,
         kafka_config=kafka_config,
+        progress_group=progress_group,
     )
 
 
