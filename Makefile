@@ -9,7 +9,7 @@ KAFKA_DATA := .cache/kafka/data
 KAFKA_PORT ?= 9092
 PYTEST_ARGS ?=
 
-.PHONY: help venv java kafka-jars kafka-start kafka-stop test unit demo bench-read bench-write clean
+.PHONY: help venv java kafka-jars kafka-start kafka-stop test unit demo bench-read bench-write bench-latency clean
 
 help:
 	@echo "make test         install everything, start a local Kafka, run all tests (Spark's Kafka source is the readers' oracle)"
@@ -18,6 +18,7 @@ help:
 	@echo "make unit         run only the tests that need no broker"
 	@echo "make bench-read   batch read throughput: kafka_eos vs Spark's Kafka source vs raw client"
 	@echo "make bench-write  streaming write throughput vs Spark's Kafka sink and raw producer; commit latency"
+	@echo "make bench-latency per-micro-batch time of the exactly-once sink vs Spark's Kafka sink (2, 8, 32 partitions)"
 
 # Dependencies once; the package itself is (re)installed as a real, non-editable install whenever
 # its sources change: Spark finds the pyspark_kafka_eos shim only among installed top-level modules.
@@ -78,6 +79,9 @@ $(SPARK_KAFKA_JARS)/.resolved: conf/spark-kafka-connector-pom.xml
 
 bench-read: venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 	$(PY) -m tests.benchmarks.bench_read
+
+bench-latency: venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
+	$(PY) -m tests.benchmarks.bench_latency
 
 bench-write: venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 	$(PY) -m tests.benchmarks.bench_write

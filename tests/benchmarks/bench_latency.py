@@ -1,0 +1,115 @@
+"""Per-micro-batch overhead of the exactly-once sink, against Spark's own Kafka sink.
+
+    make bench-latency                          # 2, 8 and 32 partitions, 3 rounds, 12 batches each
+    BENCH_PARTITIONS=8 BENCH_ROUNDS=5 make bench-latency
+
+The same streaming query (kafka_eos source, 300 records per micro-batch, Trigger.AvailableNow)
+writes with ``format("kafka_eos")`` and with Spark's ``format("kafka")``, alternating over the
+rounds on the same source topic, each run into a new sink topic with a new checkpoint. A batch's
+time is Spark's ``triggerExecution`` duration; the first batch of each run (planning, Python
+worker start) is left out. Each run's output is counted with an independent read_committed
+consumer and must equal its input.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import uuid
+from contextlib import ExitStack
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.benchmarks.common import bootstrap_servers, connector_jars
+from tests.benchmarks.common import produce as produce_one
+
+ROWS_PER_BATCH = 300
+BATCHES = int(os.environ.get("BENCH_BATCHES", "12"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+PARTITION_COUNTS = [int(p) for p in os.environ.get("BENCH_PARTITIONS", "2,8,32").split(",")]
+SYSTEMS = {"kafka_eos": "kafka_eos sink (exactly-once)", "kafka": "Spark's Kafka sink (at-least-once)"}
+
+
+def count_committed(bootstrap: str, topic: str, partitions: int) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"count-{uuid.uuid4().hex}", "isolation.level": "read_committed",
+                         "enable.partition.eof": True, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    count, ended = 0, set()
+    while len(ended) < partitions:
+        for message in consumer.consume(1000, 1.0):
+            if message.error():
+                ended.add(message.partition())
+            else:
+                count += 1
+    consumer.close()
+    return count
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * share))]
+
+
+def main() -> None:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    with ExitStack() as stack:
+        bootstrap = bootstrap_servers(stack)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        from pyspark.sql import SparkSession
+
+        jars = connector_jars()
+        spark = (
+            SparkSession.builder.master("local[2]").appName("bench-latency")
+            .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+            .config("spark.jars", ",".join(str(j) for j in jars)).config("spark.sql.shuffle.partitions", "2")
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        records = ROWS_PER_BATCH * BATCHES
+        print(f">> pyspark {spark.version}, local[2]; {BATCHES} micro-batches of {ROWS_PER_BATCH} rows per run, "
+              f"{ROUNDS} alternating rounds; Spark's sink from {next(j.name for j in jars if j.name.startswith('spark-sql-kafka'))}")
+
+        def run(fmt: str, source: str, partitions: int) -> list[float]:
+            sink = f"lat-out-{uuid.uuid4().hex[:8]}"
+            admin.create_topics([NewTopic(sink, partitions, 1)])[sink].result(30)
+            df = (
+                spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
+                .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", ROWS_PER_BATCH).load()
+                .selectExpr("key", "value", "partition")
+            )
+            query = (
+                df.writeStream.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
+                .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-latency-")).trigger(availableNow=True).start()
+            )
+            query.awaitTermination()
+            batches = [p for p in query.recentProgress if p.numInputRows]
+            written = count_committed(bootstrap, sink, partitions)
+            if written != records:
+                sys.exit(f"{fmt} wrote {written} records, not {records}: the figures would be meaningless")
+            return [float(p.durationMs["triggerExecution"]) for p in batches[1:]]
+
+        print(f"{'partitions':>10}  {'system':<36} {'p50 ms':>8} {'p90 ms':>8}")
+        for partitions in PARTITION_COUNTS:
+            source = f"lat-src-{uuid.uuid4().hex[:8]}"
+            admin.create_topics([NewTopic(source, partitions, 1)])[source].result(30)
+            producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+            for i in range(records):
+                produce_one(producer, source, b"v" * 100, str(i).encode(), i % partitions)
+            producer.flush(60)
+            times: dict[str, list[float]] = {fmt: [] for fmt in SYSTEMS}
+            for _ in range(ROUNDS):
+                for fmt in SYSTEMS:
+                    times[fmt] += run(fmt, source, partitions)
+            p50 = {fmt: statistics.median(t) for fmt, t in times.items()}
+            for fmt, label in SYSTEMS.items():
+                print(f"{partitions:>10}  {label:<36} {p50[fmt]:>8.0f} {percentile(times[fmt], 0.9):>8.0f}")
+            print(f"{partitions:>10}  overhead of exactly-once: p50 +{p50['kafka_eos'] - p50['kafka']:.0f} ms "
+                  f"(ratio {p50['kafka_eos'] / p50['kafka']:.2f}), over {len(times['kafka_eos'])} batches each")
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()
