@@ -41,7 +41,7 @@ venv: $(VENV)/.installed
 
 java:
 	@command -v java >/dev/null 2>&1 || [ -n "$$JAVA_HOME" ] || { echo "error: Java 17+ is required (for Kafka and Spark) and was not found on PATH or JAVA_HOME. Install a JDK 17, e.g. apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
-	@$(PYTHON) spark_kafka_eos/local_kafka.py check-java
+	@$(PYTHON) tests/harness/local_kafka.py check-java
 
 $(KAFKA_LIBS)/.resolved: conf/kafka-broker-pom.xml
 	@command -v mvn >/dev/null 2>&1 || { echo "error: Maven (mvn) is required to fetch the Kafka broker jars from Maven Central. Install it, e.g. apt-get install maven" >&2; exit 1; }
@@ -53,10 +53,10 @@ $(KAFKA_LIBS)/.resolved: conf/kafka-broker-pom.xml
 kafka-jars: java $(KAFKA_LIBS)/.resolved
 
 kafka-start: venv kafka-jars
-	@$(PY) -m spark_kafka_eos.local_kafka start --port $(KAFKA_PORT) --data-dir $(KAFKA_DATA)
+	@$(PY) -m tests.harness.local_kafka start --port $(KAFKA_PORT) --data-dir $(KAFKA_DATA)
 
 kafka-stop:
-	@$(PY) -m spark_kafka_eos.local_kafka stop --data-dir $(KAFKA_DATA)
+	@$(PY) -m tests.harness.local_kafka stop --data-dir $(KAFKA_DATA)
 
 unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

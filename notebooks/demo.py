@@ -30,7 +30,7 @@ atexit.register(stack.close)
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 BOOTSTRAP = os.environ.get("KAFKA_EOS_BOOTSTRAP_SERVERS")
 if not BOOTSTRAP:
-    from spark_kafka_eos.local_kafka import LocalKafka
+    from tests.harness.local_kafka import LocalKafka
 
     print(">> starting an embedded Kafka broker on loopback ...")
     broker = stack.enter_context(LocalKafka(tempfile.mkdtemp(prefix="kafka-eos-demo-")))

@@ -29,7 +29,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaTestCluster
     if existing:
         yield KafkaTestCluster(existing)
         return
-    from spark_kafka_eos.local_kafka import LocalKafka
+    from tests.harness.local_kafka import LocalKafka
 
     broker = LocalKafka(tmp_path_factory.mktemp("kafka"))
     broker.start()

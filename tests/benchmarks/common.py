@@ -34,7 +34,7 @@ def bootstrap_servers(stack: ExitStack) -> str:
     existing = os.environ.get("KAFKA_EOS_BOOTSTRAP_SERVERS")
     if existing:
         return existing
-    from spark_kafka_eos.local_kafka import LocalKafka
+    from tests.harness.local_kafka import LocalKafka
 
     return stack.enter_context(LocalKafka(Path(tempfile.mkdtemp(prefix="kafka-eos-bench-")), heap="2g")).bootstrap_servers
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
-from spark_kafka_eos.local_kafka import DEFAULT_CONF_DIR, LocalKafka, free_loopback_port
+from tests.harness.local_kafka import DEFAULT_CONF_DIR, LocalKafka, free_loopback_port
 
 READER = "reader"
 READER_PASSWORD = "reader-secret"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
-from spark_kafka_eos.local_kafka import LocalKafka
+from tests.harness.local_kafka import LocalKafka
 
 
 def test_a_cluster_id_with_a_leading_dash_is_formatted(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 
-from spark_kafka_eos import local_kafka
+from tests.harness import local_kafka
 
 
 def test_a_random_id_that_starts_with_a_dash_is_drawn_again(monkeypatch: pytest.MonkeyPatch) -> None:

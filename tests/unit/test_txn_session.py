@@ -6,7 +6,7 @@ from __future__ import annotations
 import kafka.errors as Errors
 import pytest
 
-from spark_kafka_eos.local_kafka import free_loopback_port
+from tests.harness.local_kafka import free_loopback_port
 from spark_kafka_eos.txn.session import (
     PreparedTxnState,
     ResumedTxn,

@@ -1,4 +1,5 @@
-"""An embedded single-node Apache Kafka broker (KRaft) for demos and tests.
+"""An embedded single-node Apache Kafka broker (KRaft) for demos and tests (not part of the package:
+it needs the repository's conf/ and the jars that make resolves into .cache/).
 
 The broker jars are resolved from Maven Central by ``make kafka-jars`` (see
 ``conf/kafka-broker-pom.xml``); this module only formats a data directory, starts
@@ -6,8 +7,8 @@ The broker jars are resolved from Maven Central by ``make kafka-jars`` (see
 
 Command line (used by the Makefile)::
 
-    python -m spark_kafka_eos.local_kafka start --port 9092 --data-dir .cache/kafka/data
-    python -m spark_kafka_eos.local_kafka stop --data-dir .cache/kafka/data
+    python -m tests.harness.local_kafka start --port 9092 --data-dir .cache/kafka/data
+    python -m tests.harness.local_kafka stop --data-dir .cache/kafka/data
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def _project_root() -> Path:
     for folder in (Path.cwd(), *Path.cwd().parents):
         if (folder / "conf" / "kafka-broker.properties").exists():
             return folder
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]
 
 
 REPO_ROOT = _project_root()
@@ -244,7 +245,7 @@ def _terminate(pid: int, timeout_s: float, has_exited: Optional[Callable[[], boo
 
 
 def _main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spark_kafka_eos.local_kafka", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tests.harness.local_kafka", description=__doc__)
     parser.add_argument("command", choices=["start", "stop", "check-java"])
     parser.add_argument("--port", type=int, default=9092)
     parser.add_argument("--data-dir", type=Path, default=REPO_ROOT / ".cache" / "kafka" / "data")
