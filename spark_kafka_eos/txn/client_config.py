@@ -25,8 +25,14 @@ class UnsupportedSettingError(ValueError):
 
 
 _SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
-_SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI"})
+_SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER"})
 _DNS_LOOKUPS = frozenset({"use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"})
+
+# OAUTHBEARER with OIDC client credentials: these settings become one token provider (see _oauth_provider).
+_OIDC_SETTINGS = frozenset({
+    "sasl.oauthbearer.method", "sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.scope",
+})
 
 # Settings whose names look like security settings but that only librdkafka's data path uses and
 # that cannot weaken or change how the coordinator connection is authenticated.
@@ -168,6 +174,8 @@ def translate(config: Mapping[str, object]) -> ClientConfig:
             settings[primary] = settings[fallback]
     out: dict[str, object] = {}
     for key, value in settings.items():
+        if key in _OIDC_SETTINGS:
+            continue
         if key in _TRANSLATIONS:
             target, parse = _TRANSLATIONS[key]
             try:
@@ -183,6 +191,30 @@ def translate(config: Mapping[str, object]) -> ClientConfig:
                 key, f"{key} affects how the brokers are reached or authenticated and cannot be translated "
                 "for the transaction session (kafka-python); remove it or use a supported equivalent"
             )
+    if out.get("sasl_mechanism") == "OAUTHBEARER":
+        out["sasl_oauth_token_provider"] = _oauth_provider(settings)
     if out.get("sasl_mechanism") and not str(out.get("security_protocol", "")).startswith("SASL_"):
         raise UnsupportedSettingError("sasl.mechanism", "sasl.mechanism is set but security.protocol is not SASL_PLAINTEXT or SASL_SSL")
     return ClientConfig(out)
+
+
+def _oauth_provider(settings: Mapping[str, object]) -> object:
+    """The token provider for OAUTHBEARER: only OIDC client credentials can be expressed in settings
+    (librdkafka's other method needs a callback in code)."""
+    from spark_kafka_eos.txn.oauth import OidcClientCredentials
+
+    if _text(settings.get("sasl.oauthbearer.method", "default")).lower() != "oidc":
+        raise UnsupportedSettingError(
+            "sasl.oauthbearer.method", "OAUTHBEARER needs sasl.oauthbearer.method=oidc (client credentials) for the "
+            "transaction session: a token callback cannot be given as an option",
+        )
+    missing = [k for k in ("sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret", "sasl.oauthbearer.token.endpoint.url")
+               if not _text(settings.get(k, ""))]
+    if missing:
+        raise UnsupportedSettingError(missing[0], f"OAUTHBEARER with sasl.oauthbearer.method=oidc needs {', '.join(missing)}")
+    scope = _text(settings.get("sasl.oauthbearer.scope", "")) or None
+    return OidcClientCredentials(
+        _text(settings["sasl.oauthbearer.token.endpoint.url"]), _text(settings["sasl.oauthbearer.client.id"]),
+        _text(settings["sasl.oauthbearer.client.secret"]), scope,
+    )
+
