@@ -13,7 +13,7 @@ import threading
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from spark_kafka_eos.client_log import to_python_logging
+from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.txn.session import TransactionSession
 
@@ -33,7 +33,7 @@ def admin_client(connection: KafkaConnection) -> AdminClient:
     """An admin client of the cluster, kept: a new client's first offset request waits for metadata, which
     costs more than the rest of a commit."""
     if connection not in _ADMIN_CLIENTS:
-        _ADMIN_CLIENTS[connection] = AdminClient(to_python_logging(connection.client_config()))
+        _ADMIN_CLIENTS[connection] = AdminClient(for_librdkafka(connection.client_config()))
     return _ADMIN_CLIENTS[connection]
 
 
@@ -82,7 +82,7 @@ def group_offset_reader(connection: KafkaConnection, group: str) -> Consumer:
         if consumer is None:
             if len(_GROUP_READERS) >= _MAX_GROUP_READERS:
                 _GROUP_READERS.pop(next(iter(_GROUP_READERS))).close()
-            consumer = Consumer(to_python_logging({**connection.client_config(), "group.id": group, "isolation.level": "read_committed",
+            consumer = Consumer(for_librdkafka({**connection.client_config(), "group.id": group, "isolation.level": "read_committed",
                                  "enable.auto.commit": False,
                                  # OffsetFetch is retried while the markers of a commit that just returned
                                  # are on their way (a few ms): the default 100 ms backoff would double a commit.
@@ -96,7 +96,7 @@ def point_reader(connection: KafkaConnection) -> tuple[Consumer, threading.Lock]
     waits for a connection and metadata), with the lock its user holds while it assigns and polls."""
     with _CONSUMERS_LOCK:
         if connection not in _POINT_READERS:
-            _POINT_READERS[connection] = (Consumer(to_python_logging({
+            _POINT_READERS[connection] = (Consumer(for_librdkafka({
                 **connection.client_config(), "group.id": POINT_READER_GROUP, "enable.auto.commit": False,
                 "isolation.level": "read_uncommitted", "enable.partition.eof": True, "auto.offset.reset": "error",
                 "fetch.wait.max.ms": 10,

@@ -15,7 +15,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaE
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
 
-from spark_kafka_eos.client_log import to_python_logging
+from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError, KafkaEosUnavailableError
 from spark_kafka_eos.read.reader_options import ReaderOptions, Subscription, TopicPartition
 from spark_kafka_eos.read.authorization import topic_authorization_error
@@ -35,7 +35,7 @@ class KafkaOffsetLookup:
     def __init__(self, options: ReaderOptions) -> None:
         self._options = options
         try:
-            self._admin = AdminClient(to_python_logging(options.admin_config()))
+            self._admin = AdminClient(for_librdkafka(options.admin_config()))
         except KafkaException as err:
             raise KafkaEosOptionError("kafka.*", f"librdkafka rejected the configuration: {err.args[0].str()}.", "fix or remove that kafka.* option.") from None
         self._timeout_s = options.request_timeout_s

@@ -22,7 +22,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from spark_kafka_eos.client_log import to_python_logging
+from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.errors import KafkaEosOptionError, KafkaEosReadError
 from spark_kafka_eos.read.reader_options import ReaderOptions
 from spark_kafka_eos.read.authorization import topic_authorization_error
@@ -59,7 +59,7 @@ def open_consumer(
     if on_statistics is not None:
         config.update({"statistics.interval.ms": statistics_interval_ms, "stats_cb": on_statistics})
     try:
-        return Consumer(to_python_logging(config))
+        return Consumer(for_librdkafka(config))
     except KafkaException as err:
         raise KafkaEosOptionError(
             "kafka.*", f"librdkafka rejected the consumer configuration: {err.args[0].str()}.", "fix or remove that kafka.* option."

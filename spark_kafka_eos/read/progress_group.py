@@ -12,7 +12,7 @@ import logging
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from spark_kafka_eos.client_log import to_python_logging
+from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.read.planner import Offsets
 from spark_kafka_eos.read.reader_options import ReaderOptions
 
@@ -24,7 +24,7 @@ def commit_progress(options: ReaderOptions, offsets: Offsets) -> None:
 
     A failure is logged, not raised: a lag dashboard must not stop the query."""
     assert options.progress_group is not None
-    committer = Consumer(to_python_logging({**options.connection.client_config(), "group.id": options.progress_group, "enable.auto.commit": False}))
+    committer = Consumer(for_librdkafka({**options.connection.client_config(), "group.id": options.progress_group, "enable.auto.commit": False}))
     try:
         committer.commit(
             offsets=[KafkaTopicPartition(topic, partition, offset) for (topic, partition), offset in sorted(offsets.items())],

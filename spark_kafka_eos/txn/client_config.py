@@ -10,6 +10,7 @@ security, or not at all, is worse than refusing.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Iterator, Mapping
 
 from spark_kafka_eos.secrets import redact
@@ -25,7 +26,7 @@ class UnsupportedSettingError(ValueError):
 
 
 _SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
-_SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER"})
+_SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER", "AWS_MSK_IAM"})
 _DNS_LOOKUPS = frozenset({"use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"})
 
 # OAUTHBEARER with OIDC client credentials: these settings become one token provider (see _oauth_provider).
@@ -193,6 +194,8 @@ def translate(config: Mapping[str, object]) -> ClientConfig:
             )
     if out.get("sasl_mechanism") == "OAUTHBEARER":
         out["sasl_oauth_token_provider"] = _oauth_provider(settings)
+    if out.get("sasl_mechanism") == "AWS_MSK_IAM":
+        _check_msk_iam()
     if out.get("sasl_mechanism") and not str(out.get("security_protocol", "")).startswith("SASL_"):
         raise UnsupportedSettingError("sasl.mechanism", "sasl.mechanism is set but security.protocol is not SASL_PLAINTEXT or SASL_SSL")
     return ClientConfig(out)
@@ -217,4 +220,12 @@ def _oauth_provider(settings: Mapping[str, object]) -> object:
         _text(settings["sasl.oauthbearer.token.endpoint.url"]), _text(settings["sasl.oauthbearer.client.id"]),
         _text(settings["sasl.oauthbearer.client.secret"]), scope,
     )
+
+
+def _check_msk_iam() -> None:
+    """kafka-python signs AWS_MSK_IAM itself, with botocore and the environment's credentials and region."""
+    if importlib.util.find_spec("botocore") is None:
+        raise UnsupportedSettingError(
+            "sasl.mechanism", "AWS_MSK_IAM needs botocore for the transaction session: pip install 'spark-kafka-eos[msk]'"
+        )
 

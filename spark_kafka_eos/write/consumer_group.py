@@ -9,7 +9,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import ConsumerGroupDescription
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from spark_kafka_eos.client_log import to_python_logging
+from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.cluster import admin_client
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosOptionError
 from spark_kafka_eos.write.writer_options import WriterOptions
@@ -42,7 +42,7 @@ def check_not_backwards(options: WriterOptions, offsets: Mapping[tuple[str, int]
     # A read_committed consumer asks for stable offsets (it waits out a pending transactional commit).
     # Not AdminClient.list_consumer_group_offsets: on librdkafka 2.16 it can crash the process when the
     # group coordinator moves (librdkafka #5040).
-    reader = Consumer(to_python_logging({**options.connection.client_config(), "group.id": group, "isolation.level": "read_committed",
+    reader = Consumer(for_librdkafka({**options.connection.client_config(), "group.id": group, "isolation.level": "read_committed",
                        "enable.auto.commit": False}))
     try:
         found = reader.committed([KafkaTopicPartition(t, p) for t, p in sorted(offsets)], timeout=_TIMEOUT_S)

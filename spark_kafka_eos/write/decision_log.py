@@ -33,7 +33,7 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
 
-from spark_kafka_eos.client_log import to_python_logging
+from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.cluster import admin_client, group_offset_reader, known_topic, point_reader, remember_topic
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
@@ -322,7 +322,7 @@ class DecisionLog:
         recovery): ``init_transactions`` fences any other driver of the prefix."""
         if self._producer is None:
             txn_id = coordinator_transactional_id(prefix)
-            producer = Producer(to_python_logging(self._options.producer_config(txn_id, COORDINATOR_TRANSACTION_TIMEOUT_MS)))
+            producer = Producer(for_librdkafka(self._options.producer_config(txn_id, COORDINATOR_TRANSACTION_TIMEOUT_MS)))
             producer.init_transactions(_TIMEOUT_S)
             self._producer = producer
         return self._producer
@@ -378,7 +378,7 @@ def _index_error(group: str, error: KafkaError) -> KafkaEosDecisionLogError:
 
 
 def _group_metadata(connection: KafkaConnection, group: str) -> object:
-    consumer = Consumer(to_python_logging({**connection.client_config(), "group.id": group, "enable.auto.commit": False}))
+    consumer = Consumer(for_librdkafka({**connection.client_config(), "group.id": group, "enable.auto.commit": False}))
     try:
         return consumer.consumer_group_metadata()
     finally:

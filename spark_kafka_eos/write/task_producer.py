@@ -30,7 +30,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from pyspark import TaskContext
 
-from spark_kafka_eos.client_log import to_python_logging
+from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.cluster import admin_client, cached_session
 from spark_kafka_eos.errors import KafkaEosWriteError
 from spark_kafka_eos.txn.session import PreparedTxnState, TxnState
@@ -203,7 +203,7 @@ class _TaskTransaction:
         self._transactional_id = transactional_id
         self._deliveries = _DeliveryTally()
         self._stats = _EosStats()
-        producer = Producer(to_python_logging({**config, "on_delivery": self._deliveries.on_delivery, "stats_cb": self._stats.on_stats}))
+        producer = Producer(for_librdkafka({**config, "on_delivery": self._deliveries.on_delivery, "stats_cb": self._stats.on_stats}))
         try:
             producer.init_transactions(CONTROL_TIMEOUT_S)
             producer.begin_transaction()

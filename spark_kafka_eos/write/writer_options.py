@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from confluent_kafka import KafkaException, Producer
 
+from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.kafka_options import UNSAFE_SETTINGS, parse_common, parse_kafka_settings
@@ -265,7 +266,7 @@ def _librdkafka_refusal(options: WriterOptions) -> Optional[str]:
     del config["bootstrap.servers"]
     config["log_level"] = 0
     try:
-        Producer(config)
+        Producer(for_librdkafka(config))
     except KafkaException as err:
         return str(err.args[0].str())
     except (TypeError, ValueError) as err:

@@ -67,7 +67,7 @@ def test_data_path_tuning_is_ignored() -> None:
     [
         ("ssl.keystore.location", "/etc/client.p12"),
         ("ssl.key.pem", "-----BEGIN PRIVATE KEY-----"),
-        ("sasl.oauthbearer.client.secret", "x"),
+        ("sasl.oauthbearer.config", "principal=admin"),  # unsecured client-side tokens: librdkafka only
         ("sasl.kerberos.keytab", "/etc/krb5.keytab"),
         ("ssl.cipher.suites", "ECDHE-RSA-AES256-GCM-SHA384"),
         ("ssl.truststore.location", "/etc/trust.jks"),
@@ -84,7 +84,8 @@ def test_untranslatable_security_setting_is_refused_by_name(key: str, value: str
     "config, named",
     [
         ({"security.protocol": "SSL_TLS"}, "security.protocol"),
-        ({"sasl.mechanism": "OAUTHBEARER", "security.protocol": "SASL_SSL"}, "sasl.mechanism"),
+        ({"sasl.mechanism": "OAUTHBEARER", "security.protocol": "SASL_SSL"}, "sasl.oauthbearer.method"),
+        ({"sasl.mechanism": "OAUTHBEARER", "security.protocol": "SASL_SSL", "sasl.oauthbearer.method": "oidc"}, "sasl.oauthbearer.client.id"),
         ({"sasl.mechanism": "PLAIN"}, "sasl.mechanism"),
         ({"ssl.ca.location": "probe"}, "ssl.ca.location"),
         ({"enable.ssl.certificate.verification": "false"}, "enable.ssl.certificate.verification"),
@@ -118,3 +119,16 @@ def test_session_repr_never_shows_secrets() -> None:
         for text in (repr(session), str(session)):
             assert PASSWORD not in text and KEY_PASSWORD not in text
             assert "127.0.0.1:9" in text
+
+
+def test_oidc_client_credentials_become_a_token_provider_without_showing_the_secret() -> None:
+    config = translate({
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": "job", "sasl.oauthbearer.client.secret": "hush-123",
+        "sasl.oauthbearer.token.endpoint.url": "https://idp.example/token", "sasl.oauthbearer.scope": "kafka",
+    })
+    assert config["sasl_mechanism"] == "OAUTHBEARER"
+    provider = config["sasl_oauth_token_provider"]
+    assert type(provider).__name__ == "OidcClientCredentials"
+    assert "hush-123" not in repr(config) and "hush-123" not in repr(provider)
+

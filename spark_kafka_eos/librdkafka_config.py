@@ -1,0 +1,61 @@
+"""What every librdkafka client of the package gets on top of its settings.
+
+* Logs: librdkafka's lines go to Python logging, not to stderr. Levels map to Python's (3 error ->
+  ERROR, 4 warning -> WARNING, 6 info -> INFO, 7 debug -> DEBUG), under the logger
+  ``spark_kafka_eos.librdkafka``; lines come out when the client is polled, so an idle client (one
+  kept for the next micro-batch while a broker restarts) prints nothing.
+* AWS MSK IAM: ``sasl.mechanism=AWS_MSK_IAM`` (kafka-python's name) becomes librdkafka's OAUTHBEARER
+  with a token callback that signs with the AWS credentials and region of the environment
+  (``aws-msk-iam-sasl-signer-python``, the ``msk`` extra).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Callable, Mapping
+
+from spark_kafka_eos.errors import KafkaEosOptionError
+
+LIBRDKAFKA_LOGGER = logging.getLogger("spark_kafka_eos.librdkafka")
+MSK_IAM = "AWS_MSK_IAM"
+_REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
+
+
+def for_librdkafka(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with the logger and, for AWS MSK IAM, the OAUTHBEARER token callback."""
+    out = {**config, "logger": LIBRDKAFKA_LOGGER}
+    if str(out.get("sasl.mechanism", out.get("sasl.mechanisms", ""))).strip().upper() == MSK_IAM:
+        out.pop("sasl.mechanisms", None)
+        out["sasl.mechanism"] = "OAUTHBEARER"
+        out["oauth_cb"] = msk_iam_token_callback()
+    return out
+
+
+def aws_region() -> str:
+    """The AWS region of the environment, as the AWS SDKs find it first."""
+    for variable in _REGION_VARIABLES:
+        if os.environ.get(variable, "").strip():
+            return os.environ[variable].strip()
+    raise KafkaEosOptionError(
+        "kafka.sasl.mechanism", f"is {MSK_IAM}, but no AWS region is set.",
+        f"set {' or '.join(_REGION_VARIABLES)} in the environment of the driver and the executors.",
+    )
+
+
+def msk_iam_token_callback() -> Callable[[str], tuple[str, float]]:
+    """librdkafka's ``oauth_cb``: an MSK IAM token and its expiry (seconds since the epoch)."""
+    try:
+        from aws_msk_iam_sasl_signer import MSKAuthTokenProvider
+    except ImportError:
+        raise KafkaEosOptionError(
+            "kafka.sasl.mechanism", f"is {MSK_IAM}, but aws-msk-iam-sasl-signer-python is not installed.",
+            "pip install 'spark-kafka-eos[msk]' on the driver and the executors.",
+        ) from None
+    region = aws_region()
+
+    def token(_oauthbearer_config: str) -> tuple[str, float]:
+        signed, expiry_ms = MSKAuthTokenProvider.generate_auth_token(region)
+        return signed, expiry_ms / 1000.0
+
+    return token
