@@ -23,7 +23,7 @@ from contextlib import ExitStack
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.benchmarks.common import bootstrap_servers, connector_jars
+from tests.benchmarks.common import bench_spark, bootstrap_servers, connector_jars
 from tests.benchmarks.common import produce as produce_one
 
 ROWS_PER_BATCH = 300
@@ -58,16 +58,8 @@ def main() -> None:
     with ExitStack() as stack:
         bootstrap = bootstrap_servers(stack)
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        from pyspark.sql import SparkSession
-
         jars = connector_jars()
-        spark = (
-            SparkSession.builder.master("local[2]").appName("bench-latency")
-            .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-            .config("spark.jars", ",".join(str(j) for j in jars)).config("spark.sql.shuffle.partitions", "2")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = bench_spark("bench-latency", jars, spark__sql__shuffle__partitions="2")
         records = ROWS_PER_BATCH * BATCHES
         print(f">> pyspark {spark.version}, local[2]; {BATCHES} micro-batches of {ROWS_PER_BATCH} rows per run, "
               f"{ROUNDS} alternating rounds; Spark's sink from {next(j.name for j in jars if j.name.startswith('spark-sql-kafka'))}")

@@ -21,7 +21,7 @@ from typing import Callable
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.benchmarks.common import PythonWorkerMemory, bootstrap_servers, connector_jars
+from tests.benchmarks.common import PythonWorkerMemory, bench_spark, bootstrap_servers, connector_jars
 from tests.benchmarks.common import produce as produce_one
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", "2000000"))
@@ -93,17 +93,8 @@ def main() -> None:
         lso = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}, isolation_level=IsolationLevel.READ_COMMITTED)
         ends = {tp.partition: f.result().offset for tp, f in lso.items()}
 
-        from pyspark.sql import SparkSession
-
         jars = connector_jars()
-        spark = (
-            SparkSession.builder.master("local[2]").appName("bench-read")
-            .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-            .config("spark.jars", ",".join(str(j) for j in jars))
-            .config("spark.driver.memory", "4g")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = bench_spark("bench-read", jars, spark__driver__memory="4g")
         print(f">> pyspark {spark.version}, local[2]; Spark's Kafka connector: {', '.join(j.name for j in jars)}")
 
         def spark_read(fmt: str, **extra: str) -> Callable[[], int]:

@@ -24,7 +24,7 @@ import pyarrow as pa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.benchmarks.common import bootstrap_servers, connector_jars
+from tests.benchmarks.common import bench_spark, bootstrap_servers, connector_jars
 from tests.benchmarks.common import produce as produce_one
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", "1000000"))
@@ -82,16 +82,8 @@ def main() -> None:
         fill(bootstrap, source)
         print(f">> {RECORDS:,} source records of {len(VALUE)} bytes in {source}, {PARTITIONS} partitions")
 
-        from pyspark.sql import SparkSession
-
         jars = connector_jars()
-        spark = (
-            SparkSession.builder.master("local[2]").appName("bench-write")
-            .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-            .config("spark.jars", ",".join(str(j) for j in jars)).config("spark.driver.memory", "4g")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = bench_spark("bench-write", jars, spark__driver__memory="4g")
         print(f">> pyspark {spark.version}, local[2]; Spark's Kafka sink from {', '.join(j.name for j in jars)}")
 
         def stream_to(fmt: str, sink: str, **options: str) -> float:

@@ -7,7 +7,7 @@ import sys
 import tempfile
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from confluent_kafka import Producer
 
@@ -83,3 +83,20 @@ class PythonWorkerMemory:
                     continue
                 self.peak_mib = max(self.peak_mib, rss_kib / 1024)
             self._stop.wait(self._interval_s)
+
+
+def bench_spark(app_name: str, jars: list[Path], **config: str) -> Any:
+    """A local[2] session with Spark's Kafka connector ``jars``, quiet, and ``config`` (dots as __)."""
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master("local[2]").appName(app_name)
+        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+        .config("spark.jars", ",".join(str(j) for j in jars))
+    )
+    for key, value in config.items():
+        builder = builder.config(key.replace("__", "."), value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+

@@ -4,9 +4,11 @@
 JVM, so it cannot share a process with the test session's classic Spark. The test runs this
 module as a script and judges the outcome with its own read_committed consumer.
 
-    python -m tests.harness.connect_job BOOTSTRAP SOURCE BATCH_SINK STREAM_SINK CHECKPOINT PREFIX
+    python -m tests.harness.connect_job BOOTSTRAP SOURCE BATCH_SINK STREAM_SINK CHECKPOINT PREFIX [FAIL_AT]
 
-It prints one JSON line: what the Connect session saw.
+It prints one JSON line: what the Connect session saw. ``FAIL_AT`` (test scaffolding, see
+:mod:`tests.harness.faults`) makes the stream's sink fail there; ``<point>:kill-driver`` kills the
+Connect server's JVM, the driver of every query of the session.
 """
 
 from __future__ import annotations
@@ -16,11 +18,18 @@ import os
 import sys
 
 
-def main(bootstrap: str, source: str, batch_sink: str, stream_sink: str, checkpoint: str, prefix: str) -> dict[str, object]:
+def main(bootstrap: str, source: str, batch_sink: str, stream_sink: str, checkpoint: str, prefix: str,
+         fail_at: str = "") -> dict[str, object]:
     os.environ["PYSPARK_PYTHON"] = sys.executable  # the server's Python workers need this package
     from pyspark.sql import SparkSession
 
+    from tests.harness.faults import FAIL_AT_ENV, FAULTS_FORMAT, FaultInjectingDataSource
+
+    if fail_at:
+        os.environ[FAIL_AT_ENV] = fail_at  # before the server starts: its Python workers inherit it
     spark = SparkSession.builder.remote("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+    if fail_at:
+        spark.dataSource.register(FaultInjectingDataSource)
     try:
         def kafka_eos_read(topics: str, stream: bool = False):  # type: ignore[no-untyped-def]
             reader = (spark.readStream if stream else spark.read).format("kafka_eos")
@@ -34,7 +43,7 @@ def main(bootstrap: str, source: str, batch_sink: str, stream_sink: str, checkpo
             .option("transactional.id.prefix", f"{prefix}-batch").save()
         )
         query = (
-            kafka_eos_read(source, stream=True).select("key", "value").writeStream.format("kafka_eos")
+            kafka_eos_read(source, stream=True).select("key", "value").writeStream.format(FAULTS_FORMAT if fail_at else "kafka_eos")
             .option("kafka.bootstrap.servers", bootstrap).option("topic", stream_sink)
             .option("transactional.id.prefix", f"{prefix}-stream").option("checkpointLocation", checkpoint)
             .trigger(availableNow=True).start()
@@ -52,4 +61,4 @@ def main(bootstrap: str, source: str, batch_sink: str, stream_sink: str, checkpo
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(*sys.argv[1:7])), flush=True)
+    print(json.dumps(main(*sys.argv[1:8])), flush=True)

@@ -89,6 +89,25 @@ def _random_cluster_id() -> str:
             return candidate
 
 
+def conf_with_listener(data_dir: Path, name: str, protocol: str, port: int, settings: str) -> Path:
+    """A conf directory under ``data_dir``: the project's broker settings plus a listener ``name`` with
+    security ``protocol`` on ``port`` and its ``settings`` (properties). For brokers with a SASL or
+    OAUTHBEARER listener beside the PLAINTEXT one."""
+    listeners = f"""
+listeners=PLAINTEXT://127.0.0.1:{{port}},{name}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{{controller_port}}
+advertised.listeners=PLAINTEXT://127.0.0.1:{{port}},{name}://127.0.0.1:{port}
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,{name}:{protocol}
+"""
+    conf_dir = Path(data_dir) / "conf"
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(DEFAULT_CONF_DIR / "kafka-log4j2.properties", conf_dir)
+    template = (DEFAULT_CONF_DIR / "kafka-broker.properties").read_text()
+    replaced = ("listeners=", "advertised.listeners=", "listener.security.protocol.map=")
+    kept = [line for line in template.splitlines() if not line.startswith(replaced)]
+    (conf_dir / "kafka-broker.properties").write_text("\n".join(kept) + listeners + settings)
+    return conf_dir
+
+
 class LocalKafka:
     """A single-node KRaft broker listening on 127.0.0.1, owned by this process.
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -16,16 +15,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Optional, Type
 
-from tests.harness.local_kafka import DEFAULT_CONF_DIR, LocalKafka, free_loopback_port
+from tests.harness.local_kafka import LocalKafka, conf_with_listener, free_loopback_port
 
 CLIENT_ID = "spark-job"
 CLIENT_SECRET = "oidc-client-secret-7f3a"
 
-_OAUTH = """
-listeners=PLAINTEXT://127.0.0.1:{port},OAUTH://127.0.0.1:{oauth_port},CONTROLLER://127.0.0.1:{controller_port}
-advertised.listeners=PLAINTEXT://127.0.0.1:{port},OAUTH://127.0.0.1:{oauth_port}
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,OAUTH:SASL_PLAINTEXT
-sasl.enabled.mechanisms=OAUTHBEARER
+_OAUTH = """sasl.enabled.mechanisms=OAUTHBEARER
 listener.name.oauth.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
 """
 
@@ -75,13 +70,8 @@ class OAuthKafka(LocalKafka):
     """A :class:`LocalKafka` with an OAUTHBEARER listener, and its token endpoint."""
 
     def __init__(self, data_dir: Path) -> None:
-        conf_dir = Path(data_dir) / "conf"
-        conf_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copy(DEFAULT_CONF_DIR / "kafka-log4j2.properties", conf_dir)
         self.oauth_port = free_loopback_port()
-        template = (DEFAULT_CONF_DIR / "kafka-broker.properties").read_text()
-        kept = [line for line in template.splitlines() if not line.startswith(("listeners=", "advertised.listeners=", "listener.security.protocol.map="))]
-        (conf_dir / "kafka-broker.properties").write_text("\n".join(kept) + _OAUTH.replace("{oauth_port}", str(self.oauth_port)))
+        conf_dir = conf_with_listener(Path(data_dir), "OAUTH", "SASL_PLAINTEXT", self.oauth_port, _OAUTH)
         super().__init__(Path(data_dir) / "data", conf_dir=conf_dir)
         self.token_endpoint = TokenEndpoint()
 
