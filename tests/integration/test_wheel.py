@@ -20,8 +20,13 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 PROJECT = Path(__file__).resolve().parents[2]
 
 
+# Without the test session's PYTHONPATH (the repository, whose spark_kafka_eos.egg-info would make pip
+# take the package for installed) and Spark's Python settings.
+CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+
+
 def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900, **kwargs)  # type: ignore[call-overload]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=CLEAN_ENV, **kwargs)  # type: ignore[call-overload]
     assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done
 
@@ -48,10 +53,9 @@ def test_the_wheel_alone_reads_and_writes(kafka: KafkaTestCluster, tmp_path: Pat
 
     source, sink = kafka.create_topic(2), kafka.create_topic(2)
     kafka.produce_plain(source, [Sent(i % 2, b"k%d" % i, b"v%d" % i) for i in range(20)])
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     script = tmp_path / "wheel_job.py"  # a copy, so that nothing of the repository is on the job's path
     script.write_text((PROJECT / "tests" / "harness" / "wheel_job.py").read_text())
-    job = run([str(python), str(script), kafka.bootstrap_servers, source, sink], cwd=tmp_path, env=env)
+    job = run([str(python), str(script), kafka.bootstrap_servers, source, sink], cwd=tmp_path)
     result = json.loads([line for line in job.stdout.splitlines() if line.startswith("{")][-1])
     assert result["package"].startswith(str(venv)), result  # the wheel's copy, not the repository's
     assert result["read"] == 20
