@@ -83,6 +83,10 @@ def test_aborted_records_right_below_an_open_transaction(spark: SparkSession, ka
     deadline = time.monotonic() + 30
     while kafka.offsets(topic, OffsetSpec.latest())[0] != 2 and time.monotonic() < deadline:
         time.sleep(0.05)
+    # The scenario's precondition: the LSO stands at the undecided record (offset 2), right after the
+    # aborted one, and the log goes on past it (the undecided record, the abort marker).
+    assert kafka.offsets(topic, OffsetSpec.latest()) == {0: 2}
+    assert kafka.offsets(topic, OffsetSpec.latest(), committed=False)[0] >= 4
     try:
         rows = kafka_eos(spark, kafka, subscribe=topic, kafkaConsumer__pollTimeoutMs=20_000).collect()
         assert [bytes(r.value) for r in rows] == [b"p0"]
