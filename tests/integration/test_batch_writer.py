@@ -68,6 +68,8 @@ def test_a_job_with_a_permanently_failing_task_leaves_nothing(spark: SparkSessio
     with pytest.raises(Exception, match="permanent failure"):
         write(df, pipeline)
     kafka.wait_until_stable(pipeline.sink)
+    # Something was written (the log grew), and none of it is visible.
+    assert sum(kafka.offsets(pipeline.sink, OffsetSpec.latest(), committed=False).values()) > 0
     assert kafka.read_committed(pipeline.sink) == []
     assert pipeline.open_transactions() == []
 
@@ -85,6 +87,8 @@ def test_a_job_outliving_the_transaction_timeout_is_aborted_before_deciding(spar
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert len(fired("task_write:sleep6")) == 1
     kafka.wait_until_stable(pipeline.sink)
+    # Something was written (the log grew), and none of it is visible.
+    assert sum(kafka.offsets(pipeline.sink, OffsetSpec.latest(), committed=False).values()) > 0
     assert kafka.read_committed(pipeline.sink) == []
     assert pipeline.open_transactions() == []
 
