@@ -16,6 +16,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
+import time
+from pathlib import Path
 
 
 def main(bootstrap: str, source: str, batch_sink: str, stream_sink: str, checkpoint: str, prefix: str,
@@ -28,6 +31,9 @@ def main(bootstrap: str, source: str, batch_sink: str, stream_sink: str, checkpo
     if fail_at:
         os.environ[FAIL_AT_ENV] = fail_at  # before the server starts: its Python workers inherit it
     spark = SparkSession.builder.remote("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+    # The Connect client retries a dead server for minutes; once the server's JVM is gone, end as a
+    # client whose driver crashed would.
+    threading.Thread(target=_exit_when_the_server_dies, daemon=True).start()
     if fail_at:
         spark.dataSource.register(FaultInjectingDataSource)
     try:
@@ -58,6 +64,36 @@ def main(bootstrap: str, source: str, batch_sink: str, stream_sink: str, checkpo
         }
     finally:
         spark.stop()
+
+
+def _server_jvms() -> set[int]:
+    """The Java processes this process started (the local Connect server)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == os.getpid() and b"java" in (stat.parent / "cmdline").read_bytes():
+                found.add(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` exists and has not exited (a killed child stays a zombie until reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _exit_when_the_server_dies() -> None:
+    servers = _server_jvms()
+    while servers:
+        time.sleep(0.5)
+        if not any(_running(pid) for pid in servers):
+            print("the Connect server died", file=sys.stderr, flush=True)
+            os._exit(3)
 
 
 if __name__ == "__main__":
