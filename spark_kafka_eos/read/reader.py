@@ -161,8 +161,9 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
         # Spark plans from the end of the last committed micro-batch: that is the stream's progress.
         # (Spark calls commit() for a batch only when it plans the next one, so never for the last
         # batch of a Trigger.AvailableNow run.)
-        self._commit_progress(from_stream_offset(start))
-        begin = self._current_start(from_stream_offset(start))
+        position = from_stream_offset(start)
+        self._commit_progress(position)
+        begin = self._current_start(position)
         stable = self.lookup.latest(list(begin))
         begin.update(self._restart_moved_back(begin, stable))
         self._latest = stable
@@ -177,11 +178,11 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
         if min_rows is not None and self._delay_batch(backlog, min_rows):
             return start
         end = limit_offsets(begin, available, max_rows)
-        if end == from_stream_offset(start):
+        if end == position:
             return start  # unchanged, so that Spark sees no new data and plans no batch
-        return self._with_origin(start, to_stream_offset(end))
+        return self._with_origin(position, to_stream_offset(end))
 
-    def _with_origin(self, start: StreamOffset, end: StreamOffset) -> StreamOffset:
+    def _with_origin(self, start: Offsets, end: StreamOffset) -> StreamOffset:
         """``end``, carrying ``start`` when this is the run's first micro-batch.
 
         Spark writes the end offset to the checkpoint before the batch runs, but not the start:
@@ -190,9 +191,9 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
         checkpoint's source metadata, which a Python stream reader cannot reach). ``partitions``
         plans from the recorded start instead, so records that arrived (``latest``) or expired
         (``earliest``, retention) in between are read or reported, never skipped silently."""
-        if self._initial is None or from_stream_offset(start) != from_stream_offset(self._initial):
+        if self._initial is None or start != from_stream_offset(self._initial):
             return end
-        return {**end, ORIGIN_KEY: to_stream_offset(from_stream_offset(start))}
+        return {**end, ORIGIN_KEY: to_stream_offset(start)}
 
     def _delay_batch(self, backlog: int, min_rows: int) -> bool:
         """Spark's rule for minOffsetsPerTrigger: the first trigger of a run never waits; later
