@@ -11,16 +11,15 @@ from typing import Optional
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from spark_kafka_eos.txn.session import TransactionSession
-from spark_kafka_eos.write.recovery import open_transactions as open_transactions_of_prefix
 from tests.harness.faults import FAIL_AT_OPTION, FAULTS_FORMAT
 from tests.harness.kafka import KafkaTestCluster, Sent
+from tests.harness.kafka_tools import assert_stable, open_transactions_by_kafka
 
 
 def open_transactions(kafka: KafkaTestCluster, prefix: str) -> list[str]:
-    """Open transactions of ``prefix`` (task and coordinator ids), as the package's recovery finds them."""
-    with TransactionSession(kafka.bootstrap_servers) as session:
-        return sorted(d.transactional_id for d in open_transactions_of_prefix(session, prefix))
+    """Open transactions of ``prefix`` (task and coordinator ids), as Kafka's own ``kafka-transactions``
+    tool lists them: a judge that shares no code with the package's recovery."""
+    return open_transactions_by_kafka(kafka.bootstrap_servers, prefix + "-")
 
 
 @dataclass
@@ -79,8 +78,9 @@ class Pipeline:
         return open_transactions(self.kafka, self.prefix)
 
     def assert_exactly_once(self, sent: list[Sent], ordered: bool = True) -> None:
-        """The sink holds every sent record exactly once (in per-partition order, when ``ordered``),
-        and no transaction of the prefix is open."""
+        """The sink holds every sent record exactly once (in per-partition order, when ``ordered``), and
+        no transaction of the prefix is open, as Kafka's own ``kafka-transactions`` tool sees it: the last
+        stable offset equals the high watermark on the sink and on the decision log."""
         self.kafka.wait_until_stable(self.sink)
         out = self.kafka.read_committed(self.sink)
         counts = Counter(r.value for r in out)
@@ -95,3 +95,4 @@ class Pipeline:
             read = [r.value for r in out if r.partition == partition]
             assert read == written, f"partition {partition} out of order"
         assert self.open_transactions() == []
+        assert_stable(self.kafka, self.sink, self.decision_log)

@@ -1,0 +1,69 @@
+"""Kafka's own command-line tools, run from the broker jars (``make kafka-jars`` resolves kafka-tools):
+the tests' judges that share no code with the package.
+
+- :func:`open_transactions_by_kafka` is ``kafka-transactions list``: which transactions of a prefix the
+  coordinators still hold open.
+- :func:`console_produce` is ``kafka-console-producer``: the Java client's default partitioner.
+- :func:`assert_stable` checks that the last stable offset equals the high watermark: nothing open pins
+  the topic.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from typing import Iterable
+
+from confluent_kafka.admin import OffsetSpec
+
+from tests.harness.kafka import KafkaTestCluster
+from tests.harness.local_kafka import DEFAULT_LIBS_DIR, java_executable
+
+TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"
+CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
+DECIDED_STATES = {"Empty", "CompleteCommit", "CompleteAbort", "Dead"}
+"""States of a transactional id with no transaction in flight (anything else pins partitions)."""
+
+
+def run_kafka_tool(main_class: str, *args: str, stdin: str = "", timeout_s: float = 120.0) -> str:
+    """Run one of Kafka's command-line classes; its standard output, or an error with its stderr."""
+    if not any(DEFAULT_LIBS_DIR.glob("kafka-tools-*.jar")):
+        raise FileNotFoundError(f"kafka-tools is not in {DEFAULT_LIBS_DIR}: run `make kafka-jars`.")
+    command = [java_executable(), "-Xmx256m", "-cp", f"{DEFAULT_LIBS_DIR}/*", main_class, *args]
+    done = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=timeout_s)
+    if done.returncode != 0:
+        raise RuntimeError(f"{main_class} {' '.join(args)} exited {done.returncode}: {done.stderr[-2000:]}")
+    return done.stdout
+
+
+def transactions_by_kafka(bootstrap_servers: str, prefix: str) -> dict[str, str]:
+    """``kafka-transactions list``: the state of every transactional id that starts with ``prefix``."""
+    listing = run_kafka_tool(
+        TRANSACTIONS_COMMAND, "--bootstrap-server", bootstrap_servers, "list",
+        "--transactional-id-pattern", re.escape(prefix) + ".*",
+    )
+    rows = [line.split() for line in listing.splitlines()[1:] if line.strip()]
+    # Columns: TransactionalId, Coordinator, ProducerId, TransactionState.
+    return {row[0]: row[3] for row in rows if row[0].startswith(prefix)}
+
+
+def open_transactions_by_kafka(bootstrap_servers: str, prefix: str) -> list[str]:
+    """The transactional ids of ``prefix`` whose transaction Kafka still holds open, sorted."""
+    return sorted(tid for tid, state in transactions_by_kafka(bootstrap_servers, prefix).items() if state not in DECIDED_STATES)
+
+
+def console_produce(bootstrap_servers: str, topic: str, keyed_values: Iterable[tuple[str, str]]) -> None:
+    """Produce ``key\\tvalue`` lines with Kafka's console producer (the Java client's partitioner)."""
+    lines = "".join(f"{key}\t{value}\n" for key, value in keyed_values)
+    run_kafka_tool(
+        CONSOLE_PRODUCER, "--bootstrap-server", bootstrap_servers, "--topic", topic,
+        "--property", "parse.key=true", "--property", "key.separator=\t", stdin=lines,
+    )
+
+
+def assert_stable(kafka: KafkaTestCluster, *topics: str) -> None:
+    """Every partition's last stable offset equals its high watermark: no open transaction pins it."""
+    for topic in topics:
+        stable = kafka.offsets(topic, OffsetSpec.latest())
+        written = kafka.offsets(topic, OffsetSpec.latest(), committed=False)
+        assert stable == written, f"{topic}: the last stable offsets {stable} are behind the high watermarks {written}"
