@@ -9,8 +9,10 @@ restart saves round trips in every epoch. Correctness never depends on them: a f
 from __future__ import annotations
 
 import threading
+import time
+from typing import Sequence
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from spark_kafka_eos.librdkafka_config import for_librdkafka
@@ -27,6 +29,10 @@ _GROUP_READERS: dict[tuple[KafkaConnection, str], Consumer] = {}
 _MAX_GROUP_READERS = 8
 _POINT_READERS: dict[KafkaConnection, tuple[Consumer, threading.Lock]] = {}
 POINT_READER_GROUP = "kafka-eos-decision-log-reader"
+COORDINATOR_MOVING = frozenset({
+    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
+})
+"""Group coordinator answers that mean "not yet, ask again": a new cluster, a broker restart, a move."""
 
 
 def admin_client(connection: KafkaConnection) -> AdminClient:
@@ -89,6 +95,21 @@ def group_offset_reader(connection: KafkaConnection, group: str) -> Consumer:
                                  "retry.backoff.ms": 5, "retry.backoff.max.ms": 100}))
             _GROUP_READERS[key] = consumer
         return consumer
+
+
+def committed_offsets(connection: KafkaConnection, group: str, partitions: Sequence[TopicPartition],
+                      timeout_s: float) -> list[TopicPartition]:
+    """``group``'s stable committed offsets of ``partitions`` (each with its own ``error``). A group
+    coordinator that is loading or moving is waited for, within ``timeout_s``: librdkafka returns
+    NOT_COORDINATOR to ``committed()`` instead of retrying it. Other errors raise ``KafkaException``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return group_offset_reader(connection, group).committed(list(partitions), timeout=max(deadline - time.monotonic(), 0.1))
+        except KafkaException as exc:
+            if exc.args[0].code() not in COORDINATOR_MOVING or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def point_reader(connection: KafkaConnection) -> tuple[Consumer, threading.Lock]:

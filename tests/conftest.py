@@ -39,8 +39,16 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaTestCluster
         broker.stop()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def fault_markers(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Where injected faults record that they fired (inherited by Spark's workers and job subprocesses)."""
+    from tests.harness.faults import MARKERS_ENV
+
+    os.environ[MARKERS_ENV] = str(tmp_path_factory.mktemp("fault-markers"))
+
+
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator["object"]:
+def spark(tmp_path_factory: pytest.TempPathFactory, fault_markers: None) -> Iterator["object"]:
     """A local[2] Spark session whose Python workers run this interpreter, with Spark's own Kafka
     connector on its classpath when ``make test`` resolved it (the oracle of the differential
     reader tests, see :func:`spark_kafka_source`)."""
@@ -48,10 +56,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator["object"]:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from tests.harness.faults import MARKERS_ENV, FaultInjectingDataSource, make_importable_by_workers
+    from tests.harness.faults import FaultInjectingDataSource, make_importable_by_workers
 
     make_importable_by_workers()
-    os.environ[MARKERS_ENV] = str(tmp_path_factory.mktemp("fault-markers"))
 
     warehouse = Path(tmp_path_factory.mktemp("warehouse"))
     jars = find_connector_jars(CONNECTOR_JARS_DIR)

@@ -11,10 +11,11 @@ import re
 import time
 from typing import Callable, Mapping, Optional, Sequence, TypeVar
 
-from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
 
+from spark_kafka_eos.cluster import committed_offsets
 from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError, KafkaEosUnavailableError
 from spark_kafka_eos.read.reader_options import ReaderOptions, Subscription, TopicPartition
@@ -117,9 +118,12 @@ class KafkaOffsetLookup:
             return {}
 
         def request() -> dict[TopicPartition, Optional[int]]:
-            wanted = ConsumerGroupTopicPartitions(group, [KafkaTopicPartition(t, p) for t, p in partitions])
-            result = self._admin.list_consumer_group_offsets([wanted], request_timeout=self._timeout_s)[group].result(self._timeout_s)
-            return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in result.topic_partitions}
+            # A group consumer's committed(), not AdminClient.list_consumer_group_offsets: see group_offset_reader.
+            found = committed_offsets(self._options.connection, group, [KafkaTopicPartition(t, p) for t, p in partitions], self._timeout_s)
+            for tp in found:
+                if tp.error is not None:
+                    raise KafkaException(tp.error)
+            return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in found}
 
         return self._retrying("list consumer group offsets", request)
 

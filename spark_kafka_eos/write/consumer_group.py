@@ -5,19 +5,16 @@ from __future__ import annotations
 import time
 from typing import Mapping
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import ConsumerGroupDescription
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from spark_kafka_eos.librdkafka_config import for_librdkafka
-from spark_kafka_eos.cluster import admin_client
+from spark_kafka_eos.cluster import COORDINATOR_MOVING, admin_client
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosOptionError
 from spark_kafka_eos.write.writer_options import WriterOptions
 
 _TIMEOUT_S = 30
-# The group's coordinator is still being chosen or loaded (e.g. a new cluster's first group, or
-# the offsets topic moving after a broker restart): ask again.
-_COORDINATOR_NOT_READY = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE}
 
 
 def check_group_has_no_members(options: WriterOptions) -> None:
@@ -66,6 +63,6 @@ def _describe(options: WriterOptions, group: str) -> ConsumerGroupDescription:
         try:
             return admin_client(options.connection).describe_consumer_groups([group], request_timeout=_TIMEOUT_S)[group].result(_TIMEOUT_S)
         except KafkaException as err:
-            if err.args[0].code() not in _COORDINATOR_NOT_READY or time.monotonic() > deadline:
+            if err.args[0].code() not in COORDINATOR_MOVING or time.monotonic() > deadline:
                 raise
         time.sleep(0.5)

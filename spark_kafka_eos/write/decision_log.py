@@ -34,7 +34,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
 
 from spark_kafka_eos.librdkafka_config import for_librdkafka
-from spark_kafka_eos.cluster import admin_client, group_offset_reader, known_topic, point_reader, remember_topic
+from spark_kafka_eos.cluster import COORDINATOR_MOVING, admin_client, group_offset_reader, known_topic, point_reader, remember_topic
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
 from spark_kafka_eos.read.reader_options import Subscription, internal_read_options
@@ -64,9 +64,6 @@ _NOT_READY = {
     KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT,
     # A reused admin client whose metadata predates the topic: "Failed to query partition leaders".
     KafkaError._NOENT,
-}
-_COORDINATOR_MOVING = {
-    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
 }
 _NOT_AUTHORIZED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
 
@@ -194,7 +191,7 @@ class DecisionLog:
                 error: KafkaError = exc.args[0]
                 if time.monotonic() > deadline or error.code() == KafkaError._TIMED_OUT:
                     raise _index_timeout(prefix, group, self._settle_timeout_s, error) from None
-                if error.code() not in _COORDINATOR_MOVING and not error.retriable():
+                if error.code() not in COORDINATOR_MOVING and not error.retriable():
                     raise _index_error(group, error) from None
                 time.sleep(0.1)
         if tp.error is not None:

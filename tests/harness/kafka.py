@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Sequence
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
 
 Header = tuple[str, Optional[bytes]]
@@ -218,6 +218,12 @@ class KafkaTestCluster:
         request = {TopicPartition(topic, p): spec for p in self.partitions_of(topic)}
         result = self.admin.list_offsets(request, isolation_level=level, request_timeout=30)
         return {tp.partition: fut.result(30).offset for tp, fut in result.items()}
+
+    def group_offsets(self, group: str, topic: str) -> dict[int, int]:
+        """The committed offsets of ``group`` on each partition of ``topic`` (-1001 where it has none)."""
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in self.partitions_of(topic)])
+        result = self.admin.list_consumer_group_offsets([request])[group].result(30)
+        return {tp.partition: tp.offset for tp in result.topic_partitions}
 
     def read_committed(self, topic: str, timeout_s: float = 60.0) -> list[KafkaRecord]:
         """Everything a read_committed consumer sees from earliest up to the current LSO."""

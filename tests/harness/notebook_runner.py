@@ -77,6 +77,13 @@ def run_notebook(path: "Path | str", spark: Any, widgets: Mapping[str, str]) -> 
     return namespace
 
 
+def notebook_command(notebook: Path, **widgets: str) -> list[str]:
+    """The command that runs ``notebook`` with these widget values in a driver process of its own."""
+    return [sys.executable, "-m", "tests.harness.notebook_runner", str(notebook)] + [
+        arg for name, value in widgets.items() for arg in ("--widget", f"{name}={value}")
+    ]
+
+
 def local_spark(app_name: str) -> Any:
     """A local[2] session whose Python workers run this interpreter (and can import ``tests``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -4,6 +4,7 @@ read_committed consumer."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import TopicPartition
@@ -14,6 +15,7 @@ from spark_kafka_eos.read.reader_options import parse_reader_options
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
 from tests.harness.kafka import KafkaTestCluster, Sent
+from tests.harness.local_kafka import LocalKafka
 from tests.harness.spark import assert_same_records, kafka_eos
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -211,3 +213,17 @@ def test_kafka_passthrough_and_read_uncommitted(spark: SparkSession, kafka: Kafk
 def test_an_empty_topic_reads_as_empty(spark: SparkSession, kafka: KafkaTestCluster) -> None:
     topic = kafka.create_topic(2)
     assert kafka_eos(spark, kafka, subscribe=topic).count() == 0
+
+
+def test_starting_offsets_group_on_a_new_cluster_waits_for_its_group_coordinator(spark: SparkSession, tmp_path: Path) -> None:
+    """A new cluster's (or a restarted broker's) group coordinator answers COORDINATOR_LOAD_IN_PROGRESS
+    while it loads the offsets topic, for longer than a few fetchOffset retries on a busy machine: the
+    planner waits for it (within the request timeout) instead of failing the read. No retries here, so
+    only that wait can make the read succeed."""
+    with LocalKafka(tmp_path / "new-cluster") as broker:
+        new_cluster = KafkaTestCluster(broker.bootstrap_servers)
+        topic = new_cluster.create_topic(1)
+        sent = new_cluster.produce_plain(topic, [Sent(0, None, f"v{i}".encode()) for i in range(5)])
+        df = kafka_eos(spark, new_cluster, subscribe=topic, startingOffsets="group", consumerGroup="a-new-group",
+                      fetchOffset__numRetries=0)
+        assert sorted(r.value for r in df.collect()) == sorted(s.value for s in sent)

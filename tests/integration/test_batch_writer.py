@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import OffsetSpec
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import udf
 
 from tests.harness.faults import FAIL_AT_OPTION, FAULTS_FORMAT, clear_fired, fired
 from tests.harness.kafka import KafkaTestCluster, Sent
+from tests.harness.kafka_tools import assert_stable, open_transactions_by_kafka, transactions_by_kafka
+from tests.harness.notebook_runner import notebook_command
 from tests.harness.pipeline import Pipeline
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+PROJECT = Path(__file__).resolve().parents[2]
 
 
 def write(df: DataFrame, pipeline: Pipeline, **options: object) -> None:
@@ -40,12 +42,6 @@ def rows(spark: SparkSession, count: int, partitions: int = 3) -> DataFrame:
 
 def sent(count: int) -> list[Sent]:
     return [Sent(i % 3, str(i).encode(), f"v{i}".encode()) for i in range(count)]
-
-
-def group_offsets(kafka: KafkaTestCluster, group: str, topic: str) -> dict[int, int]:
-    request = ConsumerGroupTopicPartitions(group, [KafkaTopicPartition(topic, p) for p in kafka.partitions_of(topic)])
-    result = kafka.admin.list_consumer_group_offsets([request])[group].result(30)
-    return {tp.partition: tp.offset for tp in result.topic_partitions}
 
 
 def test_a_batch_write_is_exactly_once(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
@@ -103,10 +99,10 @@ def test_group_offsets_follow_each_streaming_batch(spark: SparkSession, kafka: K
     query = pipeline.start(source, consumerGroup=group)
     try:
         query.processAllAvailable()
-        assert group_offsets(kafka, group, pipeline.source) == kafka.offsets(pipeline.source, OffsetSpec.latest())
+        assert kafka.group_offsets(group, pipeline.source) == kafka.offsets(pipeline.source, OffsetSpec.latest())
         produced += pipeline.produce(30, start=90)
         query.processAllAvailable()
-        assert group_offsets(kafka, group, pipeline.source) == kafka.offsets(pipeline.source, OffsetSpec.latest())
+        assert kafka.group_offsets(group, pipeline.source) == kafka.offsets(pipeline.source, OffsetSpec.latest())
     finally:
         query.stop()
     pipeline.assert_exactly_once(produced)
@@ -134,4 +130,49 @@ def test_a_backfill_run_twice_resumes_from_the_group(spark: SparkSession, kafka:
     backfill()
     backfill()  # nothing new: writes nothing
     pipeline.assert_exactly_once(produced)
-    assert group_offsets(kafka, group, pipeline.source) == kafka.offsets(pipeline.source, OffsetSpec.latest())
+    assert kafka.group_offsets(group, pipeline.source) == kafka.offsets(pipeline.source, OffsetSpec.latest())
+
+
+BACKFILL_NOTEBOOK = PROJECT / "notebooks" / "backfill.py"
+
+
+@pytest.mark.parametrize("point", ["before_decision", "after_decision", "during_phase2"])
+def test_a_backfill_whose_driver_is_killed_in_its_commit_is_finished_by_its_retry(kafka: KafkaTestCluster, tmp_path: Path, point: str) -> None:
+    """A real crash of a batch job: the backfill notebook's driver JVM is SIGKILLed in its commit.
+    Before the decision nothing is visible and the group has not moved; after it, the group has moved
+    with the decision. The orchestrator's retry (same ``write_id``) ends with every record exactly once,
+    nothing open, and the group at the source's ends; the next run (a new ``write_id``) writes nothing."""
+    source, sink = kafka.create_topic(3, prefix="src"), kafka.create_topic(3, prefix="sink")
+    produced = kafka.produce_plain(source, [Sent(i % 3, f"k{i}".encode(), f"row {i}".encode()) for i in range(600)])
+    tag = uuid.uuid4().hex[:6]
+    group, prefix = f"backfill-{tag}", f"backfill-{tag}"
+    widgets = {"bootstrap_servers": kafka.bootstrap_servers, "source": source, "sink": sink, "consumer_group": group,
+               "prefix": prefix, "write_id": "2026-11-22"}
+    job = notebook_command(BACKFILL_NOTEBOOK, **widgets)
+    clear_fired()
+    crashed = subprocess.run(job + ["--fail-at", f"{point}:kill-driver"], capture_output=True, text=True, timeout=300, cwd=PROJECT)
+    assert crashed.returncode != 0
+    assert len(fired(f"{point}:kill-driver")) == 1, crashed.stderr[-3000:]
+
+    written = kafka.offsets(sink, OffsetSpec.latest(), committed=False)
+    assert sum(written.values()) >= 600, "the tasks wrote before the crash"
+    open_now = transactions_by_kafka(kafka.bootstrap_servers, prefix + "-")
+    group_now = kafka.group_offsets(group, source)
+    if point == "before_decision":
+        assert kafka.read_committed(sink) == []
+        assert set(group_now.values()) == {-1001}
+        assert [s for t, s in open_now.items() if t != f"{prefix}-coordinator"].count("Ongoing") == 3
+    else:
+        assert group_now == kafka.offsets(source, OffsetSpec.latest())
+        assert "Ongoing" in open_now.values()
+
+    retried = subprocess.run(job, capture_output=True, text=True, timeout=300, cwd=PROJECT)
+    assert retried.returncode == 0, retried.stderr[-2000:]
+    next_run = subprocess.run(notebook_command(BACKFILL_NOTEBOOK, **{**widgets, "write_id": "2026-11-23"}),
+                              capture_output=True, text=True, timeout=300, cwd=PROJECT)
+    assert next_run.returncode == 0, next_run.stderr[-2000:]
+    kafka.wait_until_stable(sink)
+    assert sorted(r.value or b"" for r in kafka.read_committed(sink)) == sorted(b"backfilled:" + (s.value or b"") for s in produced)
+    assert open_transactions_by_kafka(kafka.bootstrap_servers, prefix + "-") == []
+    assert_stable(kafka, sink, "_kafka_eos_decisions")
+    assert kafka.group_offsets(group, source) == kafka.offsets(source, OffsetSpec.latest())

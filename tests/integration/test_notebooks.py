@@ -19,7 +19,7 @@ DATABRICKS_NOTEBOOKS = sorted(p for p in NOTEBOOKS.glob("*.py") if is_notebook(p
 
 
 def test_the_notebooks_are_databricks_notebooks() -> None:
-    assert [p.name for p in DATABRICKS_NOTEBOOKS] == ["eos_pipeline.py", "read_committed.py"]
+    assert [p.name for p in DATABRICKS_NOTEBOOKS] == ["backfill.py", "eos_pipeline.py", "read_committed.py"]
     for path in DATABRICKS_NOTEBOOKS:
         source = path.read_text()
         cells = source.split("# COMMAND ----------")

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import OffsetSpec
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
-from spark_kafka_eos.txn.session import TransactionSession, TxnState
 from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.writer_options import derived_prefix, parse_writer_options
 from tests.harness.faults import clear_fired, fired
 from tests.harness.kafka import KafkaTestCluster, Sent
+from tests.harness.kafka_tools import assert_stable, transactions_by_kafka
+from tests.harness.notebook_runner import notebook_command
 from tests.harness.pipeline import Pipeline, open_transactions
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -26,10 +26,7 @@ PIPELINE_NOTEBOOK = PROJECT / "notebooks" / "eos_pipeline.py"
 
 def pipeline_job(bootstrap: str, source: str, sink: str, checkpoint: str, group: str) -> list[str]:
     """The pipeline notebook, run by the notebook runner in a driver process of its own."""
-    widgets = {"bootstrap_servers": bootstrap, "source": source, "sink": sink, "checkpoint": checkpoint, "consumer_group": group}
-    return [sys.executable, "-m", "tests.harness.notebook_runner", str(PIPELINE_NOTEBOOK)] + [
-        arg for name, value in widgets.items() for arg in ("--widget", f"{name}={value}")
-    ]
+    return notebook_command(PIPELINE_NOTEBOOK, bootstrap_servers=bootstrap, source=source, sink=sink, checkpoint=checkpoint, consumer_group=group)
 
 
 def test_many_batches_exactly_once_in_order(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
@@ -109,41 +106,53 @@ def test_a_zombie_attempt_is_fenced_and_aborted(spark: SparkSession, kafka: Kafk
     assert b"zombie" not in {r.value for r in kafka.read_committed(pipeline.sink)}
 
 
-def test_the_driver_killed_between_decision_and_phase_2(kafka: KafkaTestCluster, tmp_path: Path) -> None:
+@pytest.mark.parametrize("point", ["after_decision", "during_phase2"])
+def test_the_driver_killed_in_its_commit_is_rolled_forward_at_the_restart(kafka: KafkaTestCluster, tmp_path: Path, point: str) -> None:
     """A real crash: the pipeline's driver JVM is SIGKILLed right after the decision of its first
-    micro-batch, so neither phase 2 nor Spark's abort runs. The restarted query rolls the decision
+    micro-batch (``after_decision``), or after phase 2 committed its first participant only
+    (``during_phase2``), so neither the rest of phase 2 nor Spark's abort runs. The state between the
+    crash and the restart is checked with Kafka's own tool; the restarted query rolls the decision
     forward before its tasks run, and its replay of the batch is recognised and aborted."""
     source, sink = kafka.create_topic(3, prefix="src"), kafka.create_topic(3, prefix="sink")
     sent = kafka.produce_plain(source, [Sent(i % 3, f"k{i}".encode(), f"order {i}".encode()) for i in range(2500)])
     group, checkpoint = f"g-{sink}", str(tmp_path / "checkpoint")
     job = pipeline_job(kafka.bootstrap_servers, source, sink, checkpoint, group)
     prefix = derived_prefix(checkpoint)
-    decision_log = DecisionLog(parse_writer_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": sink,
-                                                     "transactional.id.prefix": prefix}, streaming=False))
+    options = parse_writer_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": sink,
+                                    "transactional.id.prefix": prefix}, streaming=False)
+    decision_log = DecisionLog(options)
     clear_fired()
-    crashed = subprocess.run(job + ["--fail-at", "after_decision:kill-driver"], capture_output=True, text=True, timeout=300, cwd=PROJECT)
+    crashed = subprocess.run(job + ["--fail-at", f"{point}:kill-driver"], capture_output=True, text=True, timeout=300, cwd=PROJECT)
     assert crashed.returncode != 0
-    assert len(fired("after_decision:kill-driver")) == 1
-    # Killed right after deciding: the log's last record is the decision of batch 0, every participant
-    # is still open, and nothing is visible.
+    assert len(fired(f"{point}:kill-driver")) == 1, crashed.stderr[-3000:]
+
+    # Between the crash and the restart: the log's last record is the decision of batch 0 (1,000 records,
+    # maxOffsetsPerTrigger), whose transaction also committed the group's offsets; Kafka holds every
+    # participant open, except the first one when phase 2 had committed it.
     decided = decision_log.last(prefix)
     assert decided is not None and decided.kind == "decision" and decided.batch_id == 0
-    with TransactionSession(kafka.bootstrap_servers) as session:
-        states = session.describe([p.transactional_id for p in decided.participants])
-    assert {d.state for d in states.values()} == {TxnState.ONGOING}
-    assert kafka.read_committed(sink) == []
+    decided_records = sum(n for p in decided.participants for _, _, n in p.records)
+    assert decided_records == 1000
+    assert sum(kafka.group_offsets(group, source).values()) == decided_records
+    first, *rest = decided.participants
+    states = transactions_by_kafka(kafka.bootstrap_servers, prefix + "-")
+    assert {p.transactional_id: states.get(p.transactional_id) for p in decided.participants} == {
+        p.transactional_id: "CompleteCommit" if point == "during_phase2" and p is first else "Ongoing" for p in decided.participants}
+    assert rest, "batch 0 needs several participants"
+    visible = kafka.read_committed(sink)
+    if point == "after_decision":
+        assert visible == []
+    else:  # only the first participant's records can be visible (others' open transactions may pin them)
+        assert {r.partition for r in visible} <= {p for _, p, _ in first.records}
+        assert len(visible) <= sum(n for _, _, n in first.records)
+
     restarted = subprocess.run(job, capture_output=True, text=True, timeout=300, cwd=PROJECT)
     assert restarted.returncode == 0, restarted.stderr[-2000:]
     kafka.wait_until_stable(sink)
     out = kafka.read_committed(sink)
     assert sorted(r.value or b"" for r in out) == sorted(b"processed:" + (s.value or b"") for s in sent)
     assert open_transactions(kafka, prefix) == []
+    assert_stable(kafka, sink, options.decision_log_topic)
     last = decision_log.last(prefix)
     assert last is not None and last.kind == "complete"
-    committed = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
-    try:
-        offsets = {tp.partition: tp.offset for tp in committed.committed(
-            [TopicPartition(source, p) for p in kafka.partitions_of(source)], timeout=30)}
-    finally:
-        committed.close()
-    assert offsets == kafka.offsets(source, OffsetSpec.latest())
+    assert kafka.group_offsets(group, source) == kafka.offsets(source, OffsetSpec.latest())
