@@ -6,6 +6,7 @@
 """
 
 from spark_kafka_eos.datasource import KafkaEosDataSource
+from spark_kafka_eos.threads import activate_session
 
-__all__ = ["KafkaEosDataSource"]
+__all__ = ["KafkaEosDataSource", "activate_session"]
 __version__ = "0.1.0"

@@ -6,6 +6,7 @@ and the outcome is counted by an independent read_committed consumer."""
 from __future__ import annotations
 
 import shutil
+import threading
 import uuid
 from pathlib import Path
 from typing import Optional
@@ -15,9 +16,12 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
+from spark_kafka_eos import activate_session
 from spark_kafka_eos.cli import main as cli
 from tests.harness.kafka import KafkaTestCluster, Sent
+from tests.harness.kafka_tools import assert_stable
 from tests.harness.pipeline import open_transactions
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -165,3 +169,94 @@ def test_consumer_group_offsets_never_move_backwards(spark: SparkSession, kafka:
         assert [tp.offset for tp in probe.committed([TopicPartition(source, 0)], timeout=30)] == [60]
     finally:
         probe.close()
+
+
+def test_a_second_query_started_while_the_owner_runs_is_refused_and_the_owner_goes_on(
+        spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    """Two queries on one prefix at the same time (a copy of the job started by mistake): the newcomer
+    fails at its first commit before anything of it is visible; the owner, running throughout, is not
+    disturbed and keeps writing exactly once."""
+    owner_source, copy_source, sink = kafka.create_topic(2, "src"), kafka.create_topic(1, "src"), kafka.create_topic(2, "sink")
+    prefix = f"shared-{uuid.uuid4().hex[:6]}"
+
+    def query(source: str, checkpoint: Path) -> StreamingQuery:
+        df = (spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+              .option("subscribe", source).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "30").load())
+        return (df.selectExpr("value").writeStream.format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+                .option("topic", sink).option("transactional.id.prefix", prefix).option("checkpointLocation", str(checkpoint))
+                .trigger(processingTime="200 milliseconds").start())
+
+    first = produce(kafka, owner_source, 60, "owner")
+    owner = query(owner_source, tmp_path / "owner")
+    try:
+        owner.processAllAvailable()
+        copy = query(copy_source, tmp_path / "copy")
+        produce(kafka, copy_source, 40, "copy")
+        second = produce(kafka, owner_source, 60, "owner-more")
+        with pytest.raises(StreamingQueryException, match="owned by another streaming query.*kafka-eos reset"):
+            copy.awaitTermination(180)
+        third = produce(kafka, owner_source, 30, "owner-last")
+        owner.processAllAvailable()
+        assert owner.isActive and owner.exception() is None
+    finally:
+        owner.stop()
+    assert values(kafka, sink) == expected(first, second, third)
+    assert open_transactions(kafka, prefix) == []
+
+
+def test_two_batch_jobs_on_one_prefix_at_once_each_write_all_or_nothing(spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    """Two df.write jobs with their own writeIds on one prefix, run at the same time: whatever their
+    interleaving, a job that succeeds has all its rows exactly once, and a job that fails, with the
+    sink's own error, wrote nothing visible. Nothing stays open. (When their decisions overlap, each
+    fences the other's coordinator, and both can fail: safe, not live; see the README.)"""
+    sink, prefix = kafka.create_topic(2, "sink"), f"concurrent-{uuid.uuid4().hex[:6]}"
+    jobs = {name: spark.range(200).selectExpr(f"CONCAT('{name}-', CAST(id AS STRING)) AS value").repartition(3) for name in ("a", "b")}
+    outcomes: dict[str, Optional[BaseException]] = {}
+
+    def run(name: str) -> None:
+        activate_session(spark)
+        try:
+            batch_write(jobs[name], kafka, sink, prefix, writeId=f"job-{name}")
+            outcomes[name] = None
+        except BaseException as error:  # noqa: B902 - the outcome is the assertion
+            outcomes[name] = error
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in jobs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    assert set(outcomes) == {"a", "b"}
+    written = values(kafka, sink)
+    for name, error in outcomes.items():
+        rows = [v for v in written if v.startswith(f"{name}-".encode())]
+        if error is None:
+            assert sorted(rows) == sorted(f"{name}-{i}".encode() for i in range(200)), f"job {name} succeeded"
+        else:
+            assert rows == [], f"job {name} failed ({error}) but {len(rows)} of its rows are visible"
+            assert "spark_kafka_eos.errors.KafkaEos" in str(error), error
+    assert open_transactions(kafka, prefix) == []
+    assert_stable(kafka, sink)
+
+
+def test_a_write_from_a_thread_of_its_own_finds_the_source_once_its_session_is_activated(spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    """pyspark resolves a Python data source for a write through the JVM thread's active session: a new
+    thread has none, and ``format("kafka_eos")`` is not found until :func:`activate_session`."""
+    sink, prefix = kafka.create_topic(1, "sink"), f"threaded-{uuid.uuid4().hex[:6]}"
+    df = spark.range(10).selectExpr("CAST(id AS STRING) AS value")
+    errors: list[BaseException] = []
+
+    def write(activate: bool) -> None:
+        if activate:
+            activate_session(spark)
+        try:
+            batch_write(df, kafka, sink, prefix, writeId=f"activated-{activate}")
+        except BaseException as error:  # noqa: B902 - the outcome is the assertion
+            errors.append(error)
+
+    for activate in (False, True):
+        thread = threading.Thread(target=write, args=(activate,))
+        thread.start()
+        thread.join(120)
+    assert len(errors) == 1 and "DATA_SOURCE_NOT_FOUND" in str(errors[0]), errors
+    assert values(kafka, sink) == sorted(str(i).encode() for i in range(10))
