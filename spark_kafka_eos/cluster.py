@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Sequence
+from typing import Optional, Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource
 
+from spark_kafka_eos.authentication import AuthenticationWatch, list_topics
 from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.txn.session import TransactionSession
 
 _TIMEOUT_S = 30
 _ADMIN_CLIENTS: dict[KafkaConnection, AdminClient] = {}
+_ADMIN_WATCHES: dict[KafkaConnection, AuthenticationWatch] = {}
 _SESSIONS: dict[KafkaConnection, TransactionSession] = {}
 _MAX_TRANSACTION_TIMEOUT_MS: dict[KafkaConnection, int] = {}
 _EXISTING_TOPICS: set[tuple[KafkaConnection, str]] = set()
@@ -39,8 +41,16 @@ def admin_client(connection: KafkaConnection) -> AdminClient:
     """An admin client of the cluster, kept: a new client's first offset request waits for metadata, which
     costs more than the rest of a commit."""
     if connection not in _ADMIN_CLIENTS:
-        _ADMIN_CLIENTS[connection] = AdminClient(for_librdkafka(connection.client_config()))
+        watch = AuthenticationWatch(connection.client_config())
+        _ADMIN_CLIENTS[connection] = AdminClient(for_librdkafka({**connection.client_config(), "error_cb": watch}))
+        _ADMIN_WATCHES[connection] = watch
     return _ADMIN_CLIENTS[connection]
+
+
+def cluster_metadata(connection: KafkaConnection, topic: Optional[str] = None, timeout_s: float = _TIMEOUT_S) -> ClusterMetadata:
+    """Metadata from the kept admin client; refused credentials raise ``KafkaEosAuthenticationError`` in seconds."""
+    admin = admin_client(connection)
+    return list_topics(admin, _ADMIN_WATCHES[connection], timeout_s, topic)
 
 
 def open_session(connection: KafkaConnection) -> TransactionSession:
@@ -59,7 +69,7 @@ def max_transaction_timeout_ms(connection: KafkaConnection) -> int:
     """``transaction.max.timeout.ms`` of a broker of the cluster: a broker setting that changes only on restart."""
     if connection not in _MAX_TRANSACTION_TIMEOUT_MS:
         admin = admin_client(connection)
-        broker_id = next(iter(admin.list_topics(timeout=_TIMEOUT_S).brokers))
+        broker_id = next(iter(cluster_metadata(connection).brokers))
         resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
         configs = admin.describe_configs([resource], request_timeout=_TIMEOUT_S)[resource].result(_TIMEOUT_S)
         _MAX_TRANSACTION_TIMEOUT_MS[connection] = int(configs["transaction.max.timeout.ms"].value)

@@ -26,6 +26,10 @@ class KafkaEosAuthorizationError(KafkaEosError, PermissionError):
     """The client's principal lacks an ACL the read needs; the message names the ACL to grant."""
 
 
+class KafkaEosAuthenticationError(KafkaEosError, PermissionError):
+    """The brokers refused the client's credentials (SASL authentication failed)."""
+
+
 class KafkaEosUnavailableError(KafkaEosError, TimeoutError):
     """Kafka did not answer in time."""
 

@@ -15,6 +15,7 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
 
+from spark_kafka_eos.authentication import AuthenticationWatch, list_topics
 from spark_kafka_eos.cluster import committed_offsets
 from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError, KafkaEosUnavailableError
@@ -28,15 +29,14 @@ _RETRIABLE = {
     KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.REQUEST_TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
 }
-
-
 class KafkaOffsetLookup:
     """Answers the planner's questions with an AdminClient (driver side only; not picklable)."""
 
     def __init__(self, options: ReaderOptions) -> None:
         self._options = options
+        self._authentication = AuthenticationWatch(options.admin_config())
         try:
-            self._admin = AdminClient(for_librdkafka(options.admin_config()))
+            self._admin = AdminClient(for_librdkafka({**options.admin_config(), "error_cb": self._authentication}))
         except KafkaException as err:
             raise KafkaEosOptionError("kafka.*", f"librdkafka rejected the configuration: {err.args[0].str()}.", "fix or remove that kafka.* option.") from None
         self._timeout_s = options.request_timeout_s
@@ -96,7 +96,10 @@ class KafkaOffsetLookup:
             raise topic_authorization_error(self._options, refused, "TOPIC_AUTHORIZATION_FAILED on metadata")
 
     def _metadata(self) -> ClusterMetadata:
-        return self._retrying("list topics", lambda: self._admin.list_topics(timeout=self._timeout_s))
+        def request() -> ClusterMetadata:
+            return list_topics(self._admin, self._authentication, self._timeout_s)
+
+        return self._retrying("list topics", request)
 
     # -- offsets ---------------------------------------------------------------------------
     def earliest(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
@@ -160,6 +163,7 @@ class KafkaOffsetLookup:
                     ) from None
                 if error.code() not in _RETRIABLE and not error.retriable():
                     raise
+                self._authentication.check(self._admin)  # refused credentials look like an unreachable cluster
                 if attempt + 1 == attempts or time.monotonic() >= deadline:
                     raise KafkaEosUnavailableError(
                         f"Kafka at {self._options.bootstrap_servers} (kafka.bootstrap.servers) did not answer "

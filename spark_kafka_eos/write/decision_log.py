@@ -34,7 +34,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
 
 from spark_kafka_eos.librdkafka_config import for_librdkafka
-from spark_kafka_eos.cluster import COORDINATOR_MOVING, admin_client, group_offset_reader, known_topic, point_reader, remember_topic
+from spark_kafka_eos.cluster import COORDINATOR_MOVING, admin_client, cluster_metadata, group_offset_reader, known_topic, point_reader, remember_topic
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
 from spark_kafka_eos.read.reader_options import Subscription, internal_read_options
@@ -90,7 +90,7 @@ class DecisionLog:
         or if an existing topic has more than one partition or a cleanup policy other than compact."""
         if known_topic(self._options.connection, self._topic):
             return
-        metadata = self._admin.list_topics(timeout=_TIMEOUT_S)
+        metadata = cluster_metadata(self._connection, timeout_s=_TIMEOUT_S)
         if self._topic not in metadata.topics:
             self._create_topic(min(3, len(metadata.brokers)))
             return

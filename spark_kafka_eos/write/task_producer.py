@@ -31,7 +31,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from pyspark import TaskContext
 
 from spark_kafka_eos.librdkafka_config import for_librdkafka
-from spark_kafka_eos.cluster import admin_client, cached_session
+from spark_kafka_eos.cluster import cached_session, cluster_metadata
 from spark_kafka_eos.errors import KafkaEosWriteError
 from spark_kafka_eos.txn.session import PreparedTxnState, TxnState
 from spark_kafka_eos.write.commit_message import PartitionCount, SourceOffset, TaskCommit
@@ -166,7 +166,7 @@ def epoch_already_decided(options: WriterOptions, epoch: EpochId) -> bool:
     cannot be told (no decision log yet, or it cannot be read): the transaction then stays open for the
     driver, which aborts it in its sweep if it is not a participant."""
     try:
-        metadata = admin_client(options.connection).list_topics(topic=options.decision_log_topic, timeout=10)
+        metadata = cluster_metadata(options.connection, options.decision_log_topic, timeout_s=10)
         found = metadata.topics.get(options.decision_log_topic)
         if found is None or found.error is not None:
             return False
