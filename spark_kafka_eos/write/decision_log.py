@@ -36,7 +36,7 @@ from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, Resource
 from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.cluster import COORDINATOR_MOVING, admin_client, cluster_metadata, group_offset_reader, known_topic, point_reader, remember_topic
 from spark_kafka_eos.connection import KafkaConnection
-from spark_kafka_eos.errors import KafkaEosDecisionLogError
+from spark_kafka_eos.errors import KafkaEosAuthorizationError, KafkaEosDecisionLogError
 from spark_kafka_eos.read.reader_options import Subscription, internal_read_options
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
@@ -320,9 +320,25 @@ class DecisionLog:
         if self._producer is None:
             txn_id = coordinator_transactional_id(prefix)
             producer = Producer(for_librdkafka(self._options.producer_config(txn_id, COORDINATOR_TRANSACTION_TIMEOUT_MS)))
-            producer.init_transactions(_TIMEOUT_S)
+            try:
+                producer.init_transactions(_TIMEOUT_S)
+            except KafkaException as exc:
+                if exc.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+                    raise _transactional_id_refused(self._connection, prefix) from None
+                raise
             self._producer = producer
         return self._producer
+
+
+def _transactional_id_refused(connection: KafkaConnection, prefix: str) -> KafkaEosAuthorizationError:
+    username = connection.client_config().get("sasl.username")
+    principal = f"User:{username}" if username else "<the principal of these kafka.* credentials>"
+    return KafkaEosAuthorizationError(
+        f"Kafka at {connection.bootstrap_servers} refused {principal} the TransactionalId '{coordinator_transactional_id(prefix)}' "
+        "(TRANSACTIONAL_ID_AUTHORIZATION_FAILED). The sink's driver and tasks use the TransactionalIds that start with "
+        f"the prefix '{prefix}'. Fix: kafka-acls --bootstrap-server {connection.bootstrap_servers} --add --allow-principal "
+        f"{principal} --operation Write --operation Describe --transactional-id {prefix} --resource-pattern-type prefixed"
+    )
 
 
 def _read_at(connection: KafkaConnection, topic: str, offsets: Sequence[int]) -> dict[int, tuple[Optional[bytes], Optional[bytes]]]:

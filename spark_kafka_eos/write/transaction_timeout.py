@@ -3,15 +3,29 @@ broker's ``transaction.max.timeout.ms`` (read from the broker, never guessed).""
 
 from __future__ import annotations
 
+from confluent_kafka import KafkaError, KafkaException
+
 from spark_kafka_eos.cluster import max_transaction_timeout_ms
-from spark_kafka_eos.errors import KafkaEosOptionError
+from spark_kafka_eos.errors import KafkaEosAuthorizationError, KafkaEosOptionError
 from spark_kafka_eos.write.writer_options import WriterOptions
 
 
 def resolve_transaction_timeout_ms(options: WriterOptions) -> int:
     """The timeout every participant transaction of this write uses."""
-    broker_max = max_transaction_timeout_ms(options.connection)
     wanted = options.transaction_timeout_ms
+    try:
+        broker_max = max_transaction_timeout_ms(options.connection)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+            raise
+        if wanted is not None:
+            return wanted  # unchecked here; the broker refuses one above its maximum at InitProducerId
+        raise KafkaEosAuthorizationError(
+            "The sink reads the brokers' transaction.max.timeout.ms to use it as the transaction timeout, and the "
+            f"principal may not (DescribeConfigs on the Cluster was refused by {options.connection.bootstrap_servers}). "
+            "Set kafka.transaction.timeout.ms (at most the brokers' transaction.max.timeout.ms), or grant it: "
+            "kafka-acls --add --allow-principal User:<principal> --operation DescribeConfigs --cluster"
+        ) from None
     if wanted is None:
         return broker_max
     if wanted > broker_max:

@@ -1,0 +1,103 @@
+"""A single-node broker with a SASL_SSL listener: SCRAM-SHA-512 over TLS, and ACLs enforced.
+
+A CA and the broker's key pair are made at test time with the JDK's ``keytool``; clients trust the CA
+through ``ssl.ca.location`` (a PEM file) and verify the broker's name (its certificate names 127.0.0.1).
+SCRAM users are created after start through the PLAINTEXT listener, which is the super user (setup only).
+"""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+from pathlib import Path
+from typing import Optional
+
+from confluent_kafka.admin import (
+    AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType, ResourceType, ScramCredentialInfo,
+    ScramMechanism, UserScramCredentialUpsertion,
+)
+
+from tests.harness.local_kafka import LocalKafka, conf_with_listener, free_loopback_port, java_executable
+
+MECHANISM = "SCRAM-SHA-512"
+
+_SECURED = """sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.ssl.keystore.location={keystore}
+listener.name.sasl_ssl.ssl.keystore.password={store_password}
+listener.name.sasl_ssl.ssl.keystore.type=PKCS12
+listener.name.sasl_ssl.ssl.key.password={store_password}
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS
+allow.everyone.if.no.acl.found=false
+"""
+
+
+def make_certificates(directory: Path, store_password: str) -> tuple[Path, Path]:
+    """A CA and a broker key pair signed by it, for 127.0.0.1: (the broker's PKCS#12 keystore, the CA's PEM)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    keytool = str(Path(java_executable()).with_name("keytool"))
+    ca_store, keystore = directory / "ca.p12", directory / "broker.p12"
+    ca_pem, request, signed = directory / "ca.pem", directory / "broker.csr", directory / "broker.pem"
+    store = ["-storetype", "PKCS12", "-storepass", store_password]
+    san = "SAN=ip:127.0.0.1,dns:localhost"
+    for step in (
+        ["-genkeypair", "-alias", "ca", "-keyalg", "RSA", "-keysize", "2048", "-dname", "CN=kafka-eos test CA",
+         "-ext", "bc:c", "-validity", "2", "-keystore", str(ca_store), *store],
+        ["-exportcert", "-alias", "ca", "-rfc", "-file", str(ca_pem), "-keystore", str(ca_store), *store],
+        ["-genkeypair", "-alias", "broker", "-keyalg", "RSA", "-keysize", "2048", "-dname", "CN=127.0.0.1",
+         "-ext", san, "-validity", "2", "-keystore", str(keystore), *store],
+        ["-certreq", "-alias", "broker", "-file", str(request), "-keystore", str(keystore), *store],
+        ["-gencert", "-alias", "ca", "-infile", str(request), "-outfile", str(signed), "-rfc", "-ext", san,
+         "-validity", "2", "-keystore", str(ca_store), *store],
+        ["-importcert", "-alias", "ca", "-file", str(ca_pem), "-noprompt", "-keystore", str(keystore), *store],
+        ["-importcert", "-alias", "broker", "-file", str(signed), "-noprompt", "-keystore", str(keystore), *store],
+    ):
+        done = subprocess.run([keytool, *step], capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise RuntimeError(f"keytool {step[0]} failed: {done.stdout}{done.stderr}")
+    return keystore, ca_pem
+
+
+class ScramTlsKafka(LocalKafka):
+    """A :class:`LocalKafka` with a SASL_SSL (SCRAM-SHA-512) listener on :attr:`sasl_ssl_port`."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.sasl_ssl_port = free_loopback_port()
+        store_password = secrets.token_hex(12)
+        keystore, self.ca_pem = make_certificates(Path(data_dir) / "tls", store_password)
+        secured = _SECURED.replace("{keystore}", str(keystore)).replace("{store_password}", store_password)
+        conf_dir = conf_with_listener(Path(data_dir), "SASL_SSL", "SASL_SSL", self.sasl_ssl_port, secured)
+        super().__init__(Path(data_dir) / "data", conf_dir=conf_dir)
+        self._admin: Optional[AdminClient] = None
+
+    @property
+    def admin(self) -> AdminClient:
+        """The super user's admin client (PLAINTEXT listener): setup only."""
+        if self._admin is None:
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        return self._admin
+
+    def add_user(self, user: str, password: str) -> None:
+        credential = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), password.encode())
+        for future in self.admin.alter_user_scram_credentials([credential]).values():
+            future.result(30)
+
+    def grant(self, user: str, resource: ResourceType, prefix: str = "*", operation: AclOperation = AclOperation.ALL) -> None:
+        """``operation`` on the resources whose name starts with ``prefix`` (``*``: all of them; the
+        cluster resource is ``kafka-cluster``)."""
+        pattern = ResourcePatternType.LITERAL if prefix in ("*", "kafka-cluster") else ResourcePatternType.PREFIXED
+        binding = AclBinding(resource, prefix, pattern, f"User:{user}", "*", operation, AclPermissionType.ALLOW)
+        for future in self.admin.create_acls([binding]).values():
+            future.result(30)
+
+    def client_options(self, user: str, password: str) -> dict[str, str]:
+        """kafka_eos options that connect as ``user`` over SASL_SSL, trusting the test CA."""
+        return {
+            "kafka.bootstrap.servers": f"127.0.0.1:{self.sasl_ssl_port}",
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": MECHANISM,
+            "kafka.sasl.username": user,
+            "kafka.sasl.password": password,
+            "kafka.ssl.ca.location": str(self.ca_pem),
+        }

@@ -1,0 +1,105 @@
+"""SCRAM-SHA-512 over TLS, with ACLs: the reader, the sink (its tasks, the coordinator's own requests and
+the decision log) and the CLI all work over a SASL_SSL listener; a principal without the prefixed
+TransactionalId ACL gets the error that names it; the password shows nowhere.
+
+The broker is tests/harness/tls_kafka.py (a CA and keys made by keytool at test time). The outcome is
+judged through the broker's PLAINTEXT listener: an independent read_committed consumer and Kafka's own
+kafka-transactions tool."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from confluent_kafka.admin import AclOperation, NewTopic, OffsetSpec, ResourceType
+from pyspark.sql import SparkSession
+
+from spark_kafka_eos.cli import main as cli
+from tests.harness.kafka import KafkaTestCluster, Sent
+from tests.harness.kafka_tools import assert_stable, open_transactions_by_kafka
+from tests.harness.tls_kafka import ScramTlsKafka
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+ALICE, ALICE_PASSWORD = "alice", "alice-" + uuid.uuid4().hex
+BOB, BOB_PASSWORD = "bob", "bob-" + uuid.uuid4().hex
+PREFIX = "eos-"
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScramTlsKafka]:
+    """Alice may do everything on topics and groups, and on transactional ids starting with ``eos-``, and
+    read the brokers' configs; Bob may do everything on topics and groups, and nothing else."""
+    with ScramTlsKafka(tmp_path_factory.mktemp("tls-kafka")) as broker:
+        for user, password in ((ALICE, ALICE_PASSWORD), (BOB, BOB_PASSWORD)):
+            broker.add_user(user, password)
+            broker.grant(user, ResourceType.TOPIC)
+            broker.grant(user, ResourceType.GROUP)
+        broker.grant(ALICE, ResourceType.TRANSACTIONAL_ID, PREFIX)
+        broker.grant(ALICE, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE_CONFIGS)
+        yield broker
+
+
+def create_topics(tls: ScramTlsKafka, *names: str) -> None:
+    for future in tls.admin.create_topics([NewTopic(n, 3, 1) for n in names]).values():
+        future.result(30)
+
+
+def test_a_pipeline_over_sasl_ssl_is_exactly_once(spark: SparkSession, tls: ScramTlsKafka, tmp_path: Path) -> None:
+    judge = KafkaTestCluster(tls.bootstrap_servers)  # the PLAINTEXT listener
+    tag = uuid.uuid4().hex[:6]
+    source, sink, prefix = f"src-{tag}", f"sink-{tag}", f"{PREFIX}{tag}"
+    create_topics(tls, source, sink)
+    sent = judge.produce_plain(source, [Sent(i % 3, None, f"r{i}".encode()) for i in range(300)])
+    options = tls.client_options(ALICE, ALICE_PASSWORD)
+    df = (spark.readStream.format("kafka_eos").options(**options).option("subscribe", source)
+          .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "100").load())
+    query = (df.selectExpr("value", "topic AS source_topic", "partition AS source_partition", "offset AS source_offset")
+             .writeStream.format("kafka_eos").options(**options).option("topic", sink)
+             .option("transactional.id.prefix", prefix).option("consumerGroup", f"g-{tag}")
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    assert query.exception() is None, query.exception()
+    assert sum(p["numInputRows"] for p in query.recentProgress) == 300
+
+    judge.wait_until_stable(sink)
+    assert sorted(r.value or b"" for r in judge.read_committed(sink)) == sorted(s.value or b"" for s in sent)
+    assert open_transactions_by_kafka(tls.bootstrap_servers, prefix + "-") == []
+    assert_stable(judge, sink, "_kafka_eos_decisions")
+
+    batch = spark.read.format("kafka_eos").options(**options).option("subscribe", sink).load()
+    assert batch.count() == 300
+    assert ALICE_PASSWORD not in batch._jdf.queryExecution().toString()
+
+
+def test_the_cli_works_over_sasl_ssl(tls: ScramTlsKafka, capsys: pytest.CaptureFixture[str]) -> None:
+    options = tls.client_options(ALICE, ALICE_PASSWORD)
+    settings = [f"{key[len('kafka.'):]}={value}" for key, value in options.items() if key != "kafka.bootstrap.servers"]
+    code = cli(["inspect", "--bootstrap-servers", options["kafka.bootstrap.servers"], "--prefix", f"{PREFIX}nothing-yet",
+                *(arg for setting in settings for arg in ("--kafka", setting))])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert f"{PREFIX}nothing-yet" in out.out
+    assert ALICE_PASSWORD not in out.out + out.err
+
+
+@pytest.mark.parametrize("missing", ["DescribeConfigs", "TransactionalId"])
+def test_a_missing_acl_is_named_before_any_task_writes(spark: SparkSession, tls: ScramTlsKafka, missing: str) -> None:
+    """Bob may not read the brokers' configs (so without kafka.transaction.timeout.ms the sink cannot learn
+    the timeout) and has no TransactionalId ACL: each is named, with the fix, and nothing is written."""
+    judge = KafkaTestCluster(tls.bootstrap_servers)
+    sink = f"sink-{uuid.uuid4().hex[:6]}"
+    create_topics(tls, sink)
+    options = {**tls.client_options(BOB, BOB_PASSWORD), **({"kafka.transaction.timeout.ms": "60000"} if missing == "TransactionalId" else {})}
+    df = spark.range(10).selectExpr("CAST(id AS STRING) AS value")
+    with pytest.raises(Exception) as refused:
+        df.write.format("kafka_eos").mode("append").options(**options).option("topic", sink).option("transactional.id.prefix", f"{PREFIX}bob").save()
+    message = str(refused.value)
+    if missing == "DescribeConfigs":
+        assert "--operation DescribeConfigs --cluster" in message and "kafka.transaction.timeout.ms" in message, message[-3000:]
+    else:
+        assert f"--operation Write --operation Describe --transactional-id {PREFIX}bob --resource-pattern-type prefixed" in message, message[-3000:]
+    assert BOB_PASSWORD not in message
+    assert judge.offsets(sink, OffsetSpec.latest(), committed=False) == {0: 0, 1: 0, 2: 0}
