@@ -7,7 +7,8 @@ Option ``testing.failAt``:
   commit (``during_phase2`` commits the first participant first); ``<point>:kill-driver`` SIGKILLs
   the driver JVM there instead;
 - ``task_write`` makes the first attempt of Spark partition 0 raise after its first Arrow batch;
-  ``task_write:kill`` kills its Python worker there; ``task_write:sleep<seconds>`` stalls it.
+  ``task_write:kill`` kills its Python worker there; ``task_write:kill-executor`` SIGKILLs the JVM
+  that runs it (with ``local-cluster``, an executor of its own); ``task_write:sleep<seconds>`` stalls it.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ class FaultHooks(WriterHooks):
             session.commit(decision.participants[0].txn)
         mark_fired(f"{point}:{self.mode}" if self.mode else point, decision.epoch_id)
         if self.mode == "kill-driver":
-            kill_driver_jvm()
+            kill_parent_jvm()  # the driver's: commits run in a Python worker of the driver
         raise InjectedFault(f"Injected fault at {point} (testing.failAt)")
 
     def task_input(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -94,6 +95,8 @@ def _fail_after_first_batch(batches: Iterator[pa.RecordBatch], mode: str) -> Ite
                 continue
             if mode == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
+            if mode == "kill-executor":
+                kill_parent_jvm()
             raise InjectedFault("Injected fault in a task after its first batch (testing.failAt)")
         yield batch
 
@@ -116,8 +119,8 @@ def clear_fired() -> None:
         marker.unlink()
 
 
-def kill_driver_jvm() -> None:
-    """SIGKILL the Spark driver JVM this Python worker descends from: a real driver crash."""
+def kill_parent_jvm() -> None:
+    """SIGKILL the JVM this Python worker descends from (a driver, or an executor): a real crash."""
     pid = os.getpid()
     while pid > 1:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -125,7 +128,7 @@ def kill_driver_jvm() -> None:
         if b"java" in Path(f"/proc/{pid}/cmdline").read_bytes():
             os.kill(pid, signal.SIGKILL)
             os._exit(1)
-    raise InjectedFault("testing.failAt asked to kill the driver, but no JVM parent was found")
+    raise InjectedFault("testing.failAt asked to kill a JVM, but this Python worker has no JVM parent")
 
 
 def make_importable_by_workers() -> None:

@@ -84,16 +84,20 @@ def notebook_command(notebook: Path, **widgets: str) -> list[str]:
     ]
 
 
-def local_spark(app_name: str) -> Any:
-    """A local[2] session whose Python workers run this interpreter (and can import ``tests``)."""
+def local_spark(app_name: str, master: str = "local[2]", conf: Optional[Mapping[str, str]] = None) -> Any:
+    """A local session (``local[2]``, or ``local-cluster[2,1,1024]`` for executors in JVMs of their own)
+    whose Python workers run this interpreter (and can import ``tests``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     from tests.harness.faults import make_importable_by_workers
 
     make_importable_by_workers()
+    builder = SparkSession.builder
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     spark = (
-        SparkSession.builder.master("local[2]").appName(app_name)
+        builder.master(master).appName(app_name)
         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
     )
@@ -106,13 +110,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("notebook", type=Path)
     parser.add_argument("--widget", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--fail-at", help="test scaffolding: testing.failAt for the notebook's kafka_eos sink")
+    parser.add_argument("--master", default="local[2]", help="Spark master, e.g. local-cluster[2,1,1024]")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting")
     args = parser.parse_args(argv)
     widgets = dict(w.split("=", 1) for w in args.widget)
     if args.fail_at:
         from tests.harness.faults import FAIL_AT_ENV
 
         os.environ[FAIL_AT_ENV] = args.fail_at  # before Spark starts: its Python workers inherit it
-    spark = local_spark(args.notebook.stem)
+    spark = local_spark(args.notebook.stem, args.master, dict(c.split("=", 1) for c in args.conf))
     if args.fail_at:
         from tests.harness.faults import FAULTS_FORMAT, FaultInjectingDataSource
 
