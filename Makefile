@@ -9,7 +9,7 @@ KAFKA_DATA := .cache/kafka/data
 KAFKA_PORT ?= 9092
 PYTEST_ARGS ?=
 
-.PHONY: help venv java kafka-jars kafka-start kafka-stop test unit demo bench-read bench-write bench-latency clean
+.PHONY: help venv java kafka-jars kafka-start kafka-stop test unit demo bench-read bench-write bench-latency soak clean
 
 help:
 	@echo "make test         install everything, start a local Kafka, run all tests (Spark's Kafka source is the readers' oracle)"
@@ -18,6 +18,7 @@ help:
 	@echo "make unit         run only the tests that need no broker"
 	@echo "make bench-read   batch read throughput: kafka_eos vs Spark's Kafka source vs raw client"
 	@echo "make bench-write  streaming write throughput vs Spark's Kafka sink and raw producer; commit latency"
+	@echo "make soak         seeded fault soak: SOAK_SEED=1 SOAK_RUNS=20 SOAK_MINUTES=60 (pipelines and backfills, driver/task/broker kills)"
 	@echo "make bench-latency per-micro-batch time of the exactly-once sink vs Spark's Kafka sink (2, 8, 32 partitions)"
 
 # Dependencies once; the package itself is (re)installed as a real, non-editable install whenever
@@ -92,3 +93,10 @@ clean:
 .PHONY: bench-commit
 bench-commit: venv kafka-jars
 	$(PY) -m tests.benchmarks.bench_commit
+
+# The fault soak: seeded, bounded in runs and minutes (a short one is part of `make test`).
+SOAK_SEED ?= 1
+SOAK_RUNS ?= 20
+SOAK_MINUTES ?= 60
+soak: venv kafka-jars
+	$(PY) -m tests.harness.soak --seed $(SOAK_SEED) --runs $(SOAK_RUNS) --max-minutes $(SOAK_MINUTES)
