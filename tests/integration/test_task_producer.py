@@ -108,6 +108,11 @@ def test_rows_leave_one_open_transaction_that_commits_to_exactly_those_rows(
     topic = kafka.create_topic(partitions=3)
     options = sink(kafka, topic)
     batches = [values_batch("a", 40), batch(value=[]), values_batch("b", 25)]
+    # A first task of this process makes the clients the process keeps (spark_kafka_eos.cluster): count
+    # threads after it, so that only this task's own producer is measured, whatever ran before.
+    warm_topic = kafka.create_topic(partitions=1)
+    warm_up = write_task(sink(kafka, warm_topic), EPOCH, iter([values_batch("warm", 1)]), TaskIdentity(0, 0, 1))
+    commit(session, kafka, warm_up, warm_topic)
     threads_before = native_threads()
 
     result = write_task(options, EPOCH, iter(batches), TaskIdentity(spark_partition=4, attempt_number=1, task_attempt_id=77))
