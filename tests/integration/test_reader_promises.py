@@ -1,6 +1,7 @@
 """The reader's promises in README ("Reading", "Options"), each on the real broker and judged by an
 independent confluent_kafka client or by Kafka's own tools: pattern subscriptions, the fetch group
-that is never used, the stall timeout and records without a timestamp."""
+that is never used, the stall timeout, a task's memory bounded by its batch size, and records without
+a timestamp."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.read.reader_options import parse_reader_options
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import run_kafka_tool
+from tests.harness.memory_probe import peak_task_rss_kib
 from tests.harness.spark import assert_same_records, kafka_eos
 from tests.harness.stream import stream, to_memory, values
 
@@ -136,3 +138,18 @@ def test_a_record_without_a_timestamp_reads_as_null_with_type_minus_one(spark: S
     rows = {bytes(r.value): r for r in kafka_eos(spark, kafka, subscribe=topic).collect()}
     assert (rows[b"no timestamp"].timestamp, rows[b"no timestamp"].timestampType) == (None, -1)
     assert rows[b"stamped"].timestampType == 0 and rows[b"stamped"].timestamp is not None
+
+
+def test_a_tasks_memory_does_not_grow_with_the_partition(kafka: KafkaTestCluster) -> None:
+    """Peak RSS of the reading task for 10k and 40k records of 1 KiB (one partition each). With batches
+    unbounded (maxRecordsPerBatch=1000000, maxBytesPerBatch=1g) the same probe saw ~100 MiB of growth."""
+    small, large, value = 10_000, 40_000, bytes(1024)
+    topics = []
+    for count in (small, large):
+        topics.append(kafka.create_topic(1))
+        kafka.produce_plain(topics[-1], (Sent(0, None, value) for _ in range(count)))
+    bounded = {"maxRecordsPerBatch": "1000", "maxBytesPerBatch": str(1 << 20)}
+    (read_small, peak_small), (read_large, peak_large) = peak_task_rss_kib(kafka.bootstrap_servers, topics, bounded)
+    assert (read_small, read_large) == (small, large)
+    growth_kib, data_difference_kib = peak_large - peak_small, (large - small) * len(value) // 1024
+    assert growth_kib < data_difference_kib // 4, f"task peak RSS grew {peak_small} -> {peak_large} KiB for {data_difference_kib} KiB more data"
