@@ -5,6 +5,9 @@ a timestamp."""
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -18,6 +21,7 @@ from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.read.reader_options import parse_reader_options
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import run_kafka_tool
+from tests.harness.local_kafka import LocalKafka
 from tests.harness.memory_probe import peak_task_rss_kib
 from tests.harness.spark import assert_same_records, kafka_eos
 from tests.harness.stream import stream, to_memory, values
@@ -153,3 +157,29 @@ def test_a_tasks_memory_does_not_grow_with_the_partition(kafka: KafkaTestCluster
     assert (read_small, read_large) == (small, large)
     growth_kib, data_difference_kib = peak_large - peak_small, (large - small) * len(value) // 1024
     assert growth_kib < data_difference_kib // 4, f"task peak RSS grew {peak_small} -> {peak_large} KiB for {data_difference_kib} KiB more data"
+
+
+def test_offset_lookups_wait_out_a_paused_broker_and_fail_clearly_when_it_stays_away(spark: SparkSession, tmp_path: Path) -> None:
+    """A private broker frozen with SIGSTOP while the driver plans. The retries of fetchOffset.numRetries
+    all share one kafka.socket.timeout.ms, so what outlasts the pause is that timeout, not the retries."""
+    with LocalKafka(tmp_path / "kafka") as broker:
+        private = KafkaTestCluster(broker.bootstrap_servers)
+        topic = private.create_topic(1)
+        private.produce_plain(topic, [Sent(0, None, f"v{i}".encode()) for i in range(20)])
+        expected = private.read_committed(topic)
+        assert broker._process is not None
+        group = broker._process.pid
+        resume = threading.Timer(2.0, os.killpg, (group, signal.SIGCONT))
+        try:
+            os.killpg(group, signal.SIGSTOP)
+            resume.start()
+            assert_same_records(kafka_eos(spark, private, subscribe=topic, kafka__socket__timeout__ms=30_000), expected)
+            resume.join()
+            os.killpg(group, signal.SIGSTOP)
+            started = time.monotonic()
+            with pytest.raises(Exception, match="fetchOffset.numRetries"):
+                kafka_eos(spark, private, subscribe=topic, kafka__socket__timeout__ms=3000, fetchOffset__numRetries=0).collect()
+            assert time.monotonic() - started < 60
+        finally:
+            resume.cancel()
+            os.killpg(group, signal.SIGCONT)
