@@ -9,6 +9,7 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Me
 
 from spark_kafka_eos.schema import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE, arrow_record_schema
 
+_NO_TIMESTAMP = -1
 _TIMESTAMP_TYPES = {TIMESTAMP_CREATE_TIME: CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME: LOG_APPEND_TIME}
 
 
@@ -42,7 +43,8 @@ class RecordBatchBuilder:
         self._values.append(value)
         self._offsets.append(message.offset())
         ts_type, ts_ms = message.timestamp()
-        spark_type = _TIMESTAMP_TYPES.get(ts_type, NO_TIMESTAMP_TYPE)
+        # A v2 batch keeps a producer's "no timestamp" (-1) and the broker labels it CreateTime.
+        spark_type = _TIMESTAMP_TYPES.get(ts_type, NO_TIMESTAMP_TYPE) if ts_ms != _NO_TIMESTAMP else NO_TIMESTAMP_TYPE
         self._timestamp_types.append(spark_type)
         self._timestamps.append(ts_ms * 1000 if spark_type != NO_TIMESTAMP_TYPE else None)
         self._bytes += (len(key) if key else 0) + (len(value) if value else 0)
