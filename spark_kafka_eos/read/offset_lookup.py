@@ -153,7 +153,10 @@ class KafkaOffsetLookup:
         deadline = time.monotonic() + self._timeout_s
         for attempt in range(attempts):
             try:
-                return call()
+                try:
+                    return call()
+                except TimeoutError:  # a future's result() that waited in vain: as librdkafka's own timeout
+                    raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "no answer before the request timeout")) from None
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
                 if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:

@@ -1,0 +1,23 @@
+"""The driver's offset look-ups: what a failed look-up becomes (no broker needed: nothing answers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_kafka_eos.errors import KafkaEosUnavailableError
+from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
+from spark_kafka_eos.read.reader_options import parse_reader_options
+
+
+def test_a_future_that_times_out_is_reported_as_unavailable_after_the_retries() -> None:
+    options = parse_reader_options({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t",
+                                    "fetchoffset.numretries": "2", "fetchoffset.retryintervalms": "1"}, streaming=False)
+    calls = []
+
+    def waits_in_vain() -> None:
+        calls.append(1)
+        raise TimeoutError()
+
+    with pytest.raises(KafkaEosUnavailableError, match=r"did not answer 'list offsets' within .* \(3 attempt\(s\)\).*fetchOffset.numRetries"):
+        KafkaOffsetLookup(options)._retrying("list offsets", waits_in_vain)
+    assert len(calls) == 3
