@@ -19,8 +19,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import TracebackType
-from typing import Callable, Optional, Type, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 from tests.harness.kafka import KafkaTestCluster
 from tests.harness.local_kafka import (
@@ -28,6 +27,7 @@ from tests.harness.local_kafka import (
     REPO_ROOT,
     LocalKafka,
     LocalKafkaError,
+    StartStop,
     _random_cluster_id,
     free_loopback_port,
     running_pid,
@@ -68,7 +68,7 @@ def _until(what: str, timeout_s: float, probe: Callable[[], Optional[T]], hint: 
     raise TimeoutError(f"{what} did not happen within {timeout_s}s (last error: {last_error}){hint}")
 
 
-class LocalCluster:
+class LocalCluster(StartStop):
     """``size`` combined broker+controller nodes (ids 1..size) on 127.0.0.1, owned by this process.
 
     Ports and the cluster id are kept in ``data_dir/cluster.json``: the cluster restarts on its data.
@@ -99,7 +99,7 @@ class LocalCluster:
             self._kafka = KafkaTestCluster(self.bootstrap_servers, replication_factor=self.size)
         return self._kafka
 
-    def _layout(self, base_port: Optional[int]) -> dict:
+    def _layout(self, base_port: Optional[int]) -> dict[str, Any]:
         """Ports and cluster id: read from ``cluster.json``, else chosen (free ports) and written there."""
         path = self.data_dir / "cluster.json"
         if path.exists():
@@ -167,14 +167,6 @@ class LocalCluster:
         _until(f"node {node_id} rejoining the ISR of its partitions", max(1.0, timeout_s - (time.monotonic() - began)),
                lambda: True if not self.partitions_out_of_sync(node_id) else None, self._logs([node_id]))
         return time.monotonic() - began
-
-    def __enter__(self) -> "LocalCluster":
-        return self.start()
-
-    def __exit__(
-        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
-    ) -> None:
-        self.stop()
 
     # -- metadata -------------------------------------------------------------------------
     def broker_ids(self) -> list[int]:

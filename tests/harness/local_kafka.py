@@ -26,7 +26,7 @@ import time
 import uuid
 from pathlib import Path
 from types import TracebackType
-from typing import Callable, Mapping, Optional, Type
+from typing import Callable, Mapping, Optional, Type, TypeVar
 
 def _project_root() -> Path:
     """The checkout holding conf/ and .cache/: $KAFKA_EOS_HOME, else the nearest folder up from the
@@ -108,7 +108,28 @@ listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,{name}:{
     return conf_dir
 
 
-class LocalKafka:
+Started = TypeVar("Started", bound="StartStop")
+
+
+class StartStop:
+    """A context manager that calls ``start()`` on entry and ``stop()`` on exit, even after an error."""
+
+    def start(self: Started) -> Started:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: Started) -> Started:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        self.stop()
+
+
+class LocalKafka(StartStop):
     """A single-node KRaft broker listening on 127.0.0.1, owned by this process.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
@@ -261,14 +282,6 @@ class LocalKafka:
         self._process = None
         (self.data_dir / "broker.pid").unlink(missing_ok=True)
         return code
-
-    def __enter__(self) -> "LocalKafka":
-        return self.start()
-
-    def __exit__(
-        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
-    ) -> None:
-        self.stop()
 
 
 def _pid_alive(pid: int) -> bool:
