@@ -7,14 +7,17 @@ PY := $(VENV)/bin/python
 KAFKA_LIBS := .cache/kafka/libs
 KAFKA_DATA := .cache/kafka/data
 KAFKA_PORT ?= 9092
+CLUSTER_DATA := .cache/kafka/cluster
+CLUSTER_PORT ?= 9093
 PYTEST_ARGS ?=
 
-.PHONY: help venv java kafka-jars kafka-start kafka-stop test unit demo bench-read bench-write bench-latency soak clean
+.PHONY: help venv java kafka-jars kafka-start kafka-stop cluster-start cluster-stop test unit demo bench-read bench-write bench-latency soak clean
 
 help:
 	@echo "make test         install everything, start a local Kafka, run all tests (Spark's Kafka source is the readers' oracle)"
 	@echo "make demo         install everything, run the demo on an embedded local Kafka + local Spark"
 	@echo "make kafka-start  start a local Kafka on 127.0.0.1:$(KAFKA_PORT) (make kafka-stop stops it)"
+	@echo "make cluster-start start a 3-broker KRaft cluster on 127.0.0.1:$(CLUSTER_PORT)-$$(($(CLUSTER_PORT)+2)) (make cluster-stop stops it)"
 	@echo "make unit         run only the tests that need no broker"
 	@echo "make bench-read   batch read throughput: kafka_eos vs Spark's Kafka source vs raw client"
 	@echo "make bench-write  streaming write throughput vs Spark's Kafka sink and raw producer; commit latency"
@@ -58,6 +61,12 @@ kafka-start: venv kafka-jars
 
 kafka-stop:
 	@$(PY) -m tests.harness.local_kafka stop --data-dir $(KAFKA_DATA)
+
+cluster-start: venv kafka-jars
+	@$(PY) -m tests.harness.local_cluster start --port $(CLUSTER_PORT) --data-dir $(CLUSTER_DATA)
+
+cluster-stop:
+	@$(PY) -m tests.harness.local_cluster stop --data-dir $(CLUSTER_DATA)
 
 unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -11,12 +11,15 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pytest
 
 from tests.benchmarks.common import find_connector_jars
 from tests.harness.kafka import KafkaTestCluster
+
+if TYPE_CHECKING:
+    from tests.harness.local_cluster import LocalCluster
 
 BOOTSTRAP_ENV = "KAFKA_EOS_BOOTSTRAP_SERVERS"
 CONNECTOR_JARS_DIR = Path(__file__).resolve().parent.parent / ".cache" / "spark-kafka" / "jars"
@@ -37,6 +40,16 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaTestCluster
         yield KafkaTestCluster(broker.bootstrap_servers)
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator["LocalCluster"]:
+    """A three-broker KRaft cluster (replication factor 3, min.insync.replicas 2), started only for the
+    tests that ask for it and stopped at the end of the session. A test that kills a node restarts it."""
+    from tests.harness.local_cluster import LocalCluster
+
+    with LocalCluster(tmp_path_factory.mktemp("kafka-cluster")) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session", autouse=True)

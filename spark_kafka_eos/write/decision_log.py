@@ -59,6 +59,13 @@ _LOG_TOPIC_CONFIG = {
 }
 _TIMEOUT_S = 30.0
 
+
+def _log_topic_config(replication: int) -> dict[str, str]:
+    """The log topic's settings; replicated, it also wants two in-sync replicas for every decision
+    (with acks=all, a decision then survives the loss of any one broker)."""
+    return {**_LOG_TOPIC_CONFIG, **({"min.insync.replicas": "2"} if replication >= 2 else {})}
+
+
 _NOT_READY = {
     KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT,
@@ -106,7 +113,7 @@ class DecisionLog:
 
     def _create_topic(self, replication: int) -> None:
         futures = self._admin.create_topics(
-            [NewTopic(self._topic, 1, replication, config=dict(_LOG_TOPIC_CONFIG))], operation_timeout=_TIMEOUT_S
+            [NewTopic(self._topic, 1, replication, config=_log_topic_config(replication))], operation_timeout=_TIMEOUT_S
         )
         try:
             futures[self._topic].result(2 * _TIMEOUT_S)
@@ -115,7 +122,7 @@ class DecisionLog:
             if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
                 self._check_cleanup_policy()  # created by someone else a moment ago
                 return
-            settings = " ".join(f"--config {k}={v}" for k, v in _LOG_TOPIC_CONFIG.items())
+            settings = " ".join(f"--config {k}={v}" for k, v in _log_topic_config(replication).items())
             raise KafkaEosDecisionLogError(
                 f"The decision log topic '{self._topic}' (option decisionLogTopic) does not exist and could not be "
                 f"created: {error.str()}. Fix: have an administrator create it: kafka-topics --create --topic "

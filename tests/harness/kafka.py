@@ -69,15 +69,19 @@ _counter = itertools.count()
 class KafkaTestCluster:
     """A handle on the test session's Kafka cluster."""
 
-    def __init__(self, bootstrap_servers: str) -> None:
+    def __init__(self, bootstrap_servers: str, replication_factor: int = 1) -> None:
+        """``replication_factor``: of the topics this handle creates (3 on a three-broker cluster)."""
         self.bootstrap_servers = bootstrap_servers
+        self.replication_factor = replication_factor
         self.admin = AdminClient({"bootstrap.servers": bootstrap_servers})
 
     # -- topics -------------------------------------------------------------------------
     def create_topic(self, partitions: int = 1, prefix: str = "t", config: Optional[dict[str, str]] = None) -> str:
         """Create a topic with a unique name and wait until every partition has a leader."""
         name = f"{prefix}-{next(_counter)}-{uuid.uuid4().hex[:8]}"
-        futures = self.admin.create_topics([NewTopic(name, partitions, 1, config=config or {})], operation_timeout=30)
+        futures = self.admin.create_topics(
+            [NewTopic(name, partitions, self.replication_factor, config=config or {})], operation_timeout=30
+        )
         futures[name].result(30)
         self._wait_for_partitions(name, partitions)
         return name
@@ -89,7 +93,8 @@ class KafkaTestCluster:
         deadline = time.monotonic() + 30
         while True:
             try:
-                self.admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30)[topic].result(30)
+                new = NewTopic(topic, partitions, self.replication_factor)
+                self.admin.create_topics([new], operation_timeout=30)[topic].result(30)
                 break
             except KafkaException as err:
                 # The deletion may not have finished on the controller yet.

@@ -26,7 +26,7 @@ import time
 import uuid
 from pathlib import Path
 from types import TracebackType
-from typing import Callable, Optional, Type
+from typing import Callable, Mapping, Optional, Type, TypeVar
 
 def _project_root() -> Path:
     """The checkout holding conf/ and .cache/: $KAFKA_EOS_HOME, else the nearest folder up from the
@@ -108,7 +108,28 @@ listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,{name}:{
     return conf_dir
 
 
-class LocalKafka:
+Started = TypeVar("Started", bound="StartStop")
+
+
+class StartStop:
+    """A context manager that calls ``start()`` on entry and ``stop()`` on exit, even after an error."""
+
+    def start(self: Started) -> Started:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: Started) -> Started:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        self.stop()
+
+
+class LocalKafka(StartStop):
     """A single-node KRaft broker listening on 127.0.0.1, owned by this process.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
@@ -121,13 +142,20 @@ class LocalKafka:
         libs_dir: Path = DEFAULT_LIBS_DIR,
         conf_dir: Path = DEFAULT_CONF_DIR,
         heap: str = "768m",
+        controller_port: Optional[int] = None,
+        cluster_id: Optional[str] = None,
+        overrides: Optional[Mapping[str, str]] = None,
     ) -> None:
+        """``cluster_id`` and ``overrides`` (properties that replace the template's) let several
+        nodes form one cluster (see tests/harness/local_cluster.py)."""
         self.data_dir = Path(data_dir).resolve()
         self.port = port or free_loopback_port()
-        self.controller_port = free_loopback_port()
+        self.controller_port = controller_port or free_loopback_port()
         self.libs_dir = Path(libs_dir)
         self.conf_dir = Path(conf_dir)
         self.heap = heap
+        self.overrides = dict(overrides or {})
+        self._given_cluster_id = cluster_id
         self._process: Optional[subprocess.Popen[bytes]] = None
 
     @property
@@ -163,19 +191,31 @@ class LocalKafka:
             .replace("{controller_port}", str(self.controller_port))
             .replace("{data_dir}", str(self.data_dir))
         )
+        kept = [line for line in text.splitlines() if line.split("=", 1)[0].strip() not in self.overrides]
         path = self.data_dir / "server.properties"
-        path.write_text(text)
+        path.write_text("\n".join(kept + [f"{key}={value}" for key, value in self.overrides.items()]) + "\n")
         return path
 
     def _cluster_id(self) -> str:
         """The data directory's cluster id, made once: a restarted broker keeps its data."""
         path = self.data_dir / "cluster.id"
         if not path.exists():
-            path.write_text(_random_cluster_id())
+            path.write_text(self._given_cluster_id or _random_cluster_id())
         return path.read_text().strip()
 
     def start(self, timeout_s: float = 90.0) -> "LocalKafka":
         """Format the data directory (once), start the broker and wait until it serves."""
+        self.launch()
+        self.wait_until_serving(timeout_s)
+        return self
+
+    @property
+    def running(self) -> bool:
+        """Whether the broker process this object started is still alive."""
+        return self._process is not None and self._process.poll() is None
+
+    def launch(self) -> None:
+        """Format the data directory (once) and start the broker process, without waiting for it."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         properties = self._write_properties()
         formatted = subprocess.run(
@@ -197,10 +237,10 @@ class LocalKafka:
         )
         stdout.close()
         (self.data_dir / "broker.pid").write_text(str(self._process.pid))
-        self._wait_until_serving(timeout_s)
-        return self
 
-    def _wait_until_serving(self, timeout_s: float) -> None:
+    def wait_until_serving(self, timeout_s: float) -> None:
+        """Wait until the broker answers metadata requests; stop it and raise (naming its log) if
+        it exits or does not answer within ``timeout_s``."""
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + timeout_s
@@ -223,18 +263,25 @@ class LocalKafka:
         """Stop the broker (SIGTERM, then SIGKILL), leaving no process behind."""
         if self._process is None:
             return
-        _terminate(self._process.pid, timeout_s, lambda: self._process is not None and self._process.poll() is not None)
-        self._process.wait()
+        _terminate(self._process.pid, timeout_s, lambda: not self.running)
+        self._reap()
+
+    def kill(self, timeout_s: float = 10.0) -> int:
+        """SIGKILL the broker (a crash: no controlled shutdown) and return its exit code."""
+        if self._process is None:
+            raise LocalKafkaError(f"the broker on {self.bootstrap_servers} is not running")
+        try:
+            os.killpg(self._process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        return self._reap(timeout_s)
+
+    def _reap(self, timeout_s: Optional[float] = None) -> int:
+        assert self._process is not None
+        code = self._process.wait(timeout_s)
         self._process = None
         (self.data_dir / "broker.pid").unlink(missing_ok=True)
-
-    def __enter__(self) -> "LocalKafka":
-        return self.start()
-
-    def __exit__(
-        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
-    ) -> None:
-        self.stop()
+        return code
 
 
 def _pid_alive(pid: int) -> bool:
@@ -263,6 +310,24 @@ def _terminate(pid: int, timeout_s: float, has_exited: Optional[Callable[[], boo
             time.sleep(0.2)
 
 
+def running_pid(data_dir: Path) -> Optional[int]:
+    """The pid of a broker started from the command line on ``data_dir`` that is still alive."""
+    pid_file = Path(data_dir) / "broker.pid"
+    if pid_file.exists() and _pid_alive(int(pid_file.read_text())):
+        return int(pid_file.read_text())
+    return None
+
+
+def stop_by_pid_file(data_dir: Path, timeout_s: float = 30.0) -> bool:
+    """Stop the broker whose pid file is in ``data_dir`` (started by an earlier command); False if none."""
+    pid_file = Path(data_dir) / "broker.pid"
+    if not pid_file.exists():
+        return False
+    _terminate(int(pid_file.read_text()), timeout_s)
+    pid_file.unlink(missing_ok=True)
+    return True
+
+
 def _main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.harness.local_kafka", description=__doc__)
     parser.add_argument("command", choices=["start", "stop", "check-java"])
@@ -274,21 +339,15 @@ def _main(argv: Optional[list[str]] = None) -> int:
         if args.command == "check-java":
             print(f"Java OK: {java_executable()}")
         elif args.command == "start":
-            pid_file = args.data_dir / "broker.pid"
-            if pid_file.exists() and _pid_alive(int(pid_file.read_text())):
-                print(f"Kafka already running (pid {pid_file.read_text()}) with data in {args.data_dir}")
+            pid = running_pid(args.data_dir)
+            if pid is not None:
+                print(f"Kafka already running (pid {pid}) with data in {args.data_dir}")
                 return 0
             broker = LocalKafka(args.data_dir, port=args.port, libs_dir=args.libs_dir).start()
             assert broker._process is not None
             print(f"Kafka {broker.bootstrap_servers} running (pid {broker._process.pid}), log {broker.log_file}")
         else:
-            pid_file = args.data_dir / "broker.pid"
-            if not pid_file.exists():
-                print("Kafka is not running (no pid file)")
-                return 0
-            _terminate(int(pid_file.read_text()), 30.0)
-            pid_file.unlink(missing_ok=True)
-            print("Kafka stopped")
+            print("Kafka stopped" if stop_by_pid_file(args.data_dir) else "Kafka is not running (no pid file)")
     except LocalKafkaError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -103,13 +102,10 @@ def crash_and_restart(broker: LocalKafka, after_s: float, down_s: float, recover
     """SIGKILL the broker ``after_s`` from now, leave it down ``down_s``, restart it on its data directory;
     append when it was killed and how long it took to serve again."""
     time.sleep(after_s)
-    process = broker._process
-    if process is None:
+    if not broker.running:
         return
     killed_at.append(time.monotonic())
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-    broker._process = None
+    broker.kill()
     time.sleep(down_s)
     started = time.monotonic()
     broker.start()

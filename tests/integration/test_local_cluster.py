@@ -1,0 +1,162 @@
+"""The three-broker cluster of tests/harness/local_cluster.py, and exactly-once writes on it while a
+partition leader crashes (SIGKILL) and comes back."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+import uuid
+from collections import Counter
+from typing import Optional
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic, ResourceType
+from pyspark.sql import SparkSession
+
+from tests.harness.kafka import KafkaTestCluster
+from tests.harness.kafka_tools import assert_stable, open_transactions_by_kafka
+from tests.harness.local_cluster import LocalCluster
+
+pytestmark = [pytest.mark.kafka]
+DEFAULT_DECISION_LOG = "_kafka_eos_decisions"
+
+
+def topic_config(kafka: KafkaTestCluster, topic: str, name: str) -> tuple[str, ConfigSource]:
+    """The value of one topic setting and where it comes from (topic override, broker default...)."""
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    entry = kafka.admin.describe_configs([resource], request_timeout=30)[resource].result(30)[name]
+    return entry.value, ConfigSource(entry.source)
+
+
+def replicas(kafka: KafkaTestCluster, topic: str) -> list[list[int]]:
+    """Each partition's replica list."""
+    partitions = kafka.admin.list_topics(topic, timeout=10).topics[topic].partitions
+    return [list(partitions[p].replicas) for p in sorted(partitions)]
+
+
+def test_three_brokers_and_new_topics_get_three_replicas_and_two_in_sync(kafka_cluster: LocalCluster) -> None:
+    kafka = kafka_cluster.kafka
+    assert kafka_cluster.broker_ids() == [1, 2, 3]
+    topic = f"defaults-{uuid.uuid4().hex[:8]}"
+    kafka.admin.create_topics([NewTopic(topic, 2)], operation_timeout=30)[topic].result(30)  # the cluster's defaults
+    assert [sorted(r) for r in replicas(kafka, topic)] == [[1, 2, 3], [1, 2, 3]]
+    # The cluster's default (Kafka 4 keeps the controllers' min.insync.replicas as a cluster-wide dynamic default).
+    value, source = topic_config(kafka, topic, "min.insync.replicas")
+    assert (value, source in (ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)) == ("2", True)
+
+
+class TransactionalWriter(threading.Thread):
+    """Commits transactions of ten records to ``topic`` until stopped, retrying what the producer says is
+    retriable and aborting what it says must be aborted; remembers the values of each outcome."""
+
+    def __init__(self, kafka: KafkaTestCluster, topic: str, deadline_s: float = 240.0) -> None:
+        super().__init__(daemon=True)
+        self.kafka, self.topic, self.deadline = kafka, topic, time.monotonic() + deadline_s
+        self.committed: list[bytes] = []
+        self.aborted: list[bytes] = []
+        self.commit_times: list[float] = []
+        self.error: Optional[BaseException] = None
+        self._stop_requested = threading.Event()
+
+    def run(self) -> None:
+        try:
+            producer = self.kafka.producer(f"cluster-writer-{uuid.uuid4().hex[:8]}", transaction_timeout_ms=60_000)
+            batch = 0
+            while not self._stop_requested.is_set() and time.monotonic() < self.deadline:
+                self._one_transaction(producer, [f"b{batch}-r{r}".encode() for r in range(10)])
+                batch += 1
+            producer.flush(30)
+        except BaseException as err:  # noqa: BLE001 - handed to the test thread
+            self.error = err
+
+    def _one_transaction(self, producer: Producer, values: list[bytes]) -> None:
+        try:
+            producer.begin_transaction()
+            for value in values:
+                producer.produce(self.topic, value=value, partition=0)
+            while True:
+                try:
+                    producer.commit_transaction(30)
+                    break
+                except KafkaException as err:
+                    if not err.args[0].retriable() or time.monotonic() > self.deadline:
+                        raise
+            self.committed.extend(values)
+            self.commit_times.append(time.monotonic())
+        except KafkaException as err:
+            if not err.args[0].txn_requires_abort():
+                raise
+            producer.abort_transaction(60)
+            self.aborted.extend(values)
+
+    def wait_for_commits(self, count: int, timeout_s: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while len(self.commit_times) < count:
+            assert self.error is None, f"the writer failed: {self.error!r}"
+            assert time.monotonic() < deadline, f"only {len(self.commit_times)} of {count} commits in {timeout_s}s"
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self._stop_requested.set()
+        self.join(120)
+        assert not self.is_alive(), "the writer did not stop"
+
+
+def test_killing_a_partition_leader_under_a_transactional_producer_loses_and_duplicates_nothing(kafka_cluster: LocalCluster) -> None:
+    kafka = kafka_cluster.kafka
+    topic = kafka.create_topic(1, prefix="under-fire")
+    writer = TransactionalWriter(kafka, topic)
+    writer.start()
+    try:
+        writer.wait_for_commits(3)
+        leader = kafka_cluster.leader_of(topic)
+        commits_before = len(writer.commit_times)
+        killed_at = time.monotonic()
+        exit_code = kafka_cluster.kill(leader)
+        try:
+            # The fault fired: the leader's JVM died of SIGKILL, and another replica leads now.
+            assert exit_code == -signal.SIGKILL and not kafka_cluster.running(leader)
+            new_leader = kafka_cluster.wait_for_leader(topic, other_than=leader)
+            writer.wait_for_commits(commits_before + 1)
+            recovery_s = writer.commit_times[commits_before] - killed_at
+        finally:
+            rejoin_s = kafka_cluster.restart(leader)
+        writer.wait_for_commits(len(writer.commit_times) + 3)
+    finally:
+        writer.stop()
+    assert writer.error is None, f"the writer failed: {writer.error!r}"
+    print(f"leader {leader} killed -> {new_leader}; next commit after {recovery_s:.1f}s; node back in the ISR after {rejoin_s:.1f}s")
+    assert new_leader != leader and kafka_cluster.leader_of(topic) != -1
+
+    kafka.wait_until_stable(topic)
+    counts = Counter(r.value for r in kafka.read_committed(topic))
+    assert {v: n for v, n in counts.items() if n > 1} == {}, "duplicated records"
+    assert set(writer.committed) - set(counts) == set(), "lost committed records"
+    assert set(counts) - set(writer.committed) == set(), "records of aborted transactions are visible"
+
+
+@pytest.mark.spark
+def test_a_kafka_eos_batch_write_to_the_cluster_is_exactly_once_with_a_replicated_decision_log(
+    spark: SparkSession, kafka_cluster: LocalCluster
+) -> None:
+    kafka = kafka_cluster.kafka
+    topic = kafka.create_topic(3, prefix="cluster-sink")
+    prefix = f"cluster-{uuid.uuid4().hex[:8]}"
+    df = spark.range(0, 300, numPartitions=3).selectExpr("CAST(id AS STRING) AS key", "CONCAT('v', CAST(id AS STRING)) AS value")
+    (
+        df.write.format("kafka_eos").mode("append")
+        .option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers)
+        .option("topic", topic)
+        .option("transactional.id.prefix", prefix)
+        .save()
+    )
+    kafka.wait_until_stable(topic)
+    counts = Counter(r.value for r in kafka.read_committed(topic))
+    assert counts == Counter(f"v{i}".encode() for i in range(300))
+    assert open_transactions_by_kafka(kafka_cluster.bootstrap_servers, prefix + "-") == []
+    assert_stable(kafka, topic, DEFAULT_DECISION_LOG)
+    assert [len(r) for r in replicas(kafka, DEFAULT_DECISION_LOG)] == [3]
+    # Set on the topic by the package, not inherited from the cluster's default (also 2).
+    assert topic_config(kafka, DEFAULT_DECISION_LOG, "min.insync.replicas") == ("2", ConfigSource.DYNAMIC_TOPIC_CONFIG)
