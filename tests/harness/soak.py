@@ -144,12 +144,14 @@ def run_once(index: int, kind: str, rng: random.Random, broker: LocalKafka, work
     for attempt in range(MAX_ATTEMPTS):
         extra: list[str] = []
         crash: Optional[threading.Thread] = None
-        if attempt == 0:
-            fault = next((f for f in faults if f != "broker"), None)
+        fault = next((f for f in faults if f != "broker"), None)
+        # Until it fires: a broker crash can fail an attempt before it reaches the fault's point.
+        if fault is not None and not any(markers.iterdir()):
             if fault == "task":
                 extra = ["--fail-at", "task_write:kill", "--conf", "spark.sql.execution.arrow.maxRecordsPerBatch=50"]
-            elif fault is not None:
+            else:
                 extra = ["--fail-at", f"{fault.split('@')[1]}:kill-driver"]
+        if attempt == 0:
             if "broker" in faults:
                 crash = threading.Thread(target=crash_and_restart, args=(broker, rng.uniform(3, 15), rng.uniform(1, 5), recovered, killed_at))
                 crash.start()
