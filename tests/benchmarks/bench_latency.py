@@ -20,10 +20,10 @@ import tempfile
 import uuid
 from contextlib import ExitStack
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.benchmarks.common import bench_spark, bootstrap_servers, connector_jars
+from tests.benchmarks.common import bench_spark, bootstrap_servers, check_count, connector_jars, count_committed
 from tests.benchmarks.common import produce as produce_one
 
 ROWS_PER_BATCH = 300
@@ -31,21 +31,6 @@ BATCHES = int(os.environ.get("BENCH_BATCHES", "12"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 PARTITION_COUNTS = [int(p) for p in os.environ.get("BENCH_PARTITIONS", "2,8,32").split(",")]
 SYSTEMS = {"kafka_eos": "kafka_eos sink (exactly-once)", "kafka": "Spark's Kafka sink (at-least-once)"}
-
-
-def count_committed(bootstrap: str, topic: str, partitions: int) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"count-{uuid.uuid4().hex}", "isolation.level": "read_committed",
-                         "enable.partition.eof": True, "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    count, ended = 0, set()
-    while len(ended) < partitions:
-        for message in consumer.consume(1000, 1.0):
-            if message.error():
-                ended.add(message.partition())
-            else:
-                count += 1
-    consumer.close()
-    return count
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -78,9 +63,7 @@ def main() -> None:
             )
             query.awaitTermination()
             batches = [p for p in query.recentProgress if p.numInputRows]
-            written = count_committed(bootstrap, sink, partitions)
-            if written != records:
-                sys.exit(f"{fmt} wrote {written} records, not {records}: the figures would be meaningless")
+            check_count(fmt, count_committed(bootstrap, sink, partitions), records)
             return [float(p.durationMs["triggerExecution"]) for p in batches[1:]]
 
         print(f"{'partitions':>10}  {'system':<36} {'p50 ms':>8} {'p90 ms':>8}")

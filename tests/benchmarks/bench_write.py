@@ -8,6 +8,10 @@ One run measures, on the same data:
 * the same query writing with Spark's own Kafka sink (format("kafka"), at-least-once);
 * a raw transactional confluent-kafka producer in one process;
 * the median and p90 of TwoPhaseCommitCoordinator.commit for 3 prepared tasks, outside Spark.
+
+Each system is warmed up once on a small topic, then the three take turns over BENCH_ROUNDS rounds (3 by
+default), each run into a new sink topic, and the medians are compared. An independent read_committed
+consumer counts every run's output, which must equal the records produced, or the benchmark stops.
 """
 
 from __future__ import annotations
@@ -24,30 +28,32 @@ import pyarrow as pa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.benchmarks.common import bench_spark, bootstrap_servers, connector_jars
+from tests.benchmarks.common import Count, Run, alternate, bench_spark, bootstrap_servers, connector_jars, count_committed, report
 from tests.benchmarks.common import produce as produce_one
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", "1000000"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+WARM_UP_RECORDS = min(RECORDS, 20_000)
 PARTITIONS = 3
 VALUE = b"v" * 100
+EOS, SPARK, RAW = ("kafka_eos stream -> kafka_eos sink (exactly-once)", "kafka_eos stream -> Spark kafka sink (at-least-once)",
+                   "raw transactional producer (1 process)")
 
 
-def fill(bootstrap: str, topic: str) -> None:
+def fill(bootstrap: str, topic: str, records: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    for i in range(RECORDS):
+    for i in range(records):
         produce_one(producer, topic, VALUE, str(i).encode(), i % PARTITIONS)
     producer.flush(60)
 
 
-def raw_transactional(bootstrap: str, topic: str) -> float:
+def raw_transactional(bootstrap: str, topic: str, records: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-raw-{uuid.uuid4().hex}", "linger.ms": 5})
     producer.init_transactions(30)
-    start = time.perf_counter()
     producer.begin_transaction()
-    for i in range(RECORDS):
+    for i in range(records):
         produce_one(producer, topic, VALUE, str(i).encode(), i % PARTITIONS)
     producer.commit_transaction(120)
-    return time.perf_counter() - start
 
 
 def commit_times(bootstrap: str, topic: str, rounds: int = 15) -> list[float]:
@@ -76,42 +82,56 @@ def main() -> None:
         bootstrap = bootstrap_servers(stack)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         tag = uuid.uuid4().hex[:6]
-        source, eos_sink, spark_sink, raw_sink, commit_sink = (f"bench-{n}-{tag}" for n in ("src", "eos", "spark", "raw", "commit"))
-        for topic in (source, eos_sink, spark_sink, raw_sink, commit_sink):
+        runs = iter(range(1_000_000))
+
+        def new_topic(role: str) -> str:
+            topic = f"bench-{role}-{tag}-{next(runs)}"
             admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
-        fill(bootstrap, source)
+            return topic
+
+        source, warm_up_source, commit_sink = new_topic("src"), new_topic("warm-up-src"), new_topic("commit")
+        fill(bootstrap, source, RECORDS)
+        fill(bootstrap, warm_up_source, WARM_UP_RECORDS)
         print(f">> {RECORDS:,} source records of {len(VALUE)} bytes in {source}, {PARTITIONS} partitions")
 
         jars = connector_jars()
         spark = bench_spark("bench-write", jars, spark__driver__memory="4g")
         print(f">> pyspark {spark.version}, local[2]; Spark's Kafka sink from {', '.join(j.name for j in jars)}")
 
-        def stream_to(fmt: str, sink: str, **options: str) -> float:
-            df = (
-                spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
-                .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", max(RECORDS // 5, 1)).load()
-                .selectExpr("key", "value", "partition")
-            )
-            writer = (
-                df.writeStream.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
-                .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-checkpoint-")).trigger(availableNow=True)
-            )
-            for name, value in options.items():
-                writer = writer.option(name, value)
-            start = time.perf_counter()
-            writer.start().awaitTermination()
-            return time.perf_counter() - start
+        def stream_to(fmt: str, from_topic: str, records: int) -> Run:
+            def run() -> Count:
+                sink = new_topic(fmt)
+                df = (
+                    spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("subscribe", from_topic)
+                    .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", max(records // 5, 1)).load()
+                    .selectExpr("key", "value", "partition")
+                )
+                (df.writeStream.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
+                 .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-checkpoint-")).trigger(availableNow=True)
+                 .start().awaitTermination())
+                return lambda: count_committed(bootstrap, sink, PARTITIONS)
 
-        results = {
-            "kafka_eos stream -> kafka_eos sink (exactly-once)": stream_to("kafka_eos", eos_sink),
-            "kafka_eos stream -> Spark kafka sink (at-least-once)": stream_to("kafka", spark_sink),
-            "raw transactional producer (1 process)": raw_transactional(bootstrap, raw_sink),
-        }
-        for label, seconds in results.items():
-            print(f"   {label:<54} {RECORDS:>10,} rows  {seconds:7.2f} s  {RECORDS / seconds:>10,.0f} rows/s")
-        eos, spark_sink_s, raw = results.values()
-        print(f">> kafka_eos sink / Spark's Kafka sink throughput ratio: {spark_sink_s / eos:.2f}")
-        print(f">> kafka_eos sink / raw transactional producer ratio:    {raw / eos:.2f}")
+            return run
+
+        def raw(records: int) -> Run:
+            def run() -> Count:
+                sink = new_topic("raw")
+                raw_transactional(bootstrap, sink, records)
+                return lambda: count_committed(bootstrap, sink, PARTITIONS)
+
+            return run
+
+        print(f">> one warm-up run each ({WARM_UP_RECORDS:,} records), then {ROUNDS} alternating rounds; "
+              f"every run's output must count {RECORDS:,} records")
+        seconds = alternate(
+            {EOS: stream_to("kafka_eos", source, RECORDS), SPARK: stream_to("kafka", source, RECORDS), RAW: raw(RECORDS)}, RECORDS, ROUNDS,
+            warm_up={EOS: stream_to("kafka_eos", warm_up_source, WARM_UP_RECORDS), SPARK: stream_to("kafka", warm_up_source, WARM_UP_RECORDS),
+                     RAW: raw(WARM_UP_RECORDS)},
+            warm_up_expected=WARM_UP_RECORDS,
+        )
+        rate = report(seconds, RECORDS)
+        print(f">> kafka_eos sink / Spark's Kafka sink throughput ratio (medians): {rate[EOS] / rate[SPARK]:.2f}")
+        print(f">> kafka_eos sink / raw transactional producer ratio (medians):    {rate[EOS] / rate[RAW]:.2f}")
         spark.stop()
         times = commit_times(bootstrap, commit_sink)
         print(f">> one commit (3 participants, decision + phase 2 + completion), {len(times)} commits: "

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import tempfile
+import time
+import uuid
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 CONNECTOR_JARS = Path(os.environ.get("KAFKA_EOS_HOME", ".")) / ".cache" / "spark-kafka" / "jars"
 # Only the connector and what it adds to Spark; pyspark already ships Scala, slf4j, lz4, snappy.
@@ -47,6 +50,68 @@ def produce(producer: Producer, topic: str, value: bytes, key: Optional[bytes], 
             return
         except BufferError:
             producer.poll(0.05)
+
+
+class CountMismatch(RuntimeError):
+    """A system under measurement moved another number of records than was produced: its time means nothing."""
+
+
+def check_count(label: str, counted: int, expected: int) -> int:
+    """``counted`` if it is ``expected``; else :class:`CountMismatch` naming ``label``."""
+    if counted != expected:
+        raise CountMismatch(f"{label} moved {counted:,} records, not the {expected:,} produced: its figure would be meaningless")
+    return counted
+
+
+def count_committed(bootstrap: str, topic: str, partitions: int) -> int:
+    """The records of ``topic`` that an independent read_committed consumer sees, read to the end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"count-{uuid.uuid4().hex}", "isolation.level": "read_committed",
+                         "enable.partition.eof": True, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    count, ended = 0, set()
+    while len(ended) < partitions:
+        for message in consumer.consume(10_000, 1.0):
+            if message.error():
+                ended.add(message.partition())
+            else:
+                count += 1
+    consumer.close()
+    return count
+
+
+Count = Callable[[], int]
+Run = Callable[[], Count]
+"""One run of a system: does the work (and only that is timed), then returns how to count the records it read
+or wrote, independently of the system."""
+
+
+def alternate(systems: dict[str, Run], expected: int, rounds: int, warm_up: Optional[dict[str, Run]] = None,
+              warm_up_expected: Optional[int] = None) -> dict[str, list[float]]:
+    """Warm each system up once (``warm_up[label]`` moving ``warm_up_expected`` records, else a full run),
+    then time ``rounds`` rounds that run the systems in turn. Every run's count must be what it should
+    be. The seconds of each system's timed runs."""
+    for label, run in systems.items():
+        warm = (warm_up or {}).get(label)
+        check_count(f"{label} (warm-up)", (warm or run)()(), expected if warm is None else (warm_up_expected or 0))
+    seconds: dict[str, list[float]] = {label: [] for label in systems}
+    for round_ in range(rounds):
+        for label, run in systems.items():
+            start = time.perf_counter()
+            count = run()
+            seconds[label].append(time.perf_counter() - start)
+            check_count(f"{label} (round {round_ + 1})", count(), expected)
+    return seconds
+
+
+def report(seconds: dict[str, list[float]], records: int) -> dict[str, float]:
+    """Print each system's median time and throughput over its rounds; the median rows/s by label."""
+    rates = {}
+    for label, times in seconds.items():
+        median = statistics.median(times)
+        rates[label] = records / median
+        print(f"   {label:<54} {records:>10,} rows  median {median:7.2f} s of {len(times)}  {rates[label]:>10,.0f} rows/s "
+              f"(rounds: {', '.join(f'{t:.2f}' for t in times)} s)", flush=True)
+    return rates
 
 
 class PythonWorkerMemory:
