@@ -107,5 +107,6 @@ bench-commit: venv kafka-jars
 SOAK_SEED ?= 1
 SOAK_RUNS ?= 20
 SOAK_MINUTES ?= 60
+SOAK_BROKERS ?= 3
 soak: venv kafka-jars
-	$(PY) -m tests.harness.soak --seed $(SOAK_SEED) --runs $(SOAK_RUNS) --max-minutes $(SOAK_MINUTES)
+	$(PY) -m tests.harness.soak --seed $(SOAK_SEED) --runs $(SOAK_RUNS) --max-minutes $(SOAK_MINUTES) --brokers $(SOAK_BROKERS)

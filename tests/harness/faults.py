@@ -5,7 +5,9 @@ or stall at a named point. It lives here, not in the package: production code on
 Option ``testing.failAt``:
 - ``before_decision`` / ``after_decision`` / ``during_phase2`` raise at that point of the driver's
   commit (``during_phase2`` commits the first participant first); ``<point>:kill-driver`` SIGKILLs
-  the driver JVM there instead;
+  the driver JVM there instead; ``<point>:pause<seconds>`` only stalls there, and then the commit goes
+  on (so that a test can crash a broker at that point of the commit: the marker says when; only the
+  first time it fires);
 - ``task_write`` makes the first attempt of Spark partition 0 raise after its first Arrow batch;
   ``task_write:kill`` kills its Python worker there; ``task_write:kill-executor`` SIGKILLs the JVM
   that runs it (with ``local-cluster``, an executor of its own); ``task_write:sleep<seconds>`` stalls it.
@@ -61,7 +63,13 @@ class FaultHooks(WriterHooks):
             return
         if point == "during_phase2":
             session.commit(decision.participants[0].txn)
-        mark_fired(f"{point}:{self.mode}" if self.mode else point, decision.epoch_id)
+        fault = f"{point}:{self.mode}" if self.mode else point
+        first = not fired(fault) if os.environ.get(MARKERS_ENV) else True
+        mark_fired(fault, decision.epoch_id)
+        if self.mode.startswith("pause"):
+            if first:
+                time.sleep(float(self.mode[len("pause"):]))
+            return
         if self.mode == "kill-driver":
             kill_parent_jvm()  # the driver's: commits run in a Python worker of the driver
         raise InjectedFault(f"Injected fault at {point} (testing.failAt)")

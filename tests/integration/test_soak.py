@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 
 def test_a_short_soak_of_each_fault_kind_is_exactly_once(tmp_path: Path) -> None:
-    results = soak(seed=20261122, runs=len(KINDS), max_minutes=30, records=200, workdir=tmp_path)
+    results = soak(seed=20261122, runs=len(KINDS), max_minutes=30, records=200, workdir=tmp_path, brokers=1)
     table = summary(results)
     assert sorted(r.kind for r in results) == sorted(KINDS), table
     assert all(r.hit for r in results), table
