@@ -188,17 +188,21 @@ class DecisionLog:
         waited out: the reader is read_committed, so its OffsetFetch asks for stable offsets."""
         group = index_group(prefix)
         deadline = time.monotonic() + self._settle_timeout_s
+        diagnosed = False
         while True:
             try:
                 [tp] = group_offset_reader(self._connection, group).committed(
-                    [KafkaTopicPartition(self._topic, 0)], timeout=max(deadline - time.monotonic(), 0.1)
+                    [KafkaTopicPartition(self._topic, 0)], timeout=max(min(deadline - time.monotonic(), _INDEX_PROBE_S), 0.1)
                 )
                 break
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
-                if time.monotonic() > deadline or error.code() == KafkaError._TIMED_OUT:
+                if error.code() == KafkaError._TIMED_OUT and not diagnosed:
+                    diagnosed = True
+                    _refuse_if_group_unauthorized(self._connection, group)
+                if time.monotonic() > deadline:
                     raise _index_timeout(prefix, group, self._settle_timeout_s, error) from None
-                if error.code() not in COORDINATOR_MOVING and not error.retriable():
+                if error.code() not in COORDINATOR_MOVING | {KafkaError._TIMED_OUT} and not error.retriable():
                     raise _index_error(group, error) from None
                 time.sleep(0.1)
         if tp.error is not None:
@@ -381,6 +385,10 @@ def _next_message(consumer: Consumer, topic: str, offset: int) -> Optional[Messa
     raise KafkaEosDecisionLogError(f"Reading offset {offset} of the decision log '{topic}' made no progress for {_TIMEOUT_S:g}s.")
 
 
+_INDEX_PROBE_S = 5.0
+"""How long an index read waits before asking, once, whether the group may be used at all."""
+
+
 def _index_timeout(prefix: str, group: str, waited_s: float, error: KafkaError) -> KafkaEosDecisionLogError:
     return KafkaEosDecisionLogError(
         f"The index group {group} of prefix {prefix} had no stable offset within {waited_s:g}s ({error.str()}): "
@@ -388,6 +396,18 @@ def _index_timeout(prefix: str, group: str, waited_s: float, error: KafkaError) 
         f"or the group coordinator is unavailable. The broker aborts a crashed decision after "
         f"{COORDINATOR_TRANSACTION_TIMEOUT_MS / 1000:g}s; retry then."
     )
+
+
+def _refuse_if_group_unauthorized(connection: KafkaConnection, group: str) -> None:
+    """librdkafka's consumer retries a group it may not use until its timeout, then says only "timed out";
+    the admin API's OffsetFetch says why at once. Anything but an authorization failure is left to the wait."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    try:
+        admin_client(connection).list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=_INDEX_PROBE_S)[group].result()
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            raise _index_error(group, exc.args[0]) from None
 
 
 def _index_error(group: str, error: KafkaError) -> KafkaEosDecisionLogError:

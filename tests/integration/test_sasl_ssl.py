@@ -1,6 +1,8 @@
 """SCRAM-SHA-512 over TLS, with ACLs: the reader, the sink (its tasks, the coordinator's own requests and
 the decision log) and the CLI all work over a SASL_SSL listener; a principal without the prefixed
-TransactionalId ACL gets the error that names it; the password shows nowhere.
+TransactionalId ACL gets the error that names it; the password shows nowhere. The sink needs Read on its
+decision log's index group, which a prefixed group ACL on the transactional id prefix covers; the
+Databricks pipeline notebook's ``kafka_options`` widget carries the security options to both ends.
 
 The broker is tests/harness/tls_kafka.py (a CA and keys made by keytool at test time). The outcome is
 judged through the broker's PLAINTEXT listener: an independent read_committed consumer and Kafka's own
@@ -8,6 +10,8 @@ kafka-transactions tool."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Iterator
@@ -17,28 +21,39 @@ from confluent_kafka.admin import AclOperation, NewTopic, OffsetSpec, ResourceTy
 from pyspark.sql import SparkSession
 
 from spark_kafka_eos.cli import main as cli
+from spark_kafka_eos.write.writer_options import DERIVED_PREFIX_START, derived_prefix
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import assert_stable, open_transactions_by_kafka
+from tests.harness.notebook_runner import notebook_command
 from tests.harness.tls_kafka import ScramTlsKafka
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 ALICE, ALICE_PASSWORD = "alice", "alice-" + uuid.uuid4().hex
 BOB, BOB_PASSWORD = "bob", "bob-" + uuid.uuid4().hex
+CAROL, CAROL_PASSWORD = "carol", "carol-" + uuid.uuid4().hex
+DAVE, DAVE_PASSWORD = "dave", "dave-" + uuid.uuid4().hex
 PREFIX = "eos-"
+PROJECT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScramTlsKafka]:
-    """Alice may do everything on topics and groups, and on transactional ids starting with ``eos-``, and
-    read the brokers' configs; Bob may do everything on topics and groups, and nothing else."""
+    """Alice may do everything on topics and groups, and on transactional ids starting with ``eos-`` (or the
+    derived prefixes' start), and read the brokers' configs; Bob may do everything on topics and groups, and
+    nothing else. Carol and Dave are Alice on topics, transactional ids and configs, but Carol's groups are
+    only those starting with ``eos-`` and Dave may use no group at all."""
     with ScramTlsKafka(tmp_path_factory.mktemp("tls-kafka")) as broker:
-        for user, password in ((ALICE, ALICE_PASSWORD), (BOB, BOB_PASSWORD)):
+        for user, password in ((ALICE, ALICE_PASSWORD), (BOB, BOB_PASSWORD), (CAROL, CAROL_PASSWORD), (DAVE, DAVE_PASSWORD)):
             broker.add_user(user, password)
             broker.grant(user, ResourceType.TOPIC)
+        for user in (ALICE, BOB):
             broker.grant(user, ResourceType.GROUP)
-        broker.grant(ALICE, ResourceType.TRANSACTIONAL_ID, PREFIX)
-        broker.grant(ALICE, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE_CONFIGS)
+        broker.grant(CAROL, ResourceType.GROUP, PREFIX)
+        for user in (ALICE, CAROL, DAVE):
+            broker.grant(user, ResourceType.TRANSACTIONAL_ID, PREFIX)
+            broker.grant(user, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE_CONFIGS)
+        broker.grant(ALICE, ResourceType.TRANSACTIONAL_ID, DERIVED_PREFIX_START)
         yield broker
 
 
@@ -103,3 +118,50 @@ def test_a_missing_acl_is_named_before_any_task_writes(spark: SparkSession, tls:
         assert f"--operation Write --operation Describe --transactional-id {PREFIX}bob --resource-pattern-type prefixed" in message, message[-3000:]
     assert BOB_PASSWORD not in message
     assert judge.offsets(sink, OffsetSpec.latest(), committed=False) == {0: 0, 1: 0, 2: 0}
+
+
+@pytest.mark.parametrize("user, password", [(CAROL, CAROL_PASSWORD), (DAVE, DAVE_PASSWORD)], ids=["prefixed-group-acl", "no-group-acl"])
+def test_the_sink_needs_read_on_its_index_group_which_a_prefixed_group_acl_covers(
+        spark: SparkSession, tls: ScramTlsKafka, user: str, password: str) -> None:
+    """Carol's only group ACL is prefixed ``eos-``: it covers the index group ``eos-...kafka-eos-log-index`` of a
+    prefix ``eos-...``, and her write commits. Dave has no group ACL: his write is refused, leaving nothing
+    visible and nothing open."""
+    judge = KafkaTestCluster(tls.bootstrap_servers)
+    tag = uuid.uuid4().hex[:6]
+    sink, prefix = f"sink-{tag}", f"{PREFIX}{user}-{tag}"
+    create_topics(tls, sink)
+    df = spark.range(30).selectExpr("CAST(id AS STRING) AS value")
+    write = df.write.format("kafka_eos").mode("append").options(**tls.client_options(user, password)).option("topic", sink) \
+        .option("transactional.id.prefix", prefix)
+    if user == CAROL:
+        write.save()
+        judge.wait_until_stable(sink)
+        assert len(judge.read_committed(sink)) == 30
+    else:
+        with pytest.raises(Exception) as refused:
+            write.save()
+        message = str(refused.value)
+        assert "GROUP_AUTHORIZATION_FAILED" in message or "Group authorization failed" in message, message[-3000:]
+        assert f"{prefix}.kafka-eos-log-index" in message, message[-3000:]
+        assert judge.read_committed(sink) == []
+    assert open_transactions_by_kafka(tls.bootstrap_servers, prefix + "-") == []
+    assert_stable(judge, sink, "_kafka_eos_decisions")
+
+
+def test_the_pipeline_notebooks_kafka_options_widget_carries_security_to_both_ends(tls: ScramTlsKafka, tmp_path: Path) -> None:
+    """The notebook's reader and sink both connect through the SASL_SSL listener with ``kafka_options`` only."""
+    judge = KafkaTestCluster(tls.bootstrap_servers)
+    tag = uuid.uuid4().hex[:6]
+    source, sink, checkpoint = f"src-{tag}", f"sink-{tag}", str(tmp_path / "checkpoint")
+    create_topics(tls, source, sink)
+    sent = judge.produce_plain(source, [Sent(i % 3, None, f"n{i}".encode()) for i in range(90)])
+    options = tls.client_options(ALICE, ALICE_PASSWORD)
+    bootstrap = options.pop("kafka.bootstrap.servers")
+    job = notebook_command(PROJECT / "notebooks" / "eos_pipeline.py", bootstrap_servers=bootstrap, source=source, sink=sink,
+                           checkpoint=checkpoint, consumer_group=f"{PREFIX}g-{tag}", kafka_options=json.dumps(options))
+    done = subprocess.run(job, capture_output=True, text=True, timeout=600, cwd=PROJECT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert ALICE_PASSWORD not in done.stdout + done.stderr
+    judge.wait_until_stable(sink)
+    assert sorted(r.value or b"" for r in judge.read_committed(sink)) == sorted(b"processed:" + (s.value or b"") for s in sent)
+    assert open_transactions_by_kafka(tls.bootstrap_servers, derived_prefix(checkpoint) + "-") == []
