@@ -1,8 +1,8 @@
 """Values in Confluent's Schema Registry wire format, split into schema id and payload.
 
-Confluent's serializers write a magic byte 0, the schema's id as 4 big-endian bytes, then the
-Avro, Protobuf or JSON payload. Spark's ``from_avro``, ``from_protobuf`` and ``from_json`` want the
-payload alone::
+Confluent's Avro and JSON serializers write a magic byte 0, the schema's id as 4 big-endian bytes,
+then the payload. Spark's ``from_avro`` and ``from_json`` want the payload alone (Protobuf values
+also carry message indexes after the id, which are not stripped here: not supported)::
 
     from spark_kafka_eos.schema_registry import wire_format
 
