@@ -47,8 +47,11 @@ java:
 	@command -v java >/dev/null 2>&1 || [ -n "$$JAVA_HOME" ] || { echo "error: Java 17+ is required (for Kafka and Spark) and was not found on PATH or JAVA_HOME. Install a JDK 17, e.g. apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
 	@$(PYTHON) tests/harness/local_kafka.py check-java
 
+# Maven resolves the broker jars and Spark's Kafka connector: without it, stop and say how to get it.
+REQUIRE_MAVEN = command -v mvn >/dev/null 2>&1 || { echo "error: Maven (mvn) is required to fetch $(1) from Maven Central. Install it, e.g. apt-get install maven" >&2; exit 1; }
+
 $(KAFKA_LIBS)/.resolved: conf/kafka-broker-pom.xml
-	@command -v mvn >/dev/null 2>&1 || { echo "error: Maven (mvn) is required to fetch the Kafka broker jars from Maven Central. Install it, e.g. apt-get install maven" >&2; exit 1; }
+	@$(call REQUIRE_MAVEN,the Kafka broker jars)
 	@echo ">> resolving the pinned Kafka broker and its dependencies from Maven Central into $(KAFKA_LIBS)"
 	@rm -rf $(KAFKA_LIBS)
 	@mvn -q -B -s conf/maven-settings.xml -f conf/kafka-broker-pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS)
@@ -82,6 +85,7 @@ demo: venv kafka-jars
 	$(PY) notebooks/demo.py
 
 $(SPARK_KAFKA_JARS)/.resolved: conf/spark-kafka-connector-pom.xml
+	@$(call REQUIRE_MAVEN,Spark's Kafka connector)
 	@echo ">> resolving Spark's Kafka connector (benchmark peer, test oracle) from Maven Central into $(SPARK_KAFKA_JARS)"
 	@rm -rf $(SPARK_KAFKA_JARS)
 	@mvn -q -B -s conf/maven-settings.xml -f conf/spark-kafka-connector-pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(SPARK_KAFKA_JARS)

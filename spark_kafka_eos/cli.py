@@ -77,7 +77,11 @@ class PartitionOffsets:
 
 # -- entry point ------------------------------------------------------------------------------
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run one command; returns the exit code (0 ok, 1 refused / nothing done, 2 error)."""
+    """Run one command; returns the exit code (0 ok, 1 refused / nothing done, 2 error). Without ``argv``
+    (run as a program: the ``kafka-eos`` command or ``python -m spark_kafka_eos.cli``), the modules'
+    warnings (e.g. the aborted ids), which the commands print on stdout already, are not echoed on stderr."""
+    if argv is None:
+        logging.basicConfig(level=logging.ERROR, format="%(name)s: %(message)s")
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as done:  # argparse: 0 after --help, 2 on a usage error (already printed)
@@ -392,6 +396,4 @@ def _error_text(err: BaseException) -> str:
 
 
 if __name__ == "__main__":
-    # What the modules log as warnings (e.g. the aborted ids) is printed on stdout already.
-    logging.basicConfig(level=logging.ERROR, format="%(name)s: %(message)s")
     sys.exit(main())

@@ -6,7 +6,8 @@ module as a script and judges the outcome with its own read_committed consumer.
 
     python -m tests.harness.connect_job BOOTSTRAP SOURCE BATCH_SINK STREAM_SINK CHECKPOINT PREFIX [FAIL_AT]
 
-It prints one JSON line: what the Connect session saw. ``FAIL_AT`` (test scaffolding, see
+It prints one JSON line: what the Connect session saw (including what a batch write with
+``mode("overwrite")`` and with the default save mode did before the ``append`` one). ``FAIL_AT`` (test scaffolding, see
 :mod:`tests.harness.faults`) makes the stream's sink fail there; ``<point>:kill-driver`` kills the
 Connect server's JVM, the driver of every query of the session.
 """
@@ -43,11 +44,22 @@ def main(bootstrap: str, source: str, batch_sink: str, stream_sink: str, checkpo
 
         batch = kafka_eos_read(source)
         read_count = batch.count()
-        (
-            batch.select("key", "value").write.format("kafka_eos").mode("append")
-            .option("kafka.bootstrap.servers", bootstrap).option("topic", batch_sink)
-            .option("transactional.id.prefix", f"{prefix}-batch").save()
-        )
+
+        def batch_write(mode: str) -> None:
+            writer = batch.select("key", "value").write.format("kafka_eos")
+            writer = writer.mode(mode) if mode != "default" else writer
+            (writer.option("kafka.bootstrap.servers", bootstrap).option("topic", batch_sink)
+             .option("transactional.id.prefix", f"{prefix}-batch").save())
+
+        # Before the append: what each other save mode did (its error, or null if it wrote).
+        refused_modes: dict[str, object] = {}
+        for mode in ("overwrite", "default"):
+            try:
+                batch_write(mode)
+                refused_modes[mode] = None
+            except Exception as refusal:  # noqa: BLE001 - the error's text is the outcome reported
+                refused_modes[mode] = str(refusal)
+        batch_write("append")
         query = (
             kafka_eos_read(source, stream=True).select("key", "value").writeStream.format(FAULTS_FORMAT if fail_at else "kafka_eos")
             .option("kafka.bootstrap.servers", bootstrap).option("topic", stream_sink)
@@ -59,6 +71,7 @@ def main(bootstrap: str, source: str, batch_sink: str, stream_sink: str, checkpo
         return {
             "session": type(spark).__module__,
             "batch_read": read_count,
+            "refused_modes": refused_modes,
             "stream_error": None if error is None else str(error),
             "stream_batches": [p.batchId for p in query.recentProgress if p.numInputRows],
         }

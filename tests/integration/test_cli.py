@@ -5,9 +5,13 @@ producer dropped without close); an independent read_committed consumer says wha
 from __future__ import annotations
 
 import gc
+import os
 import re
+import subprocess
+import sys
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator, Optional
 
 import pyarrow as pa
@@ -22,10 +26,12 @@ from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.kafka import KafkaTestCluster, Sent
+from tests.harness.kafka_tools import open_transactions_by_kafka
 
 NEW_QUERY = EpochId.stream("a-new-query", 0)
 
 pytestmark = pytest.mark.kafka
+PROJECT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -231,3 +237,39 @@ def test_errors_are_one_line_on_stderr_with_exit_code_2(capsys: pytest.CaptureFi
     assert code == 2
     assert err and "error:" in err[-1]
     assert all(line.startswith(("usage:", " ")) for line in err[:-1])  # argparse prints its usage first
+
+
+def run_command(command: list[str], argv: list[str]) -> tuple[int, str]:
+    """Exit code and stdout of the CLI run as its own process, with this checkout's package (stderr must
+    stay empty unless it failed)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    done = subprocess.run([*command, *argv], capture_output=True, text=True, timeout=300, cwd=PROJECT, env=env)
+    assert done.returncode == 2 or done.stderr == "", done.stderr
+    return done.returncode, done.stdout
+
+
+@pytest.mark.parametrize("command", [[sys.executable, "-m", "spark_kafka_eos.cli"], [str(Path(sys.executable).parent / "kafka-eos")]],
+                         ids=["python -m spark_kafka_eos.cli", "kafka-eos"])
+def test_python_m_and_the_kafka_eos_command_recover_a_lingering_transaction(
+    kafka: KafkaTestCluster, prefix: Prefix, command: list[str]
+) -> None:
+    """The module run with ``python -m`` and the installed command, each a process of its own, on a real
+    lingering transaction: inspect shows it, recover aborts it (Kafka's own tool says nothing of the prefix
+    is open), a second recover has nothing to do."""
+    topic = kafka.create_topic(partitions=1)
+    lingering = f"{prefix.name}-0123abcd-0-0-0"
+    leave_open(kafka, topic, lingering, partition=0, count=3)
+    assert open_transactions_by_kafka(kafka.bootstrap_servers, prefix.name + "-") == [lingering]
+
+    code, out = run_command(command, prefix.argv("inspect", "--topic", topic))
+    assert code == 0
+    assert "open transactions: 1" in out.splitlines() and f"  {lingering}: Ongoing" in out
+    assert offsets_line(out, topic, 0) == (0, 3, True)
+
+    code, out = run_command(command, prefix.argv("recover"))
+    assert code == 0
+    assert f"aborted 1 open transaction(s) of prefix {prefix.name}: {lingering}" in out
+    assert open_transactions_by_kafka(kafka.bootstrap_servers, prefix.name + "-") == []
+    kafka.wait_until_stable(topic)
+    assert kafka.read_committed(topic) == []
+    assert run_command(command, prefix.argv("recover"))[0] == 1  # nothing left to do

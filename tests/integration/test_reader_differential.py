@@ -108,6 +108,34 @@ def test_headers_are_the_same(spark_kafka_source: SparkSession, kafka: KafkaTest
     assert assert_identical(oracle, ours, headers=True) == 12
 
 
+def rows_read(df: DataFrame) -> set[tuple[int, int]]:
+    """(partition, offset) of every row of ``df``."""
+    return {(r.partition, r.offset) for r in df.select("partition", "offset").collect()}
+
+
+def test_the_global_timestamp_wins_over_the_per_partition_forms(
+    spark_kafka_source: SparkSession, kafka: KafkaTestCluster, topics: Topics
+) -> None:
+    """All three forms given at once, each pointing elsewhere: Spark's precedence is startingTimestamp,
+    then startingOffsetsByTimestamp, then startingOffsets (and the same for the end)."""
+    t, plain = topics, topics.plain
+    # Partition p holds record i (timestamp t0 + 1000 i) at offset i // 2, for i % 2 == p.
+    by_partition = {
+        "startingOffsetsByTimestamp": json.dumps({plain: {"0": t.t0 + 6000, "1": t.t0 + 6000}}),
+        "endingOffsetsByTimestamp": json.dumps({plain: {"0": t.t0 + 10_000, "1": t.t0 + 10_000}}),
+    }
+    offsets = {"startingOffsets": json.dumps({plain: {"0": 0, "1": 0}}), "endingOffsets": json.dumps({plain: {"0": 1, "1": 1}})}
+    global_ts = {"startingTimestamp": t.t0 + 3000, "endingTimestamp": t.t0 + 9000}
+
+    oracle, ours = both(spark_kafka_source, kafka, subscribe=plain, **global_ts, **by_partition, **offsets)
+    assert assert_identical(oracle, ours) == 6
+    assert rows_read(ours) == {(0, 2), (0, 3), (0, 4), (1, 1), (1, 2), (1, 3)}  # records 3 to 8
+
+    oracle, ours = both(spark_kafka_source, kafka, subscribe=plain, **by_partition, **offsets)
+    assert assert_identical(oracle, ours) == 4
+    assert rows_read(ours) == {(0, 3), (0, 4), (1, 3), (1, 4)}  # records 6 to 9
+
+
 def test_streams_with_max_offsets_per_trigger_deliver_the_same_rows(
     spark_kafka_source: SparkSession, kafka: KafkaTestCluster, tmp_path: Path
 ) -> None:

@@ -50,6 +50,12 @@ def test_reads_and_exactly_once_writes_through_spark_connect(kafka: KafkaTestClu
     seen = run_connect_job(kafka, source, batch_sink, stream_sink, checkpoint, prefix)
     assert seen["session"] == "pyspark.sql.connect.session", seen  # really a Connect session
     assert seen["batch_read"] == 10 and seen["stream_error"] is None, seen
+    # Batch writes need mode("append"): overwrite is refused by the sink, Connect's default save mode
+    # (ErrorIfExists) by Spark; neither wrote anything (the sink holds the append's records once).
+    refused = seen["refused_modes"]
+    assert isinstance(refused, dict) and refused["overwrite"] and refused["default"], seen
+    assert "is overwrite; a Kafka topic can only be appended to. Fix: use .mode('append')." in refused["overwrite"], refused
+    assert 'The data source "kafka_eos" cannot be written in the "ErrorIfExists" mode' in refused["default"], refused
     assert sorted(r.value for r in kafka.read_committed(batch_sink)) == sorted(s.value for s in first)
     assert sorted(r.value for r in kafka.read_committed(stream_sink)) == sorted(s.value for s in first)
 
