@@ -34,7 +34,7 @@ from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLos
 from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.consumer_group import check_not_backwards
-from spark_kafka_eos.write.decision_log import DecisionLog
+from spark_kafka_eos.write.decision_log import DecisionLog, RecordNotCommittedError
 from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
 from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
 from spark_kafka_eos.write.ownership import Judgement, Verdict, judge
@@ -193,6 +193,8 @@ class TwoPhaseCommitCoordinator:
             decision_log.append(decision, group_offsets, before_commit=in_time)
         except _DeadlineTooNear as late:
             self._abort_epoch(session, decision.participants, str(late))
+        except RecordNotCommittedError as refused:
+            _abort_undecided(session, decision, refused)
         except Exception as err:
             self._settle_unknown_outcome(session, decision, err)
 
@@ -213,8 +215,7 @@ class TwoPhaseCommitCoordinator:
                 and recorded.participants == decision.participants:
             log.warning("Decision write reported %s, but the decision is in the log: going on", err)
             return
-        abort_prepared(session, [p.txn for p in decision.participants])
-        raise KafkaEosCommitError(f"The decision could not be written, so the epoch was aborted (nothing of it is visible): {err}") from err
+        _abort_undecided(session, decision, err)
 
     def _abort_epoch(self, session: TransactionSession, participants: Sequence[Participant], why: str) -> None:
         abort_prepared(session, [p.txn for p in participants])
@@ -347,6 +348,12 @@ class RecoveryReport:
     last_before: Optional[LogRecord]
     data_loss: Optional[str]
     aborted: list[str]
+
+
+def _abort_undecided(session: TransactionSession, decision: LogRecord, err: Exception) -> None:
+    """The decision is certainly not in the log: abort its participants, so that nothing pins the LSO."""
+    abort_prepared(session, [p.txn for p in decision.participants])
+    raise KafkaEosCommitError(f"The decision could not be written, so the epoch was aborted (nothing of it is visible): {err}") from err
 
 
 def _prove(decision_log: DecisionLog, last: Optional[LogRecord]) -> None:

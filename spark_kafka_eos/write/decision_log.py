@@ -75,6 +75,11 @@ _NOT_READY = {
 _NOT_AUTHORIZED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
 
 
+class RecordNotCommittedError(KafkaEosDecisionLogError):
+    """Writing a record failed before its transaction's commit was sent: it is certainly not in the log
+    (unlike a failed commit, whose outcome is unknown until the log is read back)."""
+
+
 def index_group(prefix: str) -> str:
     """The consumer group whose offset on the log points just past ``prefix``'s last record."""
     return prefix + INDEX_GROUP_SUFFIX
@@ -268,6 +273,7 @@ class DecisionLog:
         transaction is aborted."""
         producer = self._coordinator_producer(record.prefix)
         producer.begin_transaction()
+        written = False
         try:
             offset, value = self._produce(producer, record)
             index = KafkaTopicPartition(self._topic, 0, offset + 1, metadata=digest(value))
@@ -283,11 +289,14 @@ class DecisionLog:
                     _group_metadata(self._connection, record.consumer_group),
                     _TIMEOUT_S,
                 )
+            written = True
             if before_commit is not None:
                 before_commit()
-        except Exception:
+        except Exception as err:
             _abort_quietly(producer)
-            raise
+            if written:
+                raise  # before_commit's own refusal
+            raise RecordNotCommittedError(str(err)) from err
         _commit(producer)
 
     def _produce(self, producer: Producer, record: LogRecord) -> tuple[int, bytes]:

@@ -83,11 +83,12 @@ class ScramTlsKafka(LocalKafka):
         for future in self.admin.alter_user_scram_credentials([credential]).values():
             future.result(30)
 
-    def grant(self, user: str, resource: ResourceType, prefix: str = "*", operation: AclOperation = AclOperation.ALL) -> None:
+    def grant(self, user: str, resource: ResourceType, prefix: str = "*", operation: AclOperation = AclOperation.ALL,
+              permission: AclPermissionType = AclPermissionType.ALLOW) -> None:
         """``operation`` on the resources whose name starts with ``prefix`` (``*``: all of them; the
-        cluster resource is ``kafka-cluster``)."""
+        cluster resource is ``kafka-cluster``); ``AclPermissionType.DENY`` takes it away (a DENY wins over any ALLOW)."""
         pattern = ResourcePatternType.LITERAL if prefix in ("*", "kafka-cluster") else ResourcePatternType.PREFIXED
-        binding = AclBinding(resource, prefix, pattern, f"User:{user}", "*", operation, AclPermissionType.ALLOW)
+        binding = AclBinding(resource, prefix, pattern, f"User:{user}", "*", operation, permission)
         for future in self.admin.create_acls([binding]).values():
             future.result(30)
 

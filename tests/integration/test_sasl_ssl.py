@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from confluent_kafka.admin import AclOperation, NewTopic, OffsetSpec, ResourceType
+from confluent_kafka.admin import AclOperation, AclPermissionType, NewTopic, OffsetSpec, ResourceType
 from pyspark.sql import SparkSession
 
 from spark_kafka_eos.cli import main as cli
@@ -33,6 +33,8 @@ ALICE, ALICE_PASSWORD = "alice", "alice-" + uuid.uuid4().hex
 BOB, BOB_PASSWORD = "bob", "bob-" + uuid.uuid4().hex
 CAROL, CAROL_PASSWORD = "carol", "carol-" + uuid.uuid4().hex
 DAVE, DAVE_PASSWORD = "dave", "dave-" + uuid.uuid4().hex
+ERIN, ERIN_PASSWORD = "erin", "erin-" + uuid.uuid4().hex
+DECISION_LOG = "_kafka_eos_decisions"
 PREFIX = "eos-"
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -42,15 +44,18 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScramTlsKafka]:
     """Alice may do everything on topics and groups, and on transactional ids starting with ``eos-`` (or the
     derived prefixes' start), and read the brokers' configs; Bob may do everything on topics and groups, and
     nothing else. Carol and Dave are Alice on topics, transactional ids and configs, but Carol's groups are
-    only those starting with ``eos-`` and Dave may use no group at all."""
+    only those starting with ``eos-`` and Dave may use no group at all. Erin is Alice, but may not read the
+    decision log."""
     with ScramTlsKafka(tmp_path_factory.mktemp("tls-kafka")) as broker:
-        for user, password in ((ALICE, ALICE_PASSWORD), (BOB, BOB_PASSWORD), (CAROL, CAROL_PASSWORD), (DAVE, DAVE_PASSWORD)):
+        for user, password in ((ALICE, ALICE_PASSWORD), (BOB, BOB_PASSWORD), (CAROL, CAROL_PASSWORD), (DAVE, DAVE_PASSWORD),
+                               (ERIN, ERIN_PASSWORD)):
             broker.add_user(user, password)
             broker.grant(user, ResourceType.TOPIC)
-        for user in (ALICE, BOB):
+        for user in (ALICE, BOB, ERIN):
             broker.grant(user, ResourceType.GROUP)
         broker.grant(CAROL, ResourceType.GROUP, PREFIX)
-        for user in (ALICE, CAROL, DAVE):
+        broker.grant(ERIN, ResourceType.TOPIC, DECISION_LOG, AclOperation.READ, AclPermissionType.DENY)
+        for user in (ALICE, CAROL, DAVE, ERIN):
             broker.grant(user, ResourceType.TRANSACTIONAL_ID, PREFIX)
             broker.grant(user, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE_CONFIGS)
         broker.grant(ALICE, ResourceType.TRANSACTIONAL_ID, DERIVED_PREFIX_START)
@@ -165,3 +170,33 @@ def test_the_pipeline_notebooks_kafka_options_widget_carries_security_to_both_en
     judge.wait_until_stable(sink)
     assert sorted(r.value or b"" for r in judge.read_committed(sink)) == sorted(b"processed:" + (s.value or b"") for s in sent)
     assert open_transactions_by_kafka(tls.bootstrap_servers, derived_prefix(checkpoint) + "-") == []
+
+
+@pytest.mark.parametrize("log_has_records", [False, True], ids=["empty-log", "log-with-records"])
+def test_a_sink_that_may_not_read_the_decision_log_is_refused_with_nothing_visible_or_open(
+        spark: SparkSession, tls: ScramTlsKafka, log_has_records: bool) -> None:
+    """Without Read on the decision log, a sink is refused, naming the topic and the refusal: at planning, when
+    the log has records to read; else at its decision (committing the index group's offset on the log needs
+    Read too), after the tasks wrote (the high watermarks moved), whose records are then aborted. Either way
+    nothing is visible and no transaction is left open."""
+    judge = KafkaTestCluster(tls.bootstrap_servers)
+    tag = uuid.uuid4().hex[:6]
+    sink, prefix, log_topic = f"sink-{tag}", f"{PREFIX}erin-{tag}", f"{DECISION_LOG}-{tag}"  # Erin's DENY is prefixed
+    create_topics(tls, sink, f"other-{tag}")
+    df = spark.range(30).selectExpr("CAST(id AS STRING) AS value")
+    if log_has_records:
+        df.write.format("kafka_eos").mode("append").options(**tls.client_options(ALICE, ALICE_PASSWORD)).option("topic", f"other-{tag}") \
+            .option("transactional.id.prefix", f"{PREFIX}alice-{tag}").option("decisionLogTopic", log_topic).save()
+    write = df.write.format("kafka_eos").mode("append").options(**tls.client_options(ERIN, ERIN_PASSWORD)).option("topic", sink) \
+        .option("transactional.id.prefix", prefix).option("decisionLogTopic", log_topic)
+    with pytest.raises(Exception) as refused:
+        write.save()
+    message = str(refused.value)
+    assert log_topic in message and ("TOPIC_AUTHORIZATION_FAILED" in message or "Topic authorization failed" in message), message[-3000:]
+    assert ERIN_PASSWORD not in message
+    written = sum(judge.offsets(sink, OffsetSpec.latest(), committed=False).values())
+    assert written == 0 if log_has_records else written >= 30
+    judge.wait_until_stable(sink)
+    assert judge.read_committed(sink) == []
+    assert open_transactions_by_kafka(tls.bootstrap_servers, prefix + "-") == []
+    assert_stable(judge, sink, log_topic)
