@@ -16,7 +16,8 @@ Fault kinds, taken in turns (a seeded shuffle of each round of five), with their
   a task SIGKILLed in the middle of its write;
 - ``broker:<role>@<moment>``: the broker that is the partition leader (of the source while reading, else
   of the sink), the prefix's transaction coordinator, or the consumer group's coordinator, SIGKILLed while
-  the job reads (a random moment), or while a task writes, before the decision, after it, or in phase 2
+  the job starts and reads (a random moment in its first 5-20 s: Spark starts, plans and reads its
+  first micro-batch then), or while a task writes, before the decision, after it, or in phase 2
   (the job stalls there for a few seconds: the fault marker says when), and restarted on its data
   directory a few seconds later;
 - ``pair``: a driver, task or executor fault, and a broker crash while reading.
@@ -100,11 +101,11 @@ class RunResult:
                 and self.unstable_partitions == 0 and self.group_at_ends and self.output == self.records)
 
 
-def kinds_in_turns(rng: random.Random, runs: int) -> list[str]:
-    """``runs`` fault kinds: every round of five has each kind once, in a seeded order."""
+def kinds_in_turns(rng: random.Random, runs: int, kinds: tuple[str, ...] = KINDS) -> list[str]:
+    """``runs`` fault kinds: every round has each of ``kinds`` once, in a seeded order."""
     order: list[str] = []
     while len(order) < runs:
-        round_ = list(KINDS)
+        round_ = list(kinds)
         rng.shuffle(round_)
         order.extend(round_)
     return order[:runs]
@@ -270,7 +271,7 @@ def run_once(index: int, kind: str, rng: random.Random, soak_kafka: SoakKafka, w
             role, moment = broker.split(":")[1].split("@")
             moment_args, moment_marker = broker_moment(moment)
             extra = extra or moment_args
-            began, after_s = time.monotonic(), rng.uniform(3, 15)
+            began, after_s = time.monotonic(), rng.uniform(5, 20)
             crash = BrokerCrash(
                 when=(lambda: time.monotonic() - began >= after_s) if moment_marker is None else (lambda: (markers / moment_marker).exists()),
                 node=lambda: soak_kafka.node_in(role, source if moment == "reading" else sink, group, prefix),
@@ -319,10 +320,11 @@ def run_once(index: int, kind: str, rng: random.Random, soak_kafka: SoakKafka, w
     return result
 
 
-def soak(seed: int, runs: int, max_minutes: float, records: int, workdir: Path, brokers: int = 3) -> list[RunResult]:
+def soak(seed: int, runs: int, max_minutes: float, records: int, workdir: Path, brokers: int = 3,
+         kinds: tuple[str, ...] = KINDS) -> list[RunResult]:
     """``runs`` seeded runs on a Kafka of their own (``brokers`` nodes), stopping early when ``max_minutes`` are used up."""
     rng = random.Random(seed)
-    kinds = kinds_in_turns(rng, runs)
+    order = kinds_in_turns(rng, runs, kinds)
     os.environ.setdefault(MARKERS_ENV, tempfile.mkdtemp(prefix="soak-markers-"))
     deadline = time.monotonic() + max_minutes * 60
     results: list[RunResult] = []
@@ -330,7 +332,7 @@ def soak(seed: int, runs: int, max_minutes: float, records: int, workdir: Path, 
         for index in range(runs):
             if time.monotonic() > deadline:
                 break
-            result = run_once(index, kinds[index], rng, soak_kafka, workdir, records)
+            result = run_once(index, order[index], rng, soak_kafka, workdir, records)
             results.append(result)
             print(json.dumps({**asdict(result), "ok": result.ok}), flush=True)
     return results

@@ -1,5 +1,6 @@
-"""A short fault soak (tests/harness/soak.py): one run of each fault kind, on a broker of its own. Every run
-must hit its fault and end exactly once, with nothing open. The long soak is ``make soak``."""
+"""A short fault soak (tests/harness/soak.py): one run of each process fault (driver, task, executor) on a
+broker of its own, and broker crashes (alone and paired) on a three-broker cluster of its own. Every run must hit its fault and end exactly once, with
+nothing open. The long soak is ``make soak``."""
 
 from __future__ import annotations
 
@@ -7,14 +8,25 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.soak import KINDS, soak, summary
+from tests.harness.soak import soak, summary
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 
-def test_a_short_soak_of_each_fault_kind_is_exactly_once(tmp_path: Path) -> None:
-    results = soak(seed=20261122, runs=len(KINDS), max_minutes=30, records=200, workdir=tmp_path, brokers=1)
+PROCESS_FAULTS = ("driver", "task", "executor")
+
+
+def test_a_short_soak_of_each_process_fault_is_exactly_once(tmp_path: Path) -> None:
+    results = soak(seed=20261122, runs=len(PROCESS_FAULTS), max_minutes=20, records=200, workdir=tmp_path, brokers=1, kinds=PROCESS_FAULTS)
     table = summary(results)
-    assert sorted(r.kind for r in results) == sorted(KINDS), table
+    assert sorted(r.kind for r in results) == sorted(PROCESS_FAULTS), table
     assert all(r.hit for r in results), table
+    assert all(r.ok for r in results), table
+
+
+def test_a_short_soak_of_broker_crashes_on_a_three_broker_cluster_is_exactly_once(tmp_path: Path) -> None:
+    results = soak(seed=20261123, runs=2, max_minutes=20, records=200, workdir=tmp_path, brokers=3, kinds=("broker", "pair"))
+    table = summary(results)
+    assert sorted(r.kind for r in results) == ["broker", "pair"], table
+    assert all(r.hit and r.broker_killed is not None for r in results), table
     assert all(r.ok for r in results), table
