@@ -106,6 +106,34 @@ def test_a_deleted_and_recreated_checkpoint_fails_loudly_until_the_prefix_is_res
     assert values(kafka, sink) == expected(first, first)  # started over from the earliest offset, as asked
 
 
+@pytest.mark.parametrize("restart", ["later-batches", "replay"])
+def test_the_old_query_restarted_after_a_reset_proceeds_with_later_batches_and_is_refused_a_replay(
+        spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path, restart: str) -> None:
+    """After ``kafka-eos reset``, the query that owned the prefix is restarted on its checkpoint. Its next
+    micro-batch proceeds. A micro-batch it decided before the reset but had not recorded in its checkpoint
+    (its driver died after the decision: here the checkpoint's last commit entry is deleted) would be
+    replayed; the reset forgot that decision, so the replay is refused, loudly, and nothing is doubled."""
+    source, sink = kafka.create_topic(1, "src"), kafka.create_topic(1, "sink")
+    checkpoint, prefix = tmp_path / "checkpoint", f"orders-{uuid.uuid4().hex[:6]}"
+    first = produce(kafka, source, 40, "first")
+    stream(spark, kafka, source, sink, checkpoint, prefix)  # micro-batches 0 and 1
+    assert sorted(int(f.name) for f in (checkpoint / "commits").iterdir() if f.name.isdigit()) == [0, 1]
+    if restart == "replay":
+        (checkpoint / "commits" / "1").unlink()
+    reset(kafka, prefix)
+    later = produce(kafka, source, 20, "later")
+
+    if restart == "replay":
+        with pytest.raises(StreamingQueryException, match="refused micro-batch 1 .*was reset after micro-batch 1 .*a replay that can no longer be recognised"):
+            stream(spark, kafka, source, sink, checkpoint, prefix)
+        assert values(kafka, sink) == expected(first)
+    else:
+        stream(spark, kafka, source, sink, checkpoint, prefix)  # micro-batch 2
+        assert values(kafka, sink) == expected(first, later)
+    assert open_transactions(kafka, prefix) == []
+    assert_stable(kafka, sink, "_kafka_eos_decisions")
+
+
 def batch_write(df: DataFrame, kafka: KafkaTestCluster, sink: str, prefix: str, **options: str) -> None:
     writer = (df.write.format("kafka_eos").mode("append").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
               .option("topic", sink).option("transactional.id.prefix", prefix))
