@@ -21,7 +21,7 @@ help:
 	@echo "make unit         run only the tests that need no broker"
 	@echo "make bench-read   batch read throughput: kafka_eos vs Spark's Kafka source vs raw client"
 	@echo "make bench-write  streaming write throughput vs Spark's Kafka sink and raw producer; commit latency"
-	@echo "make soak         seeded fault soak: SOAK_SEED=1 SOAK_RUNS=20 SOAK_MINUTES=60 (pipelines and backfills, driver/task/broker kills)"
+	@echo "make soak         seeded fault soak on 3 brokers: SOAK_SEED=1 SOAK_RUNS=25 SOAK_MINUTES=60 SOAK_BROKERS=3 (pipelines and backfills; driver, task, executor and broker kills)"
 	@echo "make bench-latency per-micro-batch time of the exactly-once sink vs Spark's Kafka sink (2, 8, 32 partitions)"
 
 # Dependencies once; the package itself is (re)installed as a real, non-editable install whenever
@@ -109,7 +109,7 @@ bench-commit: venv kafka-jars
 
 # The fault soak: seeded, bounded in runs and minutes (a short one is part of `make test`).
 SOAK_SEED ?= 1
-SOAK_RUNS ?= 20
+SOAK_RUNS ?= 25
 SOAK_MINUTES ?= 60
 SOAK_BROKERS ?= 3
 soak: venv kafka-jars
