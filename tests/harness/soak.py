@@ -43,7 +43,7 @@ import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 from confluent_kafka.admin import OffsetSpec
 
@@ -152,46 +152,44 @@ class SoakKafka(StartStop):
 
     def __init__(self, workdir: Path, size: int) -> None:
         self.size = size
-        self._single = LocalKafka(workdir / "broker") if size == 1 else None
-        self._cluster = LocalCluster(workdir / "cluster", size=size) if size > 1 else None
+        self._kafka: Union[LocalKafka, LocalCluster] = LocalKafka(workdir / "broker") if size == 1 else LocalCluster(workdir / "cluster", size=size)
 
     def start(self) -> "SoakKafka":
-        (self._single or self._cluster).start()  # type: ignore[union-attr]
+        self._kafka.start()
         return self
 
     def stop(self) -> None:
-        (self._single or self._cluster).stop()  # type: ignore[union-attr]
+        self._kafka.stop()
 
     @property
     def bootstrap_servers(self) -> str:
-        return (self._single or self._cluster).bootstrap_servers  # type: ignore[union-attr]
+        return self._kafka.bootstrap_servers
 
     def kafka(self) -> KafkaTestCluster:
         return KafkaTestCluster(self.bootstrap_servers, replication_factor=self.size)
 
     def node_in(self, role: str, topic: str, group: str, prefix: str) -> int:
         """The node that is ``topic``-0's leader, the prefix's transaction coordinator, or the group's coordinator."""
-        if self._cluster is None:
+        if isinstance(self._kafka, LocalKafka):
             return 1
         if role == "leader":
-            return self._cluster.leader_of(topic, 0)
+            return self._kafka.leader_of(topic, 0)
         if role == "txn-coordinator":
-            return self._cluster.transaction_coordinator(coordinator_transactional_id(prefix))
-        return self._cluster.group_coordinator(group)
+            return self._kafka.transaction_coordinator(coordinator_transactional_id(prefix))
+        return self._kafka.group_coordinator(group)
 
     def crash(self, node: int, down_s: float) -> float:
         """SIGKILL ``node``, leave it down ``down_s``, restart it; the seconds until it serves again (on a
         cluster: until it is back in the ISR of every partition it replicates)."""
-        if self._single is not None:
-            self._single.kill()
+        if isinstance(self._kafka, LocalKafka):
+            self._kafka.kill()
             time.sleep(down_s)
             started = time.monotonic()
-            self._single.start()
+            self._kafka.start()
             return time.monotonic() - started
-        assert self._cluster is not None
-        self._cluster.kill(node)
+        self._kafka.kill(node)
         time.sleep(down_s)
-        return self._cluster.restart(node)
+        return self._kafka.restart(node)
 
 
 @dataclass
