@@ -29,7 +29,7 @@ from typing import Callable, Iterator, Mapping, Optional, Sequence
 
 import pyarrow as pa
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, Message, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
 
@@ -73,6 +73,8 @@ _NOT_READY = {
     KafkaError._NOENT,
 }
 _NOT_AUTHORIZED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
+_INDEX_PROBE_S = 5.0
+"""How long an index read waits before asking, once, whether the group may be used at all."""
 
 
 class RecordNotCommittedError(KafkaEosDecisionLogError):
@@ -394,10 +396,6 @@ def _next_message(consumer: Consumer, topic: str, offset: int) -> Optional[Messa
     raise KafkaEosDecisionLogError(f"Reading offset {offset} of the decision log '{topic}' made no progress for {_TIMEOUT_S:g}s.")
 
 
-_INDEX_PROBE_S = 5.0
-"""How long an index read waits before asking, once, whether the group may be used at all."""
-
-
 def _index_timeout(prefix: str, group: str, waited_s: float, error: KafkaError) -> KafkaEosDecisionLogError:
     return KafkaEosDecisionLogError(
         f"The index group {group} of prefix {prefix} had no stable offset within {waited_s:g}s ({error.str()}): "
@@ -410,8 +408,6 @@ def _index_timeout(prefix: str, group: str, waited_s: float, error: KafkaError) 
 def _refuse_if_group_unauthorized(connection: KafkaConnection, group: str) -> None:
     """librdkafka's consumer retries a group it may not use until its timeout, then says only "timed out";
     the admin API's OffsetFetch says why at once. Anything but an authorization failure is left to the wait."""
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
     try:
         admin_client(connection).list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=_INDEX_PROBE_S)[group].result()
     except KafkaException as exc:

@@ -302,8 +302,9 @@ def run_once(index: int, kind: str, rng: random.Random, soak_kafka: SoakKafka, w
     out = Counter(r.value for r in kafka.read_committed(sink))
     result.output = sum(out.values())
     result.duplicates = sum(n - 1 for n in out.values() if n > 1)
-    result.lost = len(set(expected) - set(out))
-    result.unexpected = sum(n for value, n in out.items() if value not in set(expected))
+    wanted = set(expected)
+    result.lost = len(wanted - set(out))
+    result.unexpected = sum(n for value, n in out.items() if value not in wanted)
     result.open_transactions = len(open_transactions_by_kafka(kafka.bootstrap_servers, prefix + "-"))
     for topic in (sink, "_kafka_eos_decisions"):
         stable, written = kafka.offsets(topic, OffsetSpec.latest()), kafka.offsets(topic, OffsetSpec.latest(), committed=False)
