@@ -4,6 +4,10 @@
   ERROR, 4 warning -> WARNING, 6 info -> INFO, 7 debug -> DEBUG), under the logger
   ``spark_kafka_eos.librdkafka``; lines come out when the client is polled, so an idle client (one
   kept for the next micro-batch while a broker restarts) prints nothing.
+* Connections: ``reconnect.backoff.ms`` starts at 10 ms (librdkafka: 100 ms, jittered), unless set. A
+  new client connects to the bootstrap server, then again to the broker its metadata names; that second
+  connection waited for the backoff, ~50 ms of every short-lived producer and reader. Repeated failures
+  still back off exponentially, up to ``reconnect.backoff.max.ms``.
 * AWS MSK IAM: ``sasl.mechanism=AWS_MSK_IAM`` (kafka-python's name) becomes librdkafka's OAUTHBEARER
   with a token callback that signs with the AWS credentials and region of the environment
   (``aws-msk-iam-sasl-signer-python``, the ``msk`` extra).
@@ -19,12 +23,13 @@ from spark_kafka_eos.errors import KafkaEosOptionError
 
 LIBRDKAFKA_LOGGER = logging.getLogger("spark_kafka_eos.librdkafka")
 MSK_IAM = "AWS_MSK_IAM"
+RECONNECT_BACKOFF_MS = 10
 _REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
 
 
 def for_librdkafka(config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` with the logger and, for AWS MSK IAM, the OAUTHBEARER token callback."""
-    out = {**config, "logger": LIBRDKAFKA_LOGGER}
+    """``config`` with the logger, a short first reconnect backoff (unless set) and, for AWS MSK IAM, the OAUTHBEARER token callback."""
+    out = {"reconnect.backoff.ms": RECONNECT_BACKOFF_MS, **config, "logger": LIBRDKAFKA_LOGGER}
     if str(out.get("sasl.mechanism", out.get("sasl.mechanisms", ""))).strip().upper() == MSK_IAM:
         out.pop("sasl.mechanisms", None)
         out["sasl.mechanism"] = "OAUTHBEARER"

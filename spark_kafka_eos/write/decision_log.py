@@ -40,6 +40,7 @@ from spark_kafka_eos.errors import KafkaEosAuthorizationError, KafkaEosDecisionL
 from spark_kafka_eos.read.reader_options import Subscription, internal_read_options
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
+from spark_kafka_eos.txn.transactional_producer import start_transactional_producer
 from spark_kafka_eos.write.log_envelope import Manifest, chunk_key, digest, head_key, is_chunk_of, join, parse_head, split
 from spark_kafka_eos.write.log_record import LogRecord
 from spark_kafka_eos.write.transactional_id import coordinator_transactional_id
@@ -341,9 +342,10 @@ class DecisionLog:
         recovery): ``init_transactions`` fences any other driver of the prefix."""
         if self._producer is None:
             txn_id = coordinator_transactional_id(prefix)
-            producer = Producer(for_librdkafka(self._options.producer_config(txn_id, COORDINATOR_TRANSACTION_TIMEOUT_MS)))
             try:
-                producer.init_transactions(_TIMEOUT_S)
+                producer = start_transactional_producer(
+                    self._options.producer_config(txn_id, COORDINATOR_TRANSACTION_TIMEOUT_MS), self._topic, _TIMEOUT_S
+                )
             except KafkaException as exc:
                 if exc.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
                     raise _transactional_id_refused(self._connection, prefix) from None

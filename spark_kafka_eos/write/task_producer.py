@@ -30,10 +30,10 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from pyspark import TaskContext
 
-from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.cluster import cached_session, cluster_metadata
 from spark_kafka_eos.errors import KafkaEosWriteError
 from spark_kafka_eos.txn.session import PreparedTxnState, TxnState
+from spark_kafka_eos.txn.transactional_producer import start_transactional_producer
 from spark_kafka_eos.write.commit_message import PartitionCount, SourceOffset, TaskCommit
 from spark_kafka_eos.write.input_schema import (
     HEADERS,
@@ -131,7 +131,8 @@ def write_task(
             if transaction is None:
                 columns = columns or InputColumns.of(batch.schema.names)
                 transactional_id = free_transactional_id(options, epoch, identity)
-                transaction = _TaskTransaction(transactional_id, options.producer_config(transactional_id, timeout_ms))
+                transaction = _TaskTransaction(transactional_id, options.producer_config(transactional_id, timeout_ms),
+                                               options.topic or options.decision_log_topic)
             transaction.produce(_records(batch, columns, options.topic, transactional_id))
             if columns.source_position:
                 positions.add(batch)
@@ -199,13 +200,14 @@ class _TaskTransaction:
     it at once (reference counting, no cycle) and with it the librdkafka instance -- without aborting.
     """
 
-    def __init__(self, transactional_id: str, config: Mapping[str, object]) -> None:
+    def __init__(self, transactional_id: str, config: Mapping[str, object], topic: str) -> None:
         self._transactional_id = transactional_id
         self._deliveries = _DeliveryTally()
         self._stats = _EosStats()
-        producer = Producer(for_librdkafka({**config, "on_delivery": self._deliveries.on_delivery, "stats_cb": self._stats.on_stats}))
         try:
-            producer.init_transactions(CONTROL_TIMEOUT_S)
+            producer = start_transactional_producer(
+                {**config, "on_delivery": self._deliveries.on_delivery, "stats_cb": self._stats.on_stats}, topic, CONTROL_TIMEOUT_S
+            )
             producer.begin_transaction()
         except KafkaException as exc:
             raise _write_error(transactional_id, "init_transactions / begin_transaction", [(None, None, exc.args[0], 0)]) from None

@@ -9,7 +9,7 @@ import types
 import pytest
 
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.librdkafka_config import LIBRDKAFKA_LOGGER, for_librdkafka
+from spark_kafka_eos.librdkafka_config import LIBRDKAFKA_LOGGER, RECONNECT_BACKOFF_MS, for_librdkafka
 from spark_kafka_eos.txn.client_config import UnsupportedSettingError, translate
 
 MSK = {"bootstrap.servers": "b-1.msk:9098", "security.protocol": "SASL_SSL", "sasl.mechanism": "AWS_MSK_IAM"}
@@ -43,7 +43,11 @@ def test_msk_iam_becomes_oauthbearer_with_a_signing_callback(signer: list[str]) 
 
 def test_other_mechanisms_are_left_alone() -> None:
     plain = {"sasl.mechanism": "SCRAM-SHA-512", "security.protocol": "SASL_SSL"}
-    assert for_librdkafka(plain) == {**plain, "logger": LIBRDKAFKA_LOGGER}
+    assert for_librdkafka(plain) == {**plain, "logger": LIBRDKAFKA_LOGGER, "reconnect.backoff.ms": RECONNECT_BACKOFF_MS}
+
+
+def test_a_reconnect_backoff_the_user_set_is_kept() -> None:
+    assert for_librdkafka({"reconnect.backoff.ms": 250})["reconnect.backoff.ms"] == 250
 
 
 def test_without_the_signer_the_error_names_the_option_and_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
