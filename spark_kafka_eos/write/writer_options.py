@@ -33,8 +33,9 @@ DEFAULT_DECISION_LOG_TOPIC = "_kafka_eos_decisions"
 DERIVED_PREFIX_START = "kafka-eos-"
 MAX_PREFIX_LENGTH = 200
 # librdkafka's statistics carry the producer id and epoch (there is no getter); the task reads them once,
-# right after its flush, so the interval bounds that wait.
-STATS_INTERVAL_MS = 100
+# right after its flush, so the interval bounds that wait: on the critical path of every micro-batch
+# (100 ms cost 50-65 ms a micro-batch, make bench-latency). librdkafka builds the JSON only this often.
+STATS_INTERVAL_MS = 20
 
 _PREFIX = re.compile(r"[A-Za-z0-9._-]+")
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
@@ -256,6 +257,11 @@ def _check_with_librdkafka(options: WriterOptions) -> None:
     )
 
 
+_REFUSALS: dict[tuple[tuple[str, object], ...], Optional[str]] = {}
+"""librdkafka's verdict per configuration, for this process: the driver checks the same options at
+every micro-batch (a librdkafka instance with its threads, ~3 ms each time)."""
+
+
 def _librdkafka_refusal(options: WriterOptions) -> Optional[str]:
     """librdkafka's error for the producer configuration, or None. A producer without bootstrap servers
     never connects; it is created and dropped at once."""
@@ -265,6 +271,13 @@ def _librdkafka_refusal(options: WriterOptions) -> Optional[str]:
     config = {key: value for key, value in config.items() if not key.startswith(_NOT_CHECKED_ON_DRIVER)}
     del config["bootstrap.servers"]
     config["log_level"] = 0
+    key = tuple(sorted(config.items()))
+    if key not in _REFUSALS:
+        _REFUSALS[key] = _refusal_of(config)
+    return _REFUSALS[key]
+
+
+def _refusal_of(config: dict[str, object]) -> Optional[str]:
     try:
         Producer(for_librdkafka(config))
     except KafkaException as err:
