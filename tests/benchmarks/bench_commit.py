@@ -1,6 +1,6 @@
 """Commit latency, with an empty decision log and with 100,000 records of other prefixes, in one run:
 the decision log's part of a commit (read the prefix's last record, append the decision), and a whole
-two-phase commit of the coordinator (3 participants: fence, read, verify, decide, phase 2, completion).
+two-phase commit of the coordinator (3 and 8 participants: fence, read, verify, decide, phase 2, completion).
 
     make bench-commit          (or: python -m tests.benchmarks.bench_commit [--commits N] [--foreign N])
 """
@@ -122,6 +122,7 @@ def main() -> None:
         _, known = commit_times_ms(empty, args.commits, first_batch=args.commits + 1)
         first, fresh = commit_times_ms(options(bootstrap, log_topic, f"bench-{run}-b"), args.commits)
         whole_known = coordinator_commit_times_ms(whole, args.commits, first_batch=args.commits + 2)
+        wider = coordinator_commit_times_ms(whole, args.commits, first_batch=2 * args.commits + 2, participants=8)
 
         print(f">> decision-log commit latency (last + append), {args.commits} commits each, {TASKS} participants x "
               f"{PARTITIONS} partitions")
@@ -135,6 +136,8 @@ def main() -> None:
         print(f"   empty log                                      {summary(whole_on_empty)}")
         print(f"   {args.foreign:,} foreign records                        {summary(whole_known)}"
               f"   ({statistics.median(whole_known) / statistics.median(whole_on_empty):.2f}x empty)")
+        print(f"   the same, 8 participants                       {summary(wider)}"
+              f"   ({statistics.median(wider) / statistics.median(whole_known):.2f}x 3 participants)")
 
 
 if __name__ == "__main__":

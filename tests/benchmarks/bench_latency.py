@@ -30,6 +30,8 @@ ROWS_PER_BATCH = 300
 BATCHES = int(os.environ.get("BENCH_BATCHES", "12"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 PARTITION_COUNTS = [int(p) for p in os.environ.get("BENCH_PARTITIONS", "2,8,32").split(",")]
+PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
+"""Spark's parts of a micro-batch: the sink's tasks and commit are in addBatch, its writer's creation in queryPlanning."""
 SYSTEMS = {"kafka_eos": "kafka_eos sink (exactly-once)", "kafka": "Spark's Kafka sink (at-least-once)"}
 
 
@@ -49,7 +51,7 @@ def main() -> None:
         print(f">> pyspark {spark.version}, local[2]; {BATCHES} micro-batches of {ROWS_PER_BATCH} rows per run, "
               f"{ROUNDS} alternating rounds; Spark's sink from {next(j.name for j in jars if j.name.startswith('spark-sql-kafka'))}")
 
-        def run(fmt: str, source: str, partitions: int) -> list[float]:
+        def run(fmt: str, source: str, partitions: int) -> list[dict[str, float]]:
             sink = f"lat-out-{uuid.uuid4().hex[:8]}"
             admin.create_topics([NewTopic(sink, partitions, 1)])[sink].result(30)
             df = (
@@ -64,7 +66,7 @@ def main() -> None:
             query.awaitTermination()
             batches = [p for p in query.recentProgress if p.numInputRows]
             check_count(fmt, count_committed(bootstrap, sink, partitions), records)
-            return [float(p.durationMs["triggerExecution"]) for p in batches[1:]]
+            return [{k: float(v) for k, v in p.durationMs.items()} for p in batches[1:]]
 
         print(f"{'partitions':>10}  {'system':<36} {'p50 ms':>8} {'p90 ms':>8}")
         for partitions in PARTITION_COUNTS:
@@ -74,15 +76,19 @@ def main() -> None:
             for i in range(records):
                 produce_one(producer, source, b"v" * 100, str(i).encode(), i % partitions)
             producer.flush(60)
-            times: dict[str, list[float]] = {fmt: [] for fmt in SYSTEMS}
+            durations: dict[str, list[dict[str, float]]] = {fmt: [] for fmt in SYSTEMS}
             for _ in range(ROUNDS):
                 for fmt in SYSTEMS:
-                    times[fmt] += run(fmt, source, partitions)
+                    durations[fmt] += run(fmt, source, partitions)
+            times = {fmt: [d["triggerExecution"] for d in batches] for fmt, batches in durations.items()}
             p50 = {fmt: statistics.median(t) for fmt, t in times.items()}
             for fmt, label in SYSTEMS.items():
                 print(f"{partitions:>10}  {label:<36} {p50[fmt]:>8.0f} {percentile(times[fmt], 0.9):>8.0f}")
             print(f"{partitions:>10}  overhead of exactly-once: p50 +{p50['kafka_eos'] - p50['kafka']:.0f} ms "
                   f"(ratio {p50['kafka_eos'] / p50['kafka']:.2f}), over {len(times['kafka_eos'])} batches each")
+            print(f"{'':>10}  where it goes (median ms of Spark's durationMs): " + ", ".join(
+                f"{phase} {statistics.median(d.get(phase, 0.0) for d in durations['kafka_eos']):.0f} vs "
+                f"{statistics.median(d.get(phase, 0.0) for d in durations['kafka']):.0f}" for phase in PHASES))
         spark.stop()
 
 
