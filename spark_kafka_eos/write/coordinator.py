@@ -24,11 +24,11 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, ContextManager, Optional, Sequence
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from spark_kafka_eos.cluster import open_session
+from spark_kafka_eos.cluster import shared_session
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError
 from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession
@@ -70,7 +70,7 @@ class TwoPhaseCommitCoordinator:
         transaction_timeout_ms: int,
         hooks: WriterHooks = NO_HOOKS,
         open_log: Callable[[WriterOptions], DecisionLog] = DecisionLog,
-        open_session: Callable[[KafkaConnection], TransactionSession] = open_session,
+        open_session: Callable[[KafkaConnection], ContextManager[TransactionSession]] = shared_session,
         visible: Optional[VisibilityCheck] = None,
     ) -> None:
         self._options = options
