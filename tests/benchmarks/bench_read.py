@@ -110,7 +110,7 @@ def main() -> None:
         print(f">> kafka_eos / Spark's Kafka source throughput ratio (medians): {rate[EOS] / rate[SPARK]:.2f}")
         print(f">> kafka_eos / raw consumer throughput ratio (medians):          {rate[EOS] / rate[RAW]:.2f}")
         print(f">> kafka_eos peak memory of one Spark Python worker: {workers.peak_mib:.0f} MiB "
-              f"(for {committed:,} records of {len(VALUE)} bytes: bounded by maxRecordsPerBatch, not by the partition)")
+              f"(for {committed // PARTITIONS:,} records of {len(VALUE)} bytes per partition: bounded by maxRecordsPerBatch, not by the partition)")
         spark.stop()
 
 

@@ -28,7 +28,7 @@ import pyarrow as pa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.benchmarks.common import Count, Run, alternate, bench_spark, bootstrap_servers, connector_jars, count_committed, report
+from tests.benchmarks.common import Count, PythonWorkerMemory, Run, alternate, bench_spark, bootstrap_servers, connector_jars, count_committed, report
 from tests.benchmarks.common import produce as produce_one
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", "1000000"))
@@ -113,6 +113,18 @@ def main() -> None:
 
             return run
 
+        eos_peak_mib: list[float] = []
+
+        def measured(run: Run) -> Run:
+            """``run``, sampling the Spark Python workers' memory while it runs."""
+            def wrapped() -> Count:
+                with PythonWorkerMemory(interval_s=0.2) as workers:
+                    count = run()
+                eos_peak_mib.append(workers.peak_mib)
+                return count
+
+            return wrapped
+
         def raw(records: int) -> Run:
             def run() -> Count:
                 sink = new_topic("raw")
@@ -124,7 +136,7 @@ def main() -> None:
         print(f">> one warm-up run each ({WARM_UP_RECORDS:,} records), then {ROUNDS} alternating rounds; "
               f"every run's output must count {RECORDS:,} records")
         seconds = alternate(
-            {EOS: stream_to("kafka_eos", source, RECORDS), SPARK: stream_to("kafka", source, RECORDS), RAW: raw(RECORDS)}, RECORDS, ROUNDS,
+            {EOS: measured(stream_to("kafka_eos", source, RECORDS)), SPARK: stream_to("kafka", source, RECORDS), RAW: raw(RECORDS)}, RECORDS, ROUNDS,
             warm_up={EOS: stream_to("kafka_eos", warm_up_source, WARM_UP_RECORDS), SPARK: stream_to("kafka", warm_up_source, WARM_UP_RECORDS),
                      RAW: raw(WARM_UP_RECORDS)},
             warm_up_expected=WARM_UP_RECORDS,
@@ -132,6 +144,8 @@ def main() -> None:
         rate = report(seconds, RECORDS)
         print(f">> kafka_eos sink / Spark's Kafka sink throughput ratio (medians): {rate[EOS] / rate[SPARK]:.2f}")
         print(f">> kafka_eos sink / raw transactional producer ratio (medians):    {rate[EOS] / rate[RAW]:.2f}")
+        print(f">> kafka_eos peak memory of one Spark Python worker (kafka_eos source and sink): {max(eos_peak_mib):.0f} MiB "
+              f"(for {RECORDS // PARTITIONS:,} records per partition)")
         spark.stop()
         times = commit_times(bootstrap, commit_sink)
         print(f">> one commit (3 participants, decision + phase 2 + completion), {len(times)} commits: "
