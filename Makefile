@@ -11,7 +11,7 @@ CLUSTER_DATA := .cache/kafka/cluster
 CLUSTER_PORT ?= 9093
 PYTEST_ARGS ?=
 
-.PHONY: help venv java kafka-jars kafka-start kafka-stop cluster-start cluster-stop test unit demo bench-read bench-write bench-latency soak clean
+.PHONY: help venv java kafka-jars kafka-start kafka-stop cluster-start cluster-stop test unit demo bench-read bench-write bench-latency bench-memory soak clean
 
 help:
 	@echo "make test         install everything, start a local Kafka, run all tests (Spark's Kafka source is the readers' oracle)"
@@ -23,6 +23,8 @@ help:
 	@echo "make bench-write  streaming write throughput vs Spark's Kafka sink and raw producer; commit latency"
 	@echo "make soak         seeded fault soak on 3 brokers: SOAK_SEED=1 SOAK_RUNS=25 SOAK_MINUTES=60 SOAK_BROKERS=3 (pipelines and backfills; driver, task, executor and broker kills)"
 	@echo "make bench-latency per-micro-batch time of the exactly-once sink vs Spark's Kafka sink (2, 8, 32 partitions)"
+	@echo "make bench-commit  commit latency: the decision log's part, whole commits of 3 and 8 participants"
+	@echo "make bench-memory  peak Python worker memory reading and writing 1M and 4M records of one partition"
 
 # Dependencies once; the package itself is (re)installed as a real, non-editable install whenever
 # its sources change: Spark finds the pyspark_kafka_eos shim only among installed top-level modules.
@@ -99,6 +101,9 @@ bench-latency: venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 
 bench-write: venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 	$(PY) -m tests.benchmarks.bench_write
+
+bench-memory: venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
+	$(PY) -m tests.benchmarks.bench_memory
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache spark-warehouse

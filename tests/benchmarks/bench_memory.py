@@ -1,0 +1,70 @@
+"""Peak memory of a Spark Python worker against the records in one partition, reading and writing.
+
+    make bench-memory                              # 1,000,000 and 4,000,000 records in one partition
+    BENCH_SIZES=1000000,2000000 make bench-memory
+
+For each size, one source topic with a single partition: a batch ``spark.read.format("kafka_eos")`` of
+all of it (one task reads the whole partition), then ``readStream`` -> ``writeStream.format("kafka_eos")``
+of all of it in one micro-batch (one task reads and writes the whole partition). The Python workers'
+RSS is sampled throughout; every count is checked against what was produced.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import uuid
+from contextlib import ExitStack
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.benchmarks.common import PythonWorkerMemory, bench_spark, bootstrap_servers, check_count, connector_jars, count_committed
+from tests.benchmarks.common import produce as produce_one
+
+SIZES = [int(s) for s in os.environ.get("BENCH_SIZES", "1000000,4000000").split(",")]
+VALUE = b"v" * 100
+
+
+def main() -> None:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    with ExitStack() as stack:
+        bootstrap = bootstrap_servers(stack)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+
+        def new_topic(role: str) -> str:
+            topic = f"bench-memory-{role}-{uuid.uuid4().hex[:8]}"
+            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+            return topic
+
+        spark = bench_spark("bench-memory", connector_jars(), spark__driver__memory="4g")
+        print(f">> pyspark {spark.version}, local[2]; one partition, {len(VALUE)}-byte values")
+        print(f"{'records in the partition':>26}  {'read: peak worker RSS':>22}  {'write: peak worker RSS':>23}")
+        for size in SIZES:
+            source = new_topic("src")
+            producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+            for i in range(size):
+                produce_one(producer, source, VALUE, str(i).encode(), 0)
+            producer.flush(120)
+
+            with PythonWorkerMemory() as reading:
+                row = (spark.read.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
+                       .load().selectExpr("count(*) AS n", "coalesce(sum(length(value)), 0) AS bytes").collect()[0])
+            check_count("kafka_eos read", row.n, size)
+            check_count("kafka_eos read (value bytes / value size)", row.bytes // len(VALUE), size)
+
+            sink = new_topic("sink")
+            with PythonWorkerMemory() as writing:
+                (spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
+                 .option("startingOffsets", "earliest").load().selectExpr("key", "value")
+                 .writeStream.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
+                 .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-memory-")).trigger(availableNow=True)
+                 .start().awaitTermination())
+            check_count("kafka_eos write", count_committed(bootstrap, sink, 1), size)
+            print(f"{size:>26,}  {reading.peak_mib:>18.0f} MiB  {writing.peak_mib:>19.0f} MiB")
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()
