@@ -31,7 +31,8 @@ BATCHES = int(os.environ.get("BENCH_BATCHES", "12"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 PARTITION_COUNTS = [int(p) for p in os.environ.get("BENCH_PARTITIONS", "2,8,32").split(",")]
 PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
-"""Spark's parts of a micro-batch: the sink's tasks and commit are in addBatch, its writer's creation in queryPlanning."""
+"""Spark's parts of a micro-batch. The sink's writer creation (both calls), its tasks and its commit are all in
+addBatch: queryPlanning is the same for both sinks (13 vs 13 ms)."""
 SYSTEMS = {"kafka_eos": "kafka_eos sink (exactly-once)", "kafka": "Spark's Kafka sink (at-least-once)"}
 
 
