@@ -218,7 +218,8 @@ def reset_command(options: WriterOptions, session: TransactionSession, args: arg
         print(f"nothing to reset: {_last_summary(options, decision_log, last)}; "
               "a new query may already use this prefix from micro-batch 0")
         return EXIT_NOTHING_DONE
-    reset = LogRecord("reset", options.prefix, f"reset:{_now_ms()}", previous_epoch_id=last.epoch_id)
+    reset = LogRecord("reset", options.prefix, f"reset:{_now_ms()}", previous_epoch_id=last.epoch_id,
+                      history=last.runs())
     if not args.yes:
         print("\n".join(reset_plan(options, last, open_transactions(session, options.prefix))))
         return EXIT_NOTHING_DONE

@@ -50,6 +50,7 @@ WRITER_AND_SPARK_OPTIONS = (
     "path",
     "decisionLogTopic",
     "writeId",
+    "allowNewPrefix",
 )
 _CANONICAL = {name.lower(): name for name in READER_OPTIONS + WRITER_AND_SPARK_OPTIONS}
 

@@ -30,24 +30,21 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from spark_kafka_eos.cluster import shared_session
 from spark_kafka_eos.connection import KafkaConnection
-from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError
-from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession
+from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError, KafkaEosDecisionLogError
+from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession, TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.consumer_group import check_not_backwards
 from spark_kafka_eos.write.decision_log import DecisionLog, RecordNotCommittedError
 from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
-from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
+from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant, history_with
 from spark_kafka_eos.write.ownership import Judgement, Verdict, judge
 from spark_kafka_eos.write.recovery import VisibilityCheck, abort_lingering, abort_prepared, is_open, roll_forward
 from spark_kafka_eos.write.transactional_id import coordinator_transactional_id
 from spark_kafka_eos.write.visibility import committed_record_at
-from spark_kafka_eos.write.writer_options import WriterOptions
+from spark_kafka_eos.write.writer_options import DEADLINE_MARGIN_MS, WriterOptions, legacy_derived_prefix
 
 log = logging.getLogger(__name__)
 
-DEADLINE_MARGIN_MS = 10_000
-"""The decision must commit at least this long before the earliest participant's transaction times
-out (on the broker's clock): phase 2 has to reach every participant in time."""
 RECOVERY_RETRY_BUDGET_S = 60.0
 """How long phase 2 of a decision found in the log is retried, when its participants' deadline is unknown."""
 _MAX_RETRY_DELAY_S = 2.0
@@ -89,8 +86,9 @@ class TwoPhaseCommitCoordinator:
         own the prefix, and sweep what earlier jobs left open."""
         decision_log = self._log()
         with self._open_session(self._options.connection) as session:
+            before = self._last_before_fencing(decision_log, session)
             if epoch is not None:
-                self._refuse_unless_owner(judge(decision_log.last(self._prefix), epoch), epoch, session, [])
+                self._refuse_unless_owner(judge(before, epoch), epoch, session, [])
             decision_log.fence(self._prefix)
             last = decision_log.last(self._prefix)
             if epoch is None:
@@ -110,27 +108,34 @@ class TwoPhaseCommitCoordinator:
         decision_log = self._log()
         with self._open_session(self._options.connection) as session:
             # A run that does not own the prefix is refused before it fences the owner.
-            self._refuse_unless_owner(judge(decision_log.last(self._prefix), epoch), epoch, session, own)
+            self._refuse_unless_owner(judge(self._last_before_fencing(decision_log, session, own), epoch), epoch, session, own)
             decision_log.fence(self._prefix)
             last = decision_log.last(self._prefix)
             judgement = judge(last, epoch)
             self._refuse_unless_owner(judgement, epoch, session, own)
             if judgement.verdict == Verdict.REPLAY:
                 assert last is not None
+                self._refuse_unless_same_input(last, epoch, tasks, session, own)
                 self._finish_replay(session, decision_log, last, own)
                 return
+            self._refuse_unless_known(last, epoch, session, own)
             last = self._finish(session, decision_log, last, RECOVERY_RETRY_BUDGET_S)
             participants = tuple(
                 Participant(t.transaction.transactional_id, t.transaction.producer_id, t.transaction.epoch,
                             t.spark_partition, t.records, t.probe)
                 for t in tasks if t.transaction is not None
             )
+            history = history_with(last, epoch, int(time.time() * 1000))
             if not participants:
+                if last is None or last.last_decided(epoch) is None:
+                    # The run's first epoch wrote nothing: record it anyway, so that the prefix knows the run.
+                    decision_log.append(LogRecord("complete", self._prefix, str(epoch), history=history))
+                    last = decision_log.last(self._prefix)
                 self._sweep(session, decision_log, last, keep=())
                 return
             deadline_ms = self._verify(session, participants)
             decision = LogRecord("decision", self._prefix, str(epoch), participants, self._options.consumer_group,
-                                 _source_offsets(tasks))
+                                 _source_offsets(tasks), history=history)
             group_offsets = _group_offsets(decision)
             if group_offsets:
                 self._abort_on_error(session, own, lambda: check_not_backwards(self._options, group_offsets))
@@ -140,6 +145,69 @@ class TwoPhaseCommitCoordinator:
             self._hooks.at("during_phase2", session, decision)
             self._finish_decided(session, decision_log, decision, deadline_ms)
         log.info("Committed %s of prefix %s: %d participants", epoch, self._prefix, len(participants))
+
+    def _refuse_unless_known(self, last: Optional[LogRecord], epoch: EpochId, session: TransactionSession,
+                             own: Sequence[PreparedTxnState]) -> None:
+        """A query past micro-batch 0 whose prefix has no record at all did not start on this prefix: its
+        checkpoint was made under another prefix (spelt another way, or another transactional.id.prefix),
+        and a replay of what it decided there would be written again here."""
+        if last is not None or epoch.kind != "stream" or not epoch.batch_id or self._options.allow_new_prefix:
+            return
+        abort_prepared(session, own)
+        raise KafkaEosCommitError(
+            f"transactional.id.prefix '{self._prefix}' has no record of streaming query {epoch.run_id}, which is at "
+            f"micro-batch {epoch.batch_id}: the query started under another prefix (a checkpoint path spelt another "
+            "way, a changed transactional.id.prefix or decisionLogTopic), and a micro-batch it decided there and Spark "
+            f"replays now would be written twice. Nothing of it was committed. Fix: {self._earlier_prefix_hint()}set "
+            "transactional.id.prefix to the prefix the query used before (`kafka-eos inspect` shows a prefix's last "
+            "record); or, if that prefix has nothing undecided, add .option('allowNewPrefix', 'true') once."
+        )
+
+    def _earlier_prefix_hint(self) -> str:
+        location = self._options.checkpoint_location
+        if location is None or self._options.prefix_source != "checkpointLocation":
+            return ""
+        legacy = legacy_derived_prefix(location)
+        return "" if legacy == self._prefix else f"spark-kafka-eos 0.1.0 derived the prefix '{legacy}' from this checkpoint; "
+
+    def _refuse_unless_same_input(self, last: LogRecord, epoch: EpochId, tasks: Sequence[TaskCommit],
+                                  session: TransactionSession, own: Sequence[PreparedTxnState]) -> None:
+        """Spark replays a micro-batch over the offsets it planned the first time: a "replay" of other
+        source offsets is another batch under a reused id (a checkpoint edited or rolled back)."""
+        offsets = _source_offsets(tasks)
+        if epoch.kind != "stream" or last.epoch != epoch or not last.offsets or not offsets or offsets == last.offsets:
+            return
+        abort_prepared(session, own)
+        raise KafkaEosCommitError(
+            f"transactional.id.prefix '{self._prefix}' refused {epoch.describe()}: it was decided over source offsets "
+            f"{_describe_offsets(last.offsets)}, and this replay of it consumed up to {_describe_offsets(offsets)}. "
+            "Nothing of the replay was committed. The checkpoint's offsets were edited or rolled back. Fix: restore "
+            "the checkpoint, or start the query on a new checkpoint (and prefix)."
+        )
+
+    def _last_before_fencing(self, decision_log: DecisionLog, session: TransactionSession,
+                             own: Sequence[PreparedTxnState] = ()) -> Optional[LogRecord]:
+        """The prefix's last record, read before this driver fences the coordinator id. A prefix without a
+        record whose coordinator id committed before (the broker keeps an id's last state for
+        ``transactional.id.expiration.ms``, 7 days by default) had its history in a log that is gone: a
+        fresh start would write replays again and sweep decided transactions, so it is refused."""
+        last = decision_log.last(self._prefix)
+        if last is not None:
+            return last
+        coordinator_id = coordinator_transactional_id(self._prefix)
+        state = session.describe([coordinator_id])[coordinator_id].state
+        if state not in (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT):
+            return None
+        abort_prepared(session, own)
+        raise KafkaEosDecisionLogError(
+            f"The decision log '{self._options.decision_log_topic}' (option decisionLogTopic) has no record of "
+            f"transactional.id.prefix '{self._prefix}', but that prefix's coordinator ({coordinator_id}) has committed "
+            "decisions: the log that holds its history was deleted, re-created, or is another topic than before. "
+            "Starting afresh would write Spark's replays of decided epochs again. Nothing was written. Fix: point "
+            "decisionLogTopic at the prefix's log; or, if that log is gone for good and no epoch of the prefix is "
+            f"left undecided, acknowledge the fresh start with `kafka-eos reset --bootstrap-servers ... --prefix "
+            f"{self._prefix} --decision-log-topic {self._options.decision_log_topic} --yes`."
+        )
 
     def _refuse_unless_owner(self, judgement: Judgement, epoch: EpochId, session: TransactionSession,
                              own: Sequence[PreparedTxnState]) -> None:
@@ -181,16 +249,24 @@ class TwoPhaseCommitCoordinator:
     def _decide(self, session: TransactionSession, decision_log: DecisionLog, decision: LogRecord,
                 group_offsets: Optional[dict[tuple[str, int], int]], deadline_ms: int) -> None:
         coordinator_id = coordinator_transactional_id(self._prefix)
+        began = time.monotonic()
+
+        def broker_now_ms() -> float:
+            # The decision transaction started on the broker after ``began``: its start time plus the time
+            # since ``began`` is at or past the broker's clock now (the driver's clock may be off).
+            start_ms = session.describe([coordinator_id])[coordinator_id].transaction_start_time_ms
+            return start_ms + (time.monotonic() - began) * 1000
 
         def in_time() -> None:
-            # The decision transaction's start time is the broker's clock now; the driver's may be off.
-            broker_now_ms = session.describe([coordinator_id])[coordinator_id].transaction_start_time_ms
-            if broker_now_ms > deadline_ms - DEADLINE_MARGIN_MS:
-                raise _DeadlineTooNear(f"the earliest participant times out {max(deadline_ms - broker_now_ms, 0) / 1000:.1f}s "
+            now_ms = broker_now_ms()
+            if now_ms > deadline_ms - DEADLINE_MARGIN_MS:
+                raise _DeadlineTooNear(f"the earliest participant times out {max(deadline_ms - now_ms, 0) / 1000:.1f}s "
                                        f"after the decision would commit, less than the {DEADLINE_MARGIN_MS / 1000:g}s margin")
 
+        # Commit retries stop with half the margin left: a decision later than that could outlive a participant.
+        commit_by = began + max((deadline_ms - DEADLINE_MARGIN_MS / 2) / 1000 - time.time(), 0.0)
         try:
-            decision_log.append(decision, group_offsets, before_commit=in_time)
+            decision_log.append(decision, group_offsets, before_commit=in_time, commit_by=commit_by)
         except _DeadlineTooNear as late:
             self._abort_epoch(session, decision.participants, str(late))
         except RecordNotCommittedError as refused:
@@ -215,6 +291,14 @@ class TwoPhaseCommitCoordinator:
                 and recorded.participants == decision.participants:
             log.warning("Decision write reported %s, but the decision is in the log: going on", err)
             return
+        if recorded is not None and recorded.last_decided(decision.epoch) == decision.epoch:
+            # Decided, and a later record followed: whoever wrote it finished this decision first. Only
+            # transactions of this run that the decision did not name can still be open.
+            abort_prepared(session, [p.txn for p in decision.participants])
+            raise KafkaEosCommitError(
+                f"Epoch {decision.epoch_id} of prefix '{self._prefix}' IS COMMITTED (the log records it, and a later "
+                f"record follows), though its decision write reported {err}. Do not re-run it: a re-run writes nothing more."
+            ) from err
         _abort_undecided(session, decision, err)
 
     def _abort_epoch(self, session: TransactionSession, participants: Sequence[Participant], why: str) -> None:
@@ -293,7 +377,7 @@ class TwoPhaseCommitCoordinator:
     def _sweep(self, session: TransactionSession, decision_log: DecisionLog, last: Optional[LogRecord], keep: Sequence[str]) -> None:
         """Abort what is left open of the prefix. Ownership is proven after listing by re-appending the last
         record in the coordinator's transaction, which fails if another driver has fenced this one."""
-        abort_lingering(session, self._prefix, self._timeout_ms, lambda: _prove(decision_log, last), keep)
+        abort_lingering(session, self._prefix, self._timeout_ms, lambda: _prove(decision_log, self._prefix, last), keep)
 
     # -- the operator's recovery ------------------------------------------------------------
     def recover(self, accept_data_loss: bool = False) -> "RecoveryReport":
@@ -311,7 +395,7 @@ class TwoPhaseCommitCoordinator:
                 if not accept_data_loss:
                     raise
                 lost, last = str(err), before
-            aborted = abort_lingering(session, self._prefix, self._timeout_ms, lambda: _prove(decision_log, last))
+            aborted = abort_lingering(session, self._prefix, self._timeout_ms, lambda: _prove(decision_log, self._prefix, last))
         return RecoveryReport(before, lost, aborted)
 
     # -- abort ----------------------------------------------------------------------------
@@ -320,7 +404,7 @@ class TwoPhaseCommitCoordinator:
         own = [m.transaction for m in messages if isinstance(m, TaskCommit) and m.transaction is not None]
         decision_log = self._log()
         with self._open_session(self._options.connection) as session:
-            if judge(decision_log.last(self._prefix), epoch).verdict == Verdict.REFUSE:
+            if judge(self._last_before_fencing(decision_log, session, own), epoch).verdict == Verdict.REFUSE:
                 abort_prepared(session, own)  # not the owner: touch nothing else
                 return
             decision_log.fence(self._prefix)
@@ -356,10 +440,13 @@ def _abort_undecided(session: TransactionSession, decision: LogRecord, err: Exce
     raise KafkaEosCommitError(f"The decision could not be written, so the epoch was aborted (nothing of it is visible): {err}") from err
 
 
-def _prove(decision_log: DecisionLog, last: Optional[LogRecord]) -> None:
-    """Re-append the last record in the coordinator's transaction: it fails if another driver fenced this one."""
+def _prove(decision_log: DecisionLog, prefix: str, last: Optional[LogRecord]) -> None:
+    """Commit a coordinator transaction (re-append the last record, or an empty index entry on a prefix
+    with none): it fails if another driver fenced this one."""
     if last is not None:
         decision_log.append(last)
+    else:
+        decision_log.prove_owner(prefix)
 
 
 def _task_commits(messages: Sequence[Optional[WriterCommitMessage]], epoch: EpochId) -> list[TaskCommit]:
@@ -377,6 +464,10 @@ def _source_offsets(tasks: Sequence[TaskCommit]) -> tuple[tuple[str, int, int], 
         for topic, partition, offset in task.source_offsets:
             best[(topic, partition)] = max(offset, best.get((topic, partition), offset))
     return tuple((t, p, o) for (t, p), o in sorted(best.items()))
+
+
+def _describe_offsets(offsets: Sequence[tuple[str, int, int]]) -> str:
+    return ", ".join(f"{t}-{p}: {o}" for t, p, o in offsets[:5]) + (" ..." if len(offsets) > 5 else "")
 
 
 def _group_offsets(decision: LogRecord) -> Optional[dict[tuple[str, int], int]]:

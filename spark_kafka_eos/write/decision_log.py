@@ -269,11 +269,11 @@ class DecisionLog:
 
     # -- writing --------------------------------------------------------------------------
     def append(self, record: LogRecord, group_offsets: Optional[Mapping[tuple[str, int], int]] = None,
-               before_commit: Optional[Callable[[], None]] = None) -> None:
+               before_commit: Optional[Callable[[], None]] = None, commit_by: Optional[float] = None) -> None:
         """Commit ``record``, its index entry (and the consumer group's offsets, when given) in the
         coordinator's transaction. Returns only once it is committed; raises if it is not.
         ``before_commit`` runs once everything is written, before the commit: if it raises, the
-        transaction is aborted."""
+        transaction is aborted. ``commit_by`` (``time.monotonic()``) bounds the commit's retries."""
         producer = self._coordinator_producer(record.prefix)
         producer.begin_transaction()
         written = False
@@ -300,7 +300,23 @@ class DecisionLog:
             if written:
                 raise  # before_commit's own refusal
             raise RecordNotCommittedError(str(err)) from err
-        _commit(producer)
+        _commit(producer, commit_by)
+
+    def prove_owner(self, prefix: str) -> None:
+        """Prove, on a prefix with no record, that no other driver has fenced this one: a coordinator
+        transaction that registers an offset of the index group (the coordinator checks the producer
+        epoch) and is then aborted, so that it leaves nothing behind, not even a committed transaction
+        (which would read as a prefix with history)."""
+        producer = self._coordinator_producer(prefix)
+        producer.begin_transaction()
+        group = index_group(prefix)
+        try:
+            metadata = group_offset_reader(self._connection, group).consumer_group_metadata()
+            producer.send_offsets_to_transaction([KafkaTopicPartition(self._topic, 0, 0)], metadata, _TIMEOUT_S)
+        except KafkaException as exc:
+            _abort_quietly(producer)
+            raise KafkaEosDecisionLogError(f"This driver no longer owns prefix {prefix}: {exc.args[0].str()}") from None
+        producer.abort_transaction(_TIMEOUT_S)
 
     def _produce(self, producer: Producer, record: LogRecord) -> tuple[int, bytes]:
         """Write ``record`` (its chunks first when it is large); returns the head record's offset and value."""
@@ -343,15 +359,26 @@ class DecisionLog:
         if self._producer is None:
             txn_id = coordinator_transactional_id(prefix)
             try:
-                producer = start_transactional_producer(
-                    self._options.producer_config(txn_id, COORDINATOR_TRANSACTION_TIMEOUT_MS), self._topic, _TIMEOUT_S
-                )
+                producer = start_transactional_producer(_coordinator_config(self._options, txn_id), self._topic, _TIMEOUT_S)
             except KafkaException as exc:
                 if exc.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
                     raise _transactional_id_refused(self._connection, prefix) from None
                 raise
             self._producer = producer
         return self._producer
+
+
+_DELIVERY_TIMEOUTS = ("delivery.timeout.ms", "message.timeout.ms")
+
+
+def _coordinator_config(options: WriterOptions, transactional_id: str) -> dict[str, object]:
+    """The coordinator producer's configuration: the tasks' settings, with a delivery timeout no longer
+    than its short transaction (librdkafka refuses a longer one; the tasks keep the user's)."""
+    config = options.producer_config(transactional_id, COORDINATOR_TRANSACTION_TIMEOUT_MS)
+    for name in _DELIVERY_TIMEOUTS:
+        if name in config and int(str(config[name])) > COORDINATOR_TRANSACTION_TIMEOUT_MS:
+            config[name] = COORDINATOR_TRANSACTION_TIMEOUT_MS
+    return config
 
 
 def _transactional_id_refused(connection: KafkaConnection, prefix: str) -> KafkaEosAuthorizationError:
@@ -439,16 +466,17 @@ def _abort_quietly(producer: Producer) -> None:
         pass  # the broker aborts it after COORDINATOR_TRANSACTION_TIMEOUT_MS
 
 
-def _commit(producer: Producer, attempts: int = 5) -> None:
-    """Commit, retrying retriable errors. An error here leaves the outcome to be read back from
-    the log: the caller re-reads it rather than guessing."""
+def _commit(producer: Producer, commit_by: Optional[float] = None, attempts: int = 5) -> None:
+    """Commit, retrying retriable errors until ``commit_by`` (``time.monotonic()``). An error here leaves
+    the outcome to be read back from the log: the caller re-reads it rather than guessing."""
     for attempt in range(attempts):
+        left_s = _TIMEOUT_S if commit_by is None else min(_TIMEOUT_S, commit_by - time.monotonic())
         try:
-            producer.commit_transaction(_TIMEOUT_S)
+            producer.commit_transaction(max(left_s, 0.1))
             return
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
-            if error.retriable() and attempt + 1 < attempts:
+            if error.retriable() and attempt + 1 < attempts and (commit_by is None or time.monotonic() < commit_by):
                 continue
             if error.txn_requires_abort():
                 _abort_quietly(producer)

@@ -1,7 +1,12 @@
 """The records of the decision log, and their JSON format (see :mod:`spark_kafka_eos.write.decision_log`).
 
 A ``decision`` names the participants of an epoch; ``complete`` follows its phase 2; ``reset``
-(from the CLI) forgets a prefix and remembers who owned it before.
+(from the CLI) hands a prefix over and remembers who owned it before.
+
+Every record carries the prefix's *history*: the last epoch each run decided on the prefix (a batch job's
+write id, a stream's query id and its last micro-batch), at most :data:`HISTORY_LIMIT` runs, oldest
+dropped first. Compaction keeps only the prefix's last record, so the history rides along in it: an
+earlier write id re-run after later jobs, or after a ``reset``, is still recognised.
 
 An epoch is identified by the run that owns it and, for a stream, the micro-batch: see :class:`EpochId`.
 """
@@ -18,10 +23,14 @@ from spark_kafka_eos.txn.session import PreparedTxnState
 
 FORMAT_VERSION = 2
 _READABLE_FORMATS = (1, FORMAT_VERSION)
+HISTORY_LIMIT = 1000
+"""Runs a prefix remembers (e.g. ~2.7 years of daily backfills); each costs ~70 bytes of every record."""
 RecordKind = Literal["decision", "complete", "reset"]
 EpochKind = Literal["stream", "batch", "reset"]
 Position = tuple[str, int, int]
 """(topic, partition, offset)."""
+HistoryEntry = tuple[str, int]
+"""(epoch id as text, when it was decided in ms): the last epoch one run decided."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,11 @@ class EpochId:
 
     def same_run(self, other: "EpochId") -> bool:
         return self.kind == other.kind and self.run_id == other.run_id
+
+    @property
+    def run_key(self) -> str:
+        """``<kind>:<run>``: the same for every epoch of one run."""
+        return f"{self.kind}:{self.run_id}"
 
     def __str__(self) -> str:
         if self.kind == "stream":
@@ -104,6 +118,7 @@ class LogRecord:
     offsets: tuple[Position, ...] = ()
     written_at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     previous_epoch_id: Optional[str] = None
+    history: tuple[HistoryEntry, ...] = ()
 
     @property
     def epoch(self) -> EpochId:
@@ -119,7 +134,27 @@ class LogRecord:
         return self.epoch.batch_id
 
     def completed(self) -> "LogRecord":
-        return LogRecord("complete", self.prefix, self.epoch_id, consumer_group=self.consumer_group, offsets=self.offsets)
+        return LogRecord("complete", self.prefix, self.epoch_id, consumer_group=self.consumer_group, offsets=self.offsets,
+                         history=self.runs())
+
+    def runs(self) -> tuple[HistoryEntry, ...]:
+        """The last epoch of every run this prefix decided (a record written before histories were kept
+        knows only its own)."""
+        if self.history:
+            return self.history
+        if self.kind == "reset":
+            return () if self.previous_epoch_id is None else ((self.previous_epoch_id, self.written_at_ms),)
+        return ((self.epoch_id, self.written_at_ms),)
+
+    def last_decided(self, epoch: EpochId) -> Optional[EpochId]:
+        """The last epoch of ``epoch``'s run that this prefix decided, or None."""
+        key = epoch.run_key
+        for epoch_id, _ in reversed(self.runs()):
+            remembered = EpochId.parse(epoch_id)
+            if remembered.run_key == key:
+                return remembered
+        return None
+
 
     def to_json(self) -> bytes:
         body = asdict(self)
@@ -146,4 +181,14 @@ class LogRecord:
             body["kind"], body["prefix"], body["epoch_id"], participants, body.get("consumer_group"),
             tuple(tuple(o) for o in body.get("offsets", ())), body["written_at_ms"],  # type: ignore[misc]
             body.get("previous_epoch_id"),
+            tuple((str(e), int(t)) for e, t in body.get("history", ())),
         )
+
+
+def history_with(last: Optional[LogRecord], epoch: EpochId, now_ms: int) -> tuple[HistoryEntry, ...]:
+    """The history after ``epoch`` is decided: its run's entry moves to the end; the oldest runs beyond
+    :data:`HISTORY_LIMIT` are forgotten."""
+    key = epoch.run_key
+    kept = [entry for entry in (last.runs() if last is not None else ()) if EpochId.parse(entry[0]).run_key != key]
+    kept.append((str(epoch), now_ms))
+    return tuple(kept[-HISTORY_LIMIT:])

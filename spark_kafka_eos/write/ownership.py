@@ -1,4 +1,4 @@
-"""Who may commit an epoch on a prefix, given the prefix's last decision-log record. Pure logic.
+"""Who may commit an epoch on a prefix, given the prefix's last decision-log record and its history. Pure logic.
 
 A prefix is owned by the run that wrote its last record. A stream's run is its query id, stable across
 restarts of one checkpoint; a batch job's run is its write id. The rules:
@@ -8,8 +8,10 @@ restarts of one checkpoint; a batch job's run is its write id. The rules:
 - another streaming query never takes over silently: it could come back and replay a batch, and
   nothing could tell that replay apart. It is refused until ``cli reset`` hands the prefix over;
 - a finished batch job owns nothing: batch jobs and streams may follow it;
-- after a reset, anyone may proceed, except the run that owned the prefix before the reset replaying
-  what it had already decided.
+- after a reset, anyone may proceed, except a stream the prefix remembers replaying what it had
+  already decided;
+- a batch job's write id the prefix remembers (in the last record's history) is a replay, however many
+  jobs and resets came since.
 """
 
 from __future__ import annotations
@@ -34,16 +36,19 @@ class Judgement:
 
 
 def judge(last: Optional[LogRecord], epoch: EpochId) -> Judgement:
-    """May ``epoch`` be decided on a prefix whose last record is ``last``?"""
+    """May ``epoch`` be decided on a prefix whose last record is ``last`` (with the history it carries)?"""
     if last is None:
         return Judgement(Verdict.PROCEED)
-    previous = last.epoch
+    remembered = last.last_decided(epoch)
+    if epoch.kind == "batch" and remembered is not None:
+        return Judgement(Verdict.REPLAY)  # however many jobs or resets came since
     if last.kind == "reset":
-        return _after_reset(last.previous_epoch, epoch)
+        return _not_behind(remembered, epoch, "it was reset after")
+    previous = last.epoch
     if previous == epoch:
         return Judgement(Verdict.REPLAY)
     if previous.kind == "batch":
-        return Judgement(Verdict.PROCEED)
+        return _not_behind(remembered, epoch, "it decided")
     if epoch.same_run(previous):
         assert epoch.batch_id is not None and previous.batch_id is not None
         if epoch.batch_id > previous.batch_id:
@@ -55,17 +60,18 @@ def judge(last: Optional[LogRecord], epoch: EpochId) -> Judgement:
 
 
 def already_decided(last: Optional[LogRecord], epoch: EpochId) -> bool:
-    """True if the prefix's last record is ``epoch`` itself or a later micro-batch of its run: ``epoch``
-    can no longer be decided (what a straggling task of it asks)."""
-    if last is None or last.kind == "reset":
+    """True if the prefix decided ``epoch`` itself or a later micro-batch of its run: ``epoch`` can no
+    longer be decided (what a straggling task of it asks)."""
+    remembered = None if last is None else last.last_decided(epoch)
+    if remembered is None:
         return False
-    verdict = judge(last, epoch).verdict
-    return verdict == Verdict.REPLAY or (verdict == Verdict.REFUSE and epoch.same_run(last.epoch))
+    return epoch.kind == "batch" or (remembered.batch_id or 0) >= (epoch.batch_id or 0)
 
 
-def _after_reset(before: Optional[EpochId], epoch: EpochId) -> Judgement:
-    if (before is not None and before.kind == "stream" and epoch.same_run(before)
-            and before.batch_id is not None and epoch.batch_id is not None and epoch.batch_id <= before.batch_id):
-        return Judgement(Verdict.REFUSE, f"it was reset after {before.describe()}, and this is that query again at "
+def _not_behind(remembered: Optional[EpochId], epoch: EpochId, why: str) -> Judgement:
+    """A stream the prefix remembers (from before a reset or a batch job) may only go on past what it decided."""
+    if (remembered is not None and epoch.kind == "stream" and remembered.batch_id is not None
+            and epoch.batch_id is not None and epoch.batch_id <= remembered.batch_id):
+        return Judgement(Verdict.REFUSE, f"{why} {remembered.describe()}, and this is that query again at "
                                          f"micro-batch {epoch.batch_id}: a replay that can no longer be recognised")
     return Judgement(Verdict.PROCEED)

@@ -37,6 +37,12 @@ MAX_PREFIX_LENGTH = 200
 # (100 ms cost 50-65 ms a micro-batch, make bench-latency). librdkafka builds the JSON only this often.
 STATS_INTERVAL_MS = 20
 
+DEADLINE_MARGIN_MS = 10_000
+"""A decision must commit at least this long before the earliest participant's transaction times out
+(on the broker's clock): phase 2 has to reach every participant in time."""
+MIN_TRANSACTION_TIMEOUT_MS = 2 * DEADLINE_MARGIN_MS
+"""Below this an epoch has (almost) no time left to write before its decision would be too late."""
+
 _PREFIX = re.compile(r"[A-Za-z0-9._-]+")
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _MAX_TRANSACTION_TIMEOUT_MS = 2_147_483_647
@@ -67,6 +73,9 @@ class WriterOptions:
     transaction_timeout_ms: Optional[int]
     kafka_config: Mapping[str, str]
     write_id: Optional[str] = None
+    allow_new_prefix: bool = False
+    """A query past micro-batch 0 may make its first decision on a prefix that has no record of it."""
+    checkpoint_location: Optional[str] = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -101,7 +110,7 @@ class WriterOptions:
             f"WriterOptions(bootstrap_servers={self.bootstrap_servers!r}, topic={self.topic!r}, "
             f"prefix={self.prefix!r} (from {self.prefix_source}), decision_log_topic={self.decision_log_topic!r}, "
             f"consumer_group={self.consumer_group!r}, transaction_timeout_ms={self.transaction_timeout_ms}, "
-            f"write_id={self.write_id!r}, "
+            f"write_id={self.write_id!r}, allow_new_prefix={self.allow_new_prefix}, "
             f"kafka_config={redact(self.kafka_config)!r})"
         )
 
@@ -120,15 +129,34 @@ def parse_writer_options(options: Mapping[str, str], streaming: bool) -> WriterO
         transaction_timeout_ms=None if timeout is None else _transaction_timeout(timeout),
         kafka_config=kafka_config,
         write_id=_write_id(opts, streaming),
+        allow_new_prefix=_flag(opts, "allowNewPrefix"),
+        checkpoint_location=(opts.get("checkpointlocation") or "").strip() or None,
     )
     _check_with_librdkafka(parsed)
     return parsed
 
 
 def derived_prefix(checkpoint_location: str) -> str:
-    """The prefix of a streaming query without ``transactional.id.prefix``: a digest of its checkpoint."""
-    digest = hashlib.sha256(_normalise_location(checkpoint_location).encode("utf-8")).hexdigest()
-    return DERIVED_PREFIX_START + digest[:16]
+    """The prefix of a streaming query without ``transactional.id.prefix``: a digest of its checkpoint,
+    the same however the checkpoint's path is spelt."""
+    return _prefix_of(_normalise_location(checkpoint_location))
+
+
+def legacy_derived_prefix(checkpoint_location: str) -> str:
+    """The prefix version 0.1.0 derived (scheme aliases and symbolic links not resolved): named in
+    the error that refuses a query whose prefix has no record of it."""
+    return _prefix_of(_normalise_location(checkpoint_location, canonical=False))
+
+
+def _prefix_of(location: str) -> str:
+    return DERIVED_PREFIX_START + hashlib.sha256(location.encode("utf-8")).hexdigest()[:16]
+
+
+def _flag(opts: Mapping[str, str], option: str) -> bool:
+    raw = opts.get(option.lower(), "false").strip().lower()
+    if raw not in ("true", "false"):
+        raise KafkaEosOptionError(option, f"is {opts.get(option.lower())!r}.", "use true or false.")
+    return raw == "true"
 
 
 def _producer_settings(opts: Mapping[str, str]) -> dict[str, str]:
@@ -199,18 +227,31 @@ def _write_id(opts: Mapping[str, str], streaming: bool) -> Optional[str]:
     return write_id
 
 
-def _normalise_location(location: str) -> str:
-    """One spelling per checkpoint directory: 'file:///c/', 'file:/c' and '/c//' are all '/c'; a
-    relative path is made absolute first, as Spark resolves it (against the driver's directory)."""
+_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "abfss": "abfs", "wasbs": "wasb", "dbfs": "", "file": ""}
+"""Schemes that name the same store: Hadoop's s3a/s3n and s3, the TLS and plain Azure schemes, and
+Databricks' dbfs:, the default file system of a Databricks cluster (``dbfs:/Volumes/x`` is ``/Volumes/x``)."""
+
+
+def _normalise_location(location: str, canonical: bool = True) -> str:
+    """One spelling per checkpoint directory: 'file:///c/', 'file:/c', '/c//', a symbolic link to /c, and
+    'c' in / are all '/c'; 's3a://b/c' is 's3://b/c'. A relative path is made absolute first, as Spark
+    resolves it (against the driver's directory)."""
     parts = urlsplit(location.strip())
+    scheme = parts.scheme.lower()
+    if canonical:
+        scheme = _SCHEME_ALIASES.get(scheme, scheme)
+        if scheme == "" and parts.path.startswith("/dbfs/"):  # Databricks' local mount of dbfs:/
+            parts = parts._replace(path=parts.path[len("/dbfs"):])
     if not parts.scheme and not posixpath.isabs(parts.path):
         parts = urlsplit(os.path.abspath(parts.path))
     path = posixpath.normpath(parts.path) if parts.path else "/"
     if path.startswith("//"):  # normpath keeps a leading '//' (POSIX); a checkpoint path never means it
         path = "/" + path.lstrip("/")
-    if parts.scheme.lower() in ("", "file") and not parts.netloc:
+    if canonical and scheme == "" and not parts.netloc:
+        return os.path.realpath(path)  # the driver's local file system: the same directory by any link
+    if scheme in ("", "file") and not parts.netloc:
         return path
-    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{path}"
+    return f"{scheme}://{parts.netloc.lower()}{path}"
 
 
 def _topic_name(opts: Mapping[str, str], option: str) -> Optional[str]:
@@ -239,6 +280,12 @@ def _transaction_timeout(raw: str) -> int:
             "kafka.transaction.timeout.ms", f"is {raw!r}.",
             "use a whole number of milliseconds greater than 0, at most the broker's transaction.max.timeout.ms "
             "(or remove it: the sink then uses the broker's maximum).",
+        )
+    if int(text) < MIN_TRANSACTION_TIMEOUT_MS:
+        raise KafkaEosOptionError(
+            "kafka.transaction.timeout.ms", f"is {text} ms: every epoch must be decided {DEADLINE_MARGIN_MS // 1000} s "
+            "before its transactions time out, so nearly every epoch would be aborted.",
+            f"use at least {MIN_TRANSACTION_TIMEOUT_MS} (or remove it: the sink then uses the broker's maximum).",
         )
     return int(text)
 

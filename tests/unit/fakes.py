@@ -143,7 +143,7 @@ class FakeDecisionLog:
         return self.cluster.last(prefix)
 
     def append(self, record: LogRecord, group_offsets: Optional[Mapping[tuple[str, int], int]] = None,
-               before_commit: Optional[Callable[[], None]] = None) -> None:
+               before_commit: Optional[Callable[[], None]] = None, commit_by: Optional[float] = None) -> None:
         self.fence(record.prefix)
         if self.epoch != self.cluster.coordinator_epoch:
             raise TxnFencedError("the coordinator id was fenced by another driver", f"{record.prefix}-coordinator", "EndTxn")
@@ -158,6 +158,12 @@ class FakeDecisionLog:
         self.cluster.events.append(f"append:{record.kind}")
         if failure is not None:
             raise failure
+
+
+    def prove_owner(self, prefix: str) -> None:
+        self.fence(prefix)
+        if self.epoch != self.cluster.coordinator_epoch:
+            raise TxnFencedError("the coordinator id was fenced by another driver", f"{prefix}-coordinator", "AddOffsetsToTxn")
 
 
 def fake_seams(cluster: Cluster) -> dict[str, Callable[..., object]]:

@@ -29,8 +29,14 @@ def record(kind: str, epoch: EpochId, previous: Optional[EpochId] = None) -> Log
         (record("complete", EpochId.batch("w")), EpochId.batch("w2"), False),
         (record("complete", EpochId.stream(Q1, 9)), EpochId.batch("w"), False),
         (record("complete", EpochId.batch("w")), EpochId.stream(Q1, 0), False),
-        (record("reset", EpochId("reset", "1"), EpochId.stream(Q1, 9)), EpochId.stream(Q1, 3), False),
-        (record("reset", EpochId("reset", "1"), EpochId.stream(Q1, 3)), EpochId.stream(Q1, 3), False),
+        # A reset remembers what its query decided: that query's earlier micro-batches can never be decided again.
+        (record("reset", EpochId("reset", "1"), EpochId.stream(Q1, 9)), EpochId.stream(Q1, 3), True),
+        (record("reset", EpochId("reset", "1"), EpochId.stream(Q1, 3)), EpochId.stream(Q1, 3), True),
+        (record("reset", EpochId("reset", "1"), EpochId.stream(Q1, 3)), EpochId.stream(Q1, 4), False),
+        (record("reset", EpochId("reset", "1"), EpochId.stream(Q2, 3)), EpochId.stream(Q1, 3), False),
+        # History: an earlier write id, however many jobs ran since.
+        (LogRecord("complete", "p", "batch:d2", history=(("batch:d1", 1), ("batch:d2", 2))), EpochId.batch("d1"), True),
+        (LogRecord("complete", "p", "batch:d2", history=(("batch:d1", 1), ("batch:d2", 2))), EpochId.batch("d3"), False),
     ],
 )
 def test_already_decided(last: Optional[LogRecord], epoch: EpochId, decided: bool) -> None:

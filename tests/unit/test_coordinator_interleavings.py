@@ -121,6 +121,7 @@ def test_a_decision_that_did_not_land_aborts_the_epoch() -> None:
 
 def test_a_superseded_driver_never_aborts_the_participants_of_the_new_owner() -> None:
     cluster = Cluster()
+    coordinator(cluster).commit(EpochId.stream(Q1, 0), [])  # the query's first micro-batch, empty
     coordinator(cluster).commit(EpochId.stream(Q1, 3), [task(cluster, EpochId.stream(Q1, 3), 0)])
     owners: list[TaskCommit] = []
 

@@ -57,7 +57,7 @@ def test_producer_config_is_transactional_and_keeps_user_tuning() -> None:
     assert config["bootstrap.servers"] == "127.0.0.1:9092"
     assert config["linger.ms"] == "20" and config["compression.type"] == "zstd"
     assert config["partitioner"] == "murmur2_random"  # the Java client's partitioner, as Spark's sink uses
-    assert "transaction.timeout.ms" not in parse(kafka__transaction__timeout__ms="1000").kafka_config
+    assert "transaction.timeout.ms" not in parse(kafka__transaction__timeout__ms="60000").kafka_config
     assert parse().producer_config("p-0-0", 1000)["linger.ms"] == 5
 
 
