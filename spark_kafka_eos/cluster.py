@@ -94,6 +94,11 @@ def remember_topic(connection: KafkaConnection, topic: str) -> None:
     _EXISTING_TOPICS.add((connection, topic))
 
 
+def forget_topic(connection: KafkaConnection, topic: str) -> None:
+    """``topic`` may have been deleted or re-created: :func:`known_topic` asks Kafka again."""
+    _EXISTING_TOPICS.discard((connection, topic))
+
+
 def group_offset_reader(connection: KafkaConnection, group: str) -> Consumer:
     """A read_committed consumer of ``group`` (never subscribed, so never a member), kept (the last few
     groups): its ``committed()`` reads the group's stable offsets, its metadata joins a transaction.

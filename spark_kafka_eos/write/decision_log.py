@@ -34,7 +34,9 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
 
 from spark_kafka_eos.librdkafka_config import for_librdkafka
-from spark_kafka_eos.cluster import COORDINATOR_MOVING, admin_client, cluster_metadata, group_offset_reader, known_topic, point_reader, remember_topic
+from spark_kafka_eos.cluster import (
+    COORDINATOR_MOVING, admin_client, cluster_metadata, forget_topic, group_offset_reader, known_topic, point_reader, remember_topic,
+)
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.errors import KafkaEosAuthorizationError, KafkaEosDecisionLogError
 from spark_kafka_eos.read.reader_options import Subscription, internal_read_options
@@ -168,6 +170,10 @@ class DecisionLog:
         """The last committed record of ``prefix``, or None."""
         head = self._indexed_head(prefix)
         if head is None:
+            # No index entry: a prefix's first record, or a log deleted or re-created since this process
+            # last looked at it (its index offsets went with it). Look at the topic again before scanning.
+            forget_topic(self._connection, self._topic)
+            self.ensure_topic()
             head = self._scanned_head(prefix)
         if head is None:
             return None
