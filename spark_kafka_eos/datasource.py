@@ -15,6 +15,7 @@ from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.read.reader_options import parse_reader_options
 from spark_kafka_eos.read.reader import KafkaEosBatchReader, KafkaEosStreamReader
 from spark_kafka_eos.schema import record_schema
+from spark_kafka_eos.write.coordinator import settle_group
 from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
 from spark_kafka_eos.write.writer import open_writer
 
@@ -34,10 +35,10 @@ class KafkaEosDataSource(DataSource):
         return record_schema(include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KafkaEosBatchReader(parse_reader_options(self.options, streaming=False))
+        return KafkaEosBatchReader(parse_reader_options(self.options, streaming=False), group_guard=settle_group)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return KafkaEosStreamReader(parse_reader_options(self.options, streaming=True))
+        return KafkaEosStreamReader(parse_reader_options(self.options, streaming=True), group_guard=settle_group)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:

@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
 
 from spark_kafka_eos.authentication import AuthenticationWatch, list_topics
 from spark_kafka_eos.cluster import committed_offsets
+from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError, KafkaEosUnavailableError
 from spark_kafka_eos.read.reader_options import ReaderOptions, Subscription, TopicPartition
@@ -24,6 +25,8 @@ from spark_kafka_eos.read.authorization import topic_authorization_error
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+GroupGuard = Callable[[KafkaConnection, str, Sequence[KafkaTopicPartition]], None]
+"""Called with a group's committed offsets (and their metadata) before a read resumes from them."""
 
 _RETRIABLE = {
     KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.LEADER_NOT_AVAILABLE,
@@ -32,8 +35,9 @@ _RETRIABLE = {
 class KafkaOffsetLookup:
     """Answers the planner's questions with an AdminClient (driver side only; not picklable)."""
 
-    def __init__(self, options: ReaderOptions) -> None:
+    def __init__(self, options: ReaderOptions, group_guard: Optional["GroupGuard"] = None) -> None:
         self._options = options
+        self._group_guard = group_guard
         self._authentication = AuthenticationWatch(options.admin_config())
         try:
             self._admin = AdminClient(for_librdkafka({**options.admin_config(), "error_cb": self._authentication}))
@@ -120,15 +124,18 @@ class KafkaOffsetLookup:
         if not partitions:
             return {}
 
-        def request() -> dict[TopicPartition, Optional[int]]:
+        def request() -> list[KafkaTopicPartition]:
             # A group consumer's committed(), not AdminClient.list_consumer_group_offsets: see group_offset_reader.
             found = committed_offsets(self._options.connection, group, [KafkaTopicPartition(t, p) for t, p in partitions], self._timeout_s)
             for tp in found:
                 if tp.error is not None:
                     raise KafkaException(tp.error)
-            return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in found}
+            return found
 
-        return self._retrying("list consumer group offsets", request)
+        found = self._retrying("list consumer group offsets", request)
+        if self._group_guard is not None:
+            self._group_guard(self._options.connection, group, found)
+        return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in found}
 
     def _list_offsets(
         self, specs: Mapping[TopicPartition, OffsetSpec], isolation: Optional[IsolationLevel] = None

@@ -26,7 +26,7 @@ from pyspark.sql.streaming.datasource import (
 
 from spark_kafka_eos.read.reader_options import ReaderOptions, TopicPartition
 from spark_kafka_eos.read.data_loss import describe, moved_back_problem, report_data_loss
-from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
+from spark_kafka_eos.read.offset_lookup import GroupGuard, KafkaOffsetLookup
 from spark_kafka_eos.read.partition_reader import check_consumer_config, read_offset_range
 from spark_kafka_eos.read.progress_group import commit_progress
 from spark_kafka_eos.read.planner import (
@@ -73,12 +73,13 @@ class _KafkaReaderBase:
     never pickled) and the executor-side ``read``."""
 
     options: ReaderOptions
+    group_guard: Optional[GroupGuard] = None
     _lookup: Optional[KafkaOffsetLookup] = None
 
     @property
     def lookup(self) -> KafkaOffsetLookup:
         if self._lookup is None:
-            self._lookup = KafkaOffsetLookup(self.options)
+            self._lookup = KafkaOffsetLookup(self.options, self.group_guard)
         return self._lookup
 
     def __getstate__(self) -> dict[str, Any]:
@@ -96,9 +97,10 @@ class _KafkaReaderBase:
 class KafkaEosBatchReader(_KafkaReaderBase, DataSourceReader):
     """``spark.read.format("kafka_eos")``: read_committed ranges bounded by the LSO at planning."""
 
-    def __init__(self, options: ReaderOptions) -> None:
+    def __init__(self, options: ReaderOptions, group_guard: Optional[GroupGuard] = None) -> None:
         check_consumer_config(options)
         self.options = options
+        self.group_guard = group_guard
 
     def partitions(self) -> Sequence[InputPartition]:
         opts, lookup = self.options, self.lookup
@@ -121,9 +123,10 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
     and a read from the partition's earliest offset. Never a silent skip.
     """
 
-    def __init__(self, options: ReaderOptions) -> None:
+    def __init__(self, options: ReaderOptions, group_guard: Optional[GroupGuard] = None) -> None:
         check_consumer_config(options)
         self.options = options
+        self.group_guard = group_guard
         self._initial: Optional[StreamOffset] = None
         self._latest: Optional[Offsets] = None
         self._available_now_target: Optional[Offsets] = None

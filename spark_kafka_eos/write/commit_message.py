@@ -35,6 +35,8 @@ class TaskCommit(WriterCommitMessage):
     records: tuple[PartitionCount, ...] = ()
     source_offsets: tuple[SourceOffset, ...] = ()
     probe: Optional[Position] = None
+    source_starts: tuple[SourceOffset, ...] = ()
+    """(source topic, source partition, first offset consumed)."""
 
     @property
     def record_count(self) -> int:

@@ -31,22 +31,25 @@ def check_group_has_no_members(options: WriterOptions) -> None:
         )
 
 
-def check_not_backwards(options: WriterOptions, offsets: Mapping[tuple[str, int], int]) -> None:
-    """Raise if committing ``offsets`` would move the group's committed offsets backwards."""
+def check_group_position(options: WriterOptions, starts: Mapping[tuple[str, int], int],
+                         ends: Mapping[tuple[str, int], int]) -> list[KafkaTopicPartition]:
+    """Compare-and-set, the compare half: raise unless the group stands at or before where this epoch
+    started reading (``starts``: the first source offset it consumed per partition) and committing
+    ``ends`` would not move it backwards. Returns the group's committed offsets, with their metadata."""
     group = options.consumer_group
-    if group is None or not offsets:
-        return
+    if group is None or not ends:
+        return []
     # A read_committed consumer asks for stable offsets (it waits out a pending transactional commit).
     # Not AdminClient.list_consumer_group_offsets: on librdkafka 2.16 it can crash the process when the
     # group coordinator moves (librdkafka #5040).
     reader = Consumer(for_librdkafka({**options.connection.client_config(), "group.id": group, "isolation.level": "read_committed",
                        "enable.auto.commit": False}))
     try:
-        found = reader.committed([KafkaTopicPartition(t, p) for t, p in sorted(offsets)], timeout=_TIMEOUT_S)
+        found = reader.committed([KafkaTopicPartition(t, p) for t, p in sorted(ends)], timeout=_TIMEOUT_S)
     finally:
         reader.close()
     committed = {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
-    behind = sorted((tp, o, committed[tp]) for tp, o in offsets.items() if tp in committed and o < committed[tp])
+    behind = sorted((tp, o, committed[tp]) for tp, o in ends.items() if tp in committed and o < committed[tp])
     if behind:
         where = ", ".join(f"{t}-{p}: {o} < {c}" for (t, p), o, c in behind[:5])
         raise KafkaEosCommitError(
@@ -55,6 +58,16 @@ def check_not_backwards(options: WriterOptions, offsets: Mapping[tuple[str, int]
             "the group of another run. Fix: give this query its own consumerGroup, or, if it is meant to start over, "
             f"reset the group first: kafka-consumer-groups --group {group} --reset-offsets --to-earliest --all-topics --execute."
         )
+    overlap = sorted((tp, s, committed[tp]) for tp, s in starts.items() if tp in committed and s < committed[tp])
+    if overlap:
+        where = ", ".join(f"{t}-{p}: from {s}, the group at {c}" for (t, p), s, c in overlap[:5])
+        raise KafkaEosCommitError(
+            f"The epoch was aborted (nothing of it is visible): consumerGroup '{group}' already stands past records this "
+            f"epoch consumed ({where}): another writer committed that range first (two jobs that started from the group "
+            "at once, or two queries or prefixes on one group). Committing would write those records twice. Fix: run one "
+            "writer per consumerGroup at a time, and re-run this job with startingOffsets=group."
+        )
+    return list(found)
 
 
 def _describe(options: WriterOptions, group: str) -> ConsumerGroupDescription:

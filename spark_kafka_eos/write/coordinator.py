@@ -28,13 +28,16 @@ from typing import Callable, ContextManager, Optional, Sequence
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from spark_kafka_eos.cluster import shared_session
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from spark_kafka_eos.cluster import cluster_metadata, shared_session
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError, KafkaEosDecisionLogError
 from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession, TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
-from spark_kafka_eos.write.consumer_group import check_not_backwards
-from spark_kafka_eos.write.decision_log import DecisionLog, RecordNotCommittedError
+from spark_kafka_eos.write.consumer_group import check_group_position
+from spark_kafka_eos.write.group_marker import GroupMarker
+from spark_kafka_eos.write.decision_log import COORDINATOR_TRANSACTION_TIMEOUT_MS, DecisionLog, RecordNotCommittedError
 from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
 from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant, history_with
 from spark_kafka_eos.write.ownership import Judgement, Verdict, judge
@@ -138,13 +141,25 @@ class TwoPhaseCommitCoordinator:
                                  _source_offsets(tasks), history=history)
             group_offsets = _group_offsets(decision)
             if group_offsets:
-                self._abort_on_error(session, own, lambda: check_not_backwards(self._options, group_offsets))
+                self._abort_on_error(session, own, lambda: self._check_group(tasks, group_offsets))
             self._hooks.at("before_decision", session, decision)
             self._decide(session, decision_log, decision, group_offsets, deadline_ms)
             self._hooks.at("after_decision", session, decision)
             self._hooks.at("during_phase2", session, decision)
             self._finish_decided(session, decision_log, decision, deadline_ms)
         log.info("Committed %s of prefix %s: %d participants", epoch, self._prefix, len(participants))
+
+    def _check_group(self, tasks: Sequence[TaskCommit], group_offsets: dict[tuple[str, int], int]) -> None:
+        """The group must stand where this epoch started (compare-and-set), and a decision of another
+        prefix that moved it must be finished before this one builds on it."""
+        starts: dict[tuple[str, int], int] = {}
+        for task in tasks:
+            for topic, partition, offset in task.source_starts:
+                starts[(topic, partition)] = min(offset, starts.get((topic, partition), offset))
+        committed = check_group_position(self._options, starts, group_offsets)
+        assert self._options.consumer_group is not None
+        settle_group(self._options.connection, self._options.consumer_group, committed,
+                     own=(self._options.decision_log_topic, self._prefix))
 
     def _refuse_unless_known(self, last: Optional[LogRecord], epoch: EpochId, session: TransactionSession,
                              own: Sequence[PreparedTxnState]) -> None:
@@ -423,6 +438,56 @@ class TwoPhaseCommitCoordinator:
         decision_log = self._open_log(self._options)
         decision_log.ensure_topic()
         return decision_log
+
+
+GROUP_SETTLE_WAIT_S = 10.0
+"""How long a decision found on a group is given to finish its own phase 2 before it is rolled forward here."""
+
+
+def settle_group(connection: KafkaConnection, group: str, committed: Sequence[KafkaTopicPartition],
+                 own: Optional[tuple[str, str]] = None) -> None:
+    """Whoever resumes from ``group`` calls this with its committed offsets: every decision that moved
+    them (but ``own``: (log topic, prefix) of the caller, whose last decision it finishes itself) is
+    finished, rolled forward here if its driver does not within :data:`GROUP_SETTLE_WAIT_S`; else a
+    loud error. The group then never points past records that can still be lost."""
+    markers = sorted({m for tp in committed for m in [GroupMarker.parse(tp.metadata)] if m is not None
+                      and (m.log_topic, m.prefix) != own})
+    for marker in markers:
+        _settle_marker(connection, group, marker)
+
+
+def _settle_marker(connection: KafkaConnection, group: str, marker: GroupMarker) -> None:
+    options = WriterOptions(connection, None, marker.prefix, "option", marker.log_topic, None, None, dict(connection.settings))
+    fix = (f"Fix: kafka-eos recover --bootstrap-servers {connection.bootstrap_servers} --prefix {marker.prefix} "
+           f"--decision-log-topic {marker.log_topic}")
+    if marker.log_topic not in cluster_metadata(connection).topics:
+        raise KafkaEosCommitError(
+            f"consumerGroup '{group}' was moved by {marker.epoch_id} of prefix '{marker.prefix}', but its decision log "
+            f"'{marker.log_topic}' no longer exists: nothing can tell whether the records before the group's offsets "
+            "were committed. Nothing was read or written. Fix: check that prefix's output, then clear the mark with "
+            f"kafka-consumer-groups --group {group} --reset-offsets --to-current --all-topics --execute."
+        )
+    decision_log = DecisionLog(options)
+    deadline = time.monotonic() + GROUP_SETTLE_WAIT_S
+    while True:
+        last = decision_log.last(marker.prefix)
+        if last is None or last.epoch_id != marker.epoch_id or last.kind != "decision":
+            return  # finished (a later record follows only a finished decision), or reset with its recovery
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    log.warning("consumerGroup %s points past %s of prefix %s, whose phase 2 has not finished: rolling it forward",
+                group, marker.epoch_id, marker.prefix)
+    try:
+        TwoPhaseCommitCoordinator(options, COORDINATOR_TRANSACTION_TIMEOUT_MS).prepare()
+    except KafkaEosCommittedDataLostError as lost:
+        raise KafkaEosCommittedDataLostError(f"consumerGroup '{group}' points past records that are lost: {lost}") from lost
+    except Exception as err:
+        raise KafkaEosCommitError(
+            f"consumerGroup '{group}' points past records of {marker.epoch_id} of prefix '{marker.prefix}' that are "
+            f"decided but not yet visible, and rolling that decision forward failed: {err}. Nothing was read or "
+            f"written. {fix}"
+        ) from err
 
 
 @dataclass(frozen=True)

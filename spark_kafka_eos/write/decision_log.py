@@ -43,6 +43,7 @@ from spark_kafka_eos.read.reader_options import Subscription, internal_read_opti
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.txn.transactional_producer import start_transactional_producer
+from spark_kafka_eos.write.group_marker import GroupMarker
 from spark_kafka_eos.write.log_envelope import Manifest, chunk_key, digest, head_key, is_chunk_of, join, parse_head, split
 from spark_kafka_eos.write.log_record import LogRecord
 from spark_kafka_eos.write.transactional_id import coordinator_transactional_id
@@ -293,8 +294,9 @@ class DecisionLog:
             except KafkaException as exc:
                 raise _index_error(group, exc.args[0]) from None
             if group_offsets and record.consumer_group:
+                marker = GroupMarker(self._topic, record.prefix, record.epoch_id).to_metadata()
                 producer.send_offsets_to_transaction(
-                    [KafkaTopicPartition(t, p, o) for (t, p), o in sorted(group_offsets.items())],
+                    [KafkaTopicPartition(t, p, o, metadata=marker) for (t, p), o in sorted(group_offsets.items())],
                     _group_metadata(self._connection, record.consumer_group),
                     _TIMEOUT_S,
                 )

@@ -158,6 +158,7 @@ def write_task(
         transaction=prepared,
         records=records,
         source_offsets=positions.next_offsets(),
+        source_starts=positions.first_offsets(),
         probe=probe,
     )
 
@@ -397,18 +398,26 @@ def _headers(column: pa.Array) -> list[Optional[list[tuple[str, Optional[bytes]]
 
 
 class _SourcePositions:
-    """The next source offset to consume (max written + 1) per source partition, over every batch."""
+    """Per source partition, over every batch: the first source offset written and the next one to
+    consume (max written + 1)."""
 
     def __init__(self) -> None:
+        self._first: dict[tuple[str, int], int] = {}
         self._next: dict[tuple[str, int], int] = {}
 
     def add(self, batch: pa.RecordBatch) -> None:
         positions = pa.Table.from_batches([batch.select([SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET])])
-        maxima = positions.group_by([SOURCE_TOPIC, SOURCE_PARTITION]).aggregate([(SOURCE_OFFSET, "max")])
-        columns = (maxima.column(name).to_pylist() for name in (SOURCE_TOPIC, SOURCE_PARTITION, f"{SOURCE_OFFSET}_max"))
-        for topic, partition, offset in zip(*columns):
-            if topic is not None and partition is not None and offset is not None:
-                self._next[(topic, partition)] = max(self._next.get((topic, partition), 0), offset + 1)
+        bounds = positions.group_by([SOURCE_TOPIC, SOURCE_PARTITION]).aggregate([(SOURCE_OFFSET, "min"), (SOURCE_OFFSET, "max")])
+        columns = (bounds.column(name).to_pylist()
+                   for name in (SOURCE_TOPIC, SOURCE_PARTITION, f"{SOURCE_OFFSET}_min", f"{SOURCE_OFFSET}_max"))
+        for topic, partition, lowest, highest in zip(*columns):
+            if topic is not None and partition is not None and lowest is not None and highest is not None:
+                key = (topic, partition)
+                self._first[key] = min(self._first.get(key, lowest), lowest)
+                self._next[key] = max(self._next.get(key, 0), highest + 1)
+
+    def first_offsets(self) -> tuple[SourceOffset, ...]:
+        return tuple((topic, partition, offset) for (topic, partition), offset in sorted(self._first.items()))
 
     def next_offsets(self) -> tuple[SourceOffset, ...]:
         return tuple((topic, partition, offset) for (topic, partition), offset in sorted(self._next.items()))

@@ -9,11 +9,17 @@ import os
 import uuid
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
-from tests.harness.kafka import KafkaTestCluster
+from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
+from spark_kafka_eos.write.log_record import EpochId, LogRecord
+from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
+from spark_kafka_eos.write.writer_options import parse_writer_options
+from tests.harness.kafka import KafkaRecord, KafkaTestCluster
 from tests.harness.pipeline import open_transactions
 from tests.integration.test_epoch_identity import batch_write, expected, produce, reset, stream, values
 
@@ -102,3 +108,78 @@ def test_a_deleted_decision_log_is_an_error_not_a_fresh_start(
         stream(spark, kafka, source, sink, checkpoint, prefix, decisionLogTopic=f"renamed-{decision_log}")
     assert values(kafka, sink) == expected(first)
     assert open_transactions(kafka, prefix) == []
+
+
+class DriverKilled(BaseException):
+    """Stands for the driver's process dying: nothing of the coordinator runs after it."""
+
+
+class DieAfterDecision(WriterHooks):
+    """The driver dies between the decision (group offsets moved) and phase 2 (participants committed)."""
+
+    def __init__(self) -> None:
+        self.fired = False
+
+    def at(self, point: str, session: object, decision: LogRecord) -> None:  # type: ignore[override]
+        if point == "after_decision":
+            self.fired = True
+            raise DriverKilled(decision.epoch_id)
+
+
+def copy_range(kafka: KafkaTestCluster, source: list[KafkaRecord], sink: str, prefix: str, group: str, write_id: str,
+               hooks: WriterHooks = NO_HOOKS) -> None:
+    """One epoch of a copy job with its own coordinator (no Spark): the records, with their source positions."""
+    batch = pa.record_batch(
+        [pa.array([r.value for r in source], pa.binary()), pa.array([r.topic for r in source], pa.string()),
+         pa.array([r.partition for r in source], pa.int32()), pa.array([r.offset for r in source], pa.int64())],
+        names=["value", "source_topic", "source_partition", "source_offset"])
+    options = parse_writer_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": sink,
+                                    "transactional.id.prefix": prefix, "consumerGroup": group}, streaming=False)
+    epoch = EpochId.batch(write_id)
+    tasks = [write_task(options, epoch, [batch], task=TaskIdentity(0, 0, 0), transaction_timeout_ms=60_000)]
+    TwoPhaseCommitCoordinator(options, 60_000, hooks).commit(epoch, tasks)
+
+
+def backfill_from_group(spark: SparkSession, kafka: KafkaTestCluster, source: str, sink: str, prefix: str, group: str,
+                        starting: str = "group") -> None:
+    (spark.read.format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers).option("subscribe", source)
+     .option("startingOffsets", starting).option("consumerGroup", group).load()
+     .selectExpr("value", "topic AS source_topic", "partition AS source_partition", "offset AS source_offset")
+     .write.format("kafka_eos").mode("append").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+     .option("topic", sink).option("transactional.id.prefix", prefix).option("consumerGroup", group).save())
+
+
+def test_a_resume_from_the_group_after_a_driver_crash_rolls_the_decision_that_moved_it_forward(
+        spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    """The reported loss (200 of 600): the group moved with a decision whose driver died before phase 2;
+    a batch job of another prefix resumes from the group. It must make those records visible first."""
+    source, sink, group = kafka.create_topic(1, "src"), kafka.create_topic(1, "sink"), f"etl-{uuid.uuid4().hex[:6]}"
+    sent = produce(kafka, source, 600, "r")
+    records = kafka.read_committed(source)
+    first = f"first-{uuid.uuid4().hex[:6]}"
+    copy_range(kafka, records[:200], sink, first, group, "part-1")
+    crash = DieAfterDecision()
+    with pytest.raises(DriverKilled):
+        copy_range(kafka, records[200:400], sink, first, group, "part-2", crash)
+    assert crash.fired and kafka.group_offsets(group, source) == {0: 400}
+    assert len(open_transactions(kafka, first)) == 1  # the decided participant, not yet committed
+
+    backfill_from_group(spark, kafka, source, sink, f"second-{uuid.uuid4().hex[:6]}", group)
+    assert values(kafka, sink) == expected(sent)
+    assert kafka.group_offsets(group, source) == {0: 600}
+    assert open_transactions(kafka, first) == []
+
+
+def test_two_writers_on_one_consumer_group_never_commit_the_same_range(
+        spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    """Two backfills that both planned from the group (or two prefixes on one group): the second to decide
+    finds the group already past what it read, and is refused with nothing visible."""
+    source, sink, group = kafka.create_topic(1, "src"), kafka.create_topic(1, "sink"), f"etl-{uuid.uuid4().hex[:6]}"
+    sent = produce(kafka, source, 200, "r")
+    backfill_from_group(spark, kafka, source, sink, f"one-{uuid.uuid4().hex[:6]}", group)
+    second = f"two-{uuid.uuid4().hex[:6]}"
+    with pytest.raises(Exception, match=f"consumerGroup '{group}' already stands past records this epoch consumed.*{source}-0: from 0, the group at 200"):
+        backfill_from_group(spark, kafka, source, sink, second, group, starting="earliest")  # planned before the first decided
+    assert values(kafka, sink) == expected(sent)
+    assert kafka.group_offsets(group, source) == {0: 200}
+    assert open_transactions(kafka, second) == []
