@@ -92,6 +92,10 @@ class TwoPhaseCommitCoordinator:
             before = self._last_before_fencing(decision_log, session)
             if epoch is not None:
                 self._refuse_unless_owner(judge(before, epoch), epoch, session, [])
+            else:
+                # A stream's run is not known before its tasks: it cannot be judged yet, so its fence must
+                # not abort a decision another driver (the owner, if this query is not) has in flight.
+                self._wait_for_decision_in_flight(session)
             decision_log.fence(self._prefix)
             last = decision_log.last(self._prefix)
             if epoch is None:
@@ -199,6 +203,16 @@ class TwoPhaseCommitCoordinator:
             "Nothing of the replay was committed. The checkpoint's offsets were edited or rolled back. Fix: restore "
             "the checkpoint, or start the query on a new checkpoint (and prefix)."
         )
+
+    def _wait_for_decision_in_flight(self, session: TransactionSession) -> None:
+        coordinator_id = coordinator_transactional_id(self._prefix)
+        deadline = time.monotonic() + COORDINATOR_TRANSACTION_TIMEOUT_MS / 1000 + 5
+        delay = 0.01
+        while session.describe([coordinator_id])[coordinator_id].state == TxnState.ONGOING:
+            if time.monotonic() > deadline:
+                return  # a crashed driver's: the broker aborts it by now, and the fence finishes that
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
 
     def _last_before_fencing(self, decision_log: DecisionLog, session: TransactionSession,
                              own: Sequence[PreparedTxnState] = ()) -> Optional[LogRecord]:

@@ -6,19 +6,24 @@ anything is visible, counted by an independent read_committed consumer."""
 from __future__ import annotations
 
 import os
+import threading
+import time
 import uuid
 from pathlib import Path
+from typing import Callable, Mapping, Optional
 
 import pyarrow as pa
 import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
+from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
 from spark_kafka_eos.write.log_record import EpochId, LogRecord
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
-from spark_kafka_eos.write.writer_options import parse_writer_options
+from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.kafka import KafkaRecord, KafkaTestCluster
 from tests.harness.pipeline import open_transactions
 from tests.integration.test_epoch_identity import batch_write, expected, produce, reset, stream, values
@@ -183,3 +188,60 @@ def test_two_writers_on_one_consumer_group_never_commit_the_same_range(
     assert values(kafka, sink) == expected(sent)
     assert kafka.group_offsets(group, source) == {0: 200}
     assert open_transactions(kafka, second) == []
+
+
+def sink_options(kafka: KafkaTestCluster, sink: str, prefix: str, **extra: str) -> WriterOptions:
+    return parse_writer_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": sink,
+                                 "transactional.id.prefix": prefix, **extra}, streaming=True)
+
+
+def prepared(options: WriterOptions, epoch: EpochId, values_: list[bytes], partitions: int = 2) -> list[TaskCommit]:
+    batch = pa.record_batch([pa.array(values_, pa.binary())], names=["value"])
+    return [write_task(options, epoch, [batch], task=TaskIdentity(p, 0, p), transaction_timeout_ms=60_000) for p in range(partitions)]
+
+
+class PausedDecisionLog(DecisionLog):
+    """A decision log whose decision, once written and before its commit, lets ``while_open`` run."""
+
+    def __init__(self, options: WriterOptions, while_open: Callable[[], None]) -> None:
+        super().__init__(options)
+        self._while_open = while_open
+
+    def append(self, record: LogRecord, group_offsets: Optional[Mapping[tuple[str, int], int]] = None,
+               before_commit: Optional[Callable[[], None]] = None, commit_by: Optional[float] = None) -> None:
+        def paused() -> None:
+            if before_commit is not None:
+                before_commit()
+            if record.kind == "decision":
+                self._while_open()
+        super().append(record, group_offsets, paused, commit_by)
+
+
+def test_a_second_querys_planning_never_aborts_the_owners_decision_in_flight(kafka: KafkaTestCluster) -> None:
+    """A misconfigured second query on the owner's prefix is planned while the owner's decision is written
+    but not committed. Its planning must not fence the owner's decision away (the owner's query would die)."""
+    sink, prefix = kafka.create_topic(2, "sink"), f"owner-{uuid.uuid4().hex[:6]}"
+    options = sink_options(kafka, sink, prefix)
+    order: list[str] = []
+    second_query = threading.Thread(target=lambda: (TwoPhaseCommitCoordinator(options, 60_000).prepare(), order.append("planned")))
+
+    def second_query_plans() -> None:
+        second_query.start()
+        time.sleep(2)  # the second query's planning runs now, while the decision is open
+        order.append("decision still open")
+
+    owner = TwoPhaseCommitCoordinator(options, 60_000, open_log=lambda o: PausedDecisionLog(o, second_query_plans))
+    epoch = EpochId.stream("owner-query", 0)
+    owner.commit(epoch, prepared(options, epoch, tagged("owner", 50)))
+    second_query.join(120)
+    assert order == ["decision still open", "planned"]  # the fault fired; the planning waited for the decision
+    assert values(kafka, sink) == sorted(tagged("owner", 50) * 2)
+    assert open_transactions(kafka, prefix) == []
+
+
+def test_a_java_default_delivery_timeout_is_accepted(spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    """kafka.delivery.timeout.ms=120000 (the Java client's default) was refused by librdkafka for the
+    coordinator's short transaction; the tasks keep it, the coordinator caps its own."""
+    sink, prefix = kafka.create_topic(1, "sink"), f"java-{uuid.uuid4().hex[:6]}"
+    batch_write(rows(spark, "j", 30), kafka, sink, prefix, **{"kafka.delivery.timeout.ms": "120000"})
+    assert values(kafka, sink) == sorted(tagged("j", 30))

@@ -31,6 +31,7 @@ class Cluster:
     txns: dict[str, TxnDescription] = field(default_factory=dict)
     records: list[LogRecord] = field(default_factory=list)
     coordinator_epoch: int = 0
+    deciding: bool = False  # a decision-log append is between its writes and its commit
     events: list[str] = field(default_factory=list)
     transient_commit_failures: int = 0
     failing_appends: dict[str, Exception] = field(default_factory=dict)
@@ -75,7 +76,8 @@ class FakeSession:
         found = {}
         for txn_id in ids:
             if txn_id.endswith("-coordinator"):  # the decision transaction: started now, on the broker's clock
-                found[txn_id] = TxnDescription(txn_id, TxnState.ONGOING, 1, self.cluster.coordinator_epoch, 60_000, self.cluster.clock_ms)
+                state = TxnState.ONGOING if self.cluster.deciding else TxnState.COMPLETE_COMMIT if self.cluster.records else TxnState.EMPTY
+                found[txn_id] = TxnDescription(txn_id, state, 1, self.cluster.coordinator_epoch, 60_000, self.cluster.clock_ms)
             else:
                 found[txn_id] = self.cluster.txns.get(txn_id) or TxnDescription(txn_id, TxnState.NOT_FOUND, -1, -1, 0, -1)
         return found
@@ -148,7 +150,11 @@ class FakeDecisionLog:
         if self.epoch != self.cluster.coordinator_epoch:
             raise TxnFencedError("the coordinator id was fenced by another driver", f"{record.prefix}-coordinator", "EndTxn")
         if before_commit is not None:
-            before_commit()
+            self.cluster.deciding = True
+            try:
+                before_commit()
+            finally:
+                self.cluster.deciding = False
         failure = self.cluster.failing_appends.get(record.kind) if self.cluster.append_failures_left != 0 else None
         if failure is not None and self.cluster.append_failures_left > 0:
             self.cluster.append_failures_left -= 1
