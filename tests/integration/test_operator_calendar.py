@@ -9,14 +9,18 @@ import os
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Mapping, Optional
+from typing import Callable, Iterator, Mapping, Optional
 
 import pyarrow as pa
 import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
+from spark_kafka_eos.cluster import shared_session
+from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.txn.session import TransactionSession
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.decision_log import DecisionLog
@@ -245,3 +249,66 @@ def test_a_java_default_delivery_timeout_is_accepted(spark: SparkSession, kafka:
     sink, prefix = kafka.create_topic(1, "sink"), f"java-{uuid.uuid4().hex[:6]}"
     batch_write(rows(spark, "j", 30), kafka, sink, prefix, **{"kafka.delivery.timeout.ms": "120000"})
     assert values(kafka, sink) == sorted(tagged("j", 30))
+
+
+class SessionThatLetsAnotherDriverIn:
+    """The real transaction session; on its first ListTransactions, ``meanwhile`` runs first."""
+
+    def __init__(self, session: TransactionSession, meanwhile: Callable[[], None]) -> None:
+        self._session, self._meanwhile = session, meanwhile
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._session, name)
+
+    def list_transactions(self, *args: object, **kwargs: object) -> object:
+        meanwhile, self._meanwhile = self._meanwhile, lambda: None
+        meanwhile()
+        return self._session.list_transactions(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_superseded_driver_on_a_prefix_without_records_never_aborts_a_decided_participant(kafka: KafkaTestCluster) -> None:
+    """Two batch jobs start at once on a new prefix. Job A fences, lists what is open, and only then job B
+    fences A and decides (its driver dies before phase 2). A must prove it still owns the prefix before it
+    aborts what it listed; with no record to re-append, that proof used to be skipped."""
+    sink, prefix = kafka.create_topic(2, "sink"), f"new-{uuid.uuid4().hex[:6]}"
+    options = sink_options(kafka, sink, prefix)
+    job_b = EpochId.batch("job-b")
+    b_tasks = prepared(options, job_b, tagged("b", 40))
+    crash = DieAfterDecision()
+
+    def job_b_decides() -> None:
+        with pytest.raises(DriverKilled):
+            TwoPhaseCommitCoordinator(options, 60_000, crash).commit(job_b, b_tasks)
+
+    @contextmanager
+    def racing_session(connection: KafkaConnection) -> Iterator[TransactionSession]:
+        with shared_session(connection) as session:
+            yield SessionThatLetsAnotherDriverIn(session, job_b_decides)  # type: ignore[misc]
+
+    with pytest.raises(Exception, match="no longer owns prefix"):
+        TwoPhaseCommitCoordinator(options, 60_000, open_session=racing_session).prepare(EpochId.batch("job-a"))
+    assert crash.fired
+    TwoPhaseCommitCoordinator(options, 60_000).recover()  # what the next start of the prefix does
+    assert values(kafka, sink) == sorted(tagged("b", 40) * 2)
+    assert open_transactions(kafka, prefix) == []
+
+
+def test_a_replay_over_other_source_offsets_than_its_decision_is_refused(
+        spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    """Spark replays a micro-batch over the offsets it planned; a "replay" of other offsets (a checkpoint
+    edited or rolled back) is another batch under a decided id: refused, instead of accepted as done."""
+    source, sink = kafka.create_topic(1, "src"), kafka.create_topic(1, "sink")
+    checkpoint, prefix = tmp_path / "checkpoint", f"orders-{uuid.uuid4().hex[:6]}"
+    first = produce(kafka, source, 40, "first")
+    stream(spark, kafka, source, sink, checkpoint, prefix)  # micro-batches 0 (0-19) and 1 (20-39)
+    assert _forget_last_commit(checkpoint) == 1
+    planned = checkpoint / "offsets" / "1"
+    text = planned.read_text()
+    end = f'"{source}": {{"0": 40}}'
+    assert end in text, text
+    planned.write_text(text.replace(end, f'"{source}": {{"0": 30}}'))
+    (checkpoint / "offsets" / ".1.crc").unlink(missing_ok=True)
+    with pytest.raises(StreamingQueryException, match=r"refused micro-batch 1 .*decided over source offsets .*-0: 40, and this replay of it consumed up to .*-0: 30"):
+        stream(spark, kafka, source, sink, checkpoint, prefix)
+    assert values(kafka, sink) == expected(first)
+    assert open_transactions(kafka, prefix) == []
