@@ -377,7 +377,7 @@ def _records(batch: pa.RecordBatch, columns: InputColumns, topic_option: Optiona
     values = batch.column(VALUE).to_pylist()
     keys = batch.column(KEY).to_pylist() if columns.key else repeat(None, rows)
     partitions = batch.column(PARTITION).fill_null(-1).to_pylist() if columns.partition else repeat(-1, rows)
-    headers = _headers(batch.column(HEADERS)) if columns.headers else repeat(None, rows)
+    headers = _headers(batch.column(HEADERS), transactional_id) if columns.headers else repeat(None, rows)
     return zip(_topics(batch, columns, topic_option, transactional_id), values, keys, partitions, headers)
 
 
@@ -393,8 +393,14 @@ def _topics(batch: pa.RecordBatch, columns: InputColumns, topic_option: Optional
     return topics
 
 
-def _headers(column: pa.Array) -> list[Optional[list[tuple[str, Optional[bytes]]]]]:
-    return [[(h["key"], h["value"]) for h in row] if row else None for row in column.to_pylist()]
+def _headers(column: pa.Array, transactional_id: str) -> list[Optional[list[tuple[str, Optional[bytes]]]]]:
+    rows = column.to_pylist()
+    if any(h is None or h["key"] is None for row in rows if row for h in row):
+        raise KafkaEosWriteError(
+            transactional_id, "a row's headers column holds a null header, or a header whose key is null.",
+            "drop them before writing, e.g. filter(headers, h -> h IS NOT NULL AND h.key IS NOT NULL)",
+        )
+    return [[(h["key"], h["value"]) for h in row] if row else None for row in rows]
 
 
 class _SourcePositions:

@@ -32,12 +32,17 @@ def assert_nothing_left(kafka: KafkaTestCluster, pipeline: Pipeline) -> None:
         ("CAST(id AS STRING) AS key", {}, "Column 'value': is missing"),
         ("id AS value", {}, "Column 'value'"),
         ("CAST(id AS STRING) AS value", {"topic": ""}, "topic"),
+        ("CAST(id AS STRING) AS value", {"kafka.transaction.timeout.ms": "10000"}, "kafka.transaction.timeout.ms': is 10000 ms"),
+        ("CAST(id AS STRING) AS value; array(named_struct('key', 'h', 'value', CAST('v' AS BINARY)), NULL) AS headers", {},
+         "headers column holds a null header"),
+        ("CAST(id AS STRING) AS value; array(named_struct('key', CAST(NULL AS STRING), 'value', CAST('v' AS BINARY))) AS headers", {},
+         "a header whose key is null"),
     ],
 )
 def test_bad_columns_and_options(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path, select: str, options: dict[str, str], expected: str) -> None:
     pipeline = Pipeline.create(spark, kafka, tmp_path)
     with pytest.raises(Exception, match=expected) as info:
-        write(spark.range(10).selectExpr(select), pipeline, **options)
+        write(spark.range(10).selectExpr(*select.split("; ")), pipeline, **options)
     assert "Fix:" in str(info.value)
     assert_nothing_left(kafka, pipeline)
 

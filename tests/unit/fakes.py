@@ -40,6 +40,8 @@ class Cluster:
     append_failures_left: int = -1
     """How many more appends fail as ``failing_appends`` says (-1: all of them)."""
     on_list: Optional[Callable[[], None]] = None
+    after_landed_failure: Optional[Callable[[], None]] = None
+    """Runs once after a failed append that landed, before its error is raised (another driver acting)."""
     visible: set[str] = field(default_factory=set)
     """Transactional ids whose (committed) records a read_committed reader sees."""
 
@@ -163,6 +165,9 @@ class FakeDecisionLog:
         self.cluster.records.append(record)
         self.cluster.events.append(f"append:{record.kind}")
         if failure is not None:
+            action, self.cluster.after_landed_failure = self.cluster.after_landed_failure, None
+            if action is not None:
+                action()
             raise failure
 
 

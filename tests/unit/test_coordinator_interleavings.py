@@ -111,6 +111,20 @@ def test_an_unknown_decision_outcome_is_read_back_after_fencing() -> None:
     assert after_failure.index("fence-coordinator") < after_failure.index("read")
 
 
+def test_a_decision_that_landed_and_was_finished_by_another_driver_is_reported_committed() -> None:
+    """The decision write reports an error, but it landed; before this driver reads the log back, another
+    driver rolls it forward and appends its completion. "Aborted, nothing visible" would be false, and a
+    re-run of the job on that message would write it twice."""
+    cluster = Cluster(failing_appends={"decision": KafkaEosDecisionLogError("commit timed out")}, land_failed_appends=True,
+                      append_failures_left=1)
+    cluster.after_landed_failure = lambda: coordinator(cluster).recover()
+    tasks = [task(cluster, EpochId.batch("w1"), p) for p in (0, 1)]
+    with pytest.raises(KafkaEosCommitError, match="IS COMMITTED .*Do not re-run it"):
+        coordinator(cluster).commit(EpochId.batch("w1"), tasks)
+    assert committed(cluster, *tasks)
+    assert [r.kind for r in cluster.records] == ["decision", "complete"]
+
+
 def test_a_decision_that_did_not_land_aborts_the_epoch() -> None:
     cluster = Cluster(failing_appends={"decision": KafkaEosDecisionLogError("not committed")})
     tasks = [task(cluster, EpochId.stream(Q1, 0), p) for p in (0, 1)]
