@@ -453,12 +453,25 @@ class TransactionSession:
 
     async def _list(self, request: dict[str, Any]) -> list[TxnListing]:
         found: dict[str, TxnListing] = {}
-        for broker in self._manager.cluster.brokers():
-            response = await self._send(ListTransactionsRequest(**request), broker.node_id)
-            _raise_for(response.error_code)
+        brokers = list(self._manager.cluster.brokers())
+        failures: list[tuple[Any, Exception]] = []
+        for broker in brokers:
+            try:
+                response = await self._send(ListTransactionsRequest(**request), broker.node_id)
+                _raise_for(response.error_code)
+            except Errors.KafkaError as exc:
+                # A broker that is down coordinates nothing now (its transactions moved with the
+                # leadership of __transaction_state): what the others list is what can be aborted.
+                failures.append((broker.node_id, exc))
+                continue
             for txn in response.transaction_states:
                 found[txn.transactional_id] = TxnListing(txn.transactional_id, txn.producer_id,
                                                          _state(txn.transaction_state))
+        if failures and len(failures) == len(brokers):
+            raise failures[0][1]
+        if failures:
+            log.warning("ListTransactions failed on broker(s) %s (%s); using what the other brokers listed",
+                        ", ".join(str(node) for node, _ in failures), failures[0][1])
         return sorted(found.values(), key=lambda t: t.transactional_id)
 
     # -- retries and error classification -----------------------------------------------------------------

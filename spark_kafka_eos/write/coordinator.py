@@ -52,6 +52,7 @@ RECOVERY_RETRY_BUDGET_S = 60.0
 """How long phase 2 of a decision found in the log is retried, when its participants' deadline is unknown."""
 _MAX_RETRY_DELAY_S = 2.0
 _COMPLETION_ATTEMPTS = 3
+_SWEEP_ATTEMPTS = 3
 
 
 class _DeadlineTooNear(Exception):
@@ -362,10 +363,18 @@ class TwoPhaseCommitCoordinator:
                 f"phase 2 did not finish: {err}. Do not re-run it: the next start of a writer with this prefix (or "
                 f"`kafka-eos recover --prefix {self._prefix} ...`) makes all of it visible."
             ) from err
-        try:
-            self._sweep(session, decision_log, last, keep=[p.transactional_id for p in decision.participants])
-        except Exception as err:  # noqa: BLE001 - clean-up only; the next epoch retries it
-            log.warning("Could not abort lingering transactions of %s after %s: %s", self._prefix, decision.epoch_id, err)
+        keep = [p.transactional_id for p in decision.participants]
+        for attempt in range(_SWEEP_ATTEMPTS):
+            try:
+                self._sweep(session, decision_log, last, keep=keep)
+                return
+            except Exception as err:  # noqa: BLE001 - clean-up only: the data is committed
+                if attempt + 1 == _SWEEP_ATTEMPTS:
+                    log.warning("Could not abort lingering transactions of %s after %s (%s): they pin the sink's LSO "
+                                "until the next epoch of the prefix, `kafka-eos recover --prefix %s`, or their timeout",
+                                self._prefix, decision.epoch_id, err, self._prefix)
+                    return
+                time.sleep(0.5 * 2 ** attempt)
 
     def _finish(self, session: TransactionSession, decision_log: DecisionLog, record: Optional[LogRecord],
                 budget_s: float) -> Optional[LogRecord]:

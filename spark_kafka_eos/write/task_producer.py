@@ -137,7 +137,7 @@ def write_task(
             if columns.source_position:
                 positions.add(batch)
         prepared, records, probe = transaction.prepare(timeout_ms) if transaction is not None else (None, (), None)
-        if prepared is not None and epoch_already_decided(options, epoch):
+        if prepared is not None and _decided_or_abort(options, epoch, prepared):
             # A straggler (a speculative or zombie attempt, or a replay of a decided epoch): nobody will
             # decide this transaction, and the sweep that followed the decision may not have seen it.
             cached_session(options.connection).abort(prepared)
@@ -164,19 +164,26 @@ def write_task(
 
 
 def epoch_already_decided(options: WriterOptions, epoch: EpochId) -> bool:
-    """True if the prefix's last record is ``epoch`` or a later micro-batch of its run. False when that
-    cannot be told (no decision log yet, or it cannot be read): the transaction then stays open for the
-    driver, which aborts it in its sweep if it is not a participant."""
-    try:
-        metadata = cluster_metadata(options.connection, options.decision_log_topic, timeout_s=10)
-        found = metadata.topics.get(options.decision_log_topic)
-        if found is None or found.error is not None:
-            return False
-        last = DecisionLog(options).last(options.prefix)
-    except Exception as err:  # noqa: BLE001 - a clean-up check; failing the task would only cause a retry
-        log.warning("Could not read the decision log of prefix %s (%s); leaving the transaction to the driver", options.prefix, err)
+    """True if the prefix decided ``epoch`` or a later micro-batch of its run; False when it has no decision
+    log yet. Raises when the log cannot be read: then nobody can tell."""
+    metadata = cluster_metadata(options.connection, options.decision_log_topic, timeout_s=10)
+    found = metadata.topics.get(options.decision_log_topic)
+    if found is None or found.error is not None:
         return False
-    return already_decided(last, epoch)
+    return already_decided(DecisionLog(options).last(options.prefix), epoch)
+
+
+def _decided_or_abort(options: WriterOptions, epoch: EpochId, prepared: PreparedTxnState) -> bool:
+    """:func:`epoch_already_decided`; if that cannot be told, the task aborts its own transaction and fails
+    (Spark retries it): left open, a straggler's transaction would pin the sink's LSO until it timed out."""
+    try:
+        return epoch_already_decided(options, epoch)
+    except Exception:
+        try:
+            cached_session(options.connection).abort(prepared)
+        except Exception as err:  # noqa: BLE001 - the error below matters more; the driver's sweep retries
+            log.warning("Could not abort %s either (%s)", prepared.transactional_id, err)
+        raise
 
 
 def free_transactional_id(options: WriterOptions, epoch: EpochId, identity: TaskIdentity) -> str:
