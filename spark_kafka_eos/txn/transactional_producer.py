@@ -14,7 +14,7 @@ each start right after the id's previous transaction: with one request 1 and 6 o
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Optional
 
 from confluent_kafka import KafkaException, Producer
 
@@ -25,14 +25,18 @@ WARM_UP_TIMEOUT_S = 2.0
 (authentication, authorization) ``init_transactions`` goes on and reports the cause as before."""
 
 
-def start_transactional_producer(config: Mapping[str, Any], topic: str, timeout_s: float) -> Producer:
+def start_transactional_producer(config: Mapping[str, Any], topic: str, timeout_s: float,
+                                 before_init: Optional[Callable[[], None]] = None) -> Producer:
     """A producer of ``config`` (which names its ``transactional.id``) whose transactions are initialised:
-    InitProducerId fenced any earlier holder of the id. Raises ``KafkaException`` as ``init_transactions`` does."""
+    InitProducerId fenced any earlier holder of the id. ``before_init`` runs right before that (after the
+    warm-up) and may raise to stop it. Raises ``KafkaException`` as ``init_transactions`` does."""
     producer = Producer(for_librdkafka(config))
     try:
         for _ in range(2):
             producer.list_topics(topic, timeout=min(WARM_UP_TIMEOUT_S, timeout_s))
     except KafkaException:
         pass
+    if before_init is not None:
+        before_init()
     producer.init_transactions(timeout_s)
     return producer

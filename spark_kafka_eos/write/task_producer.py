@@ -24,7 +24,7 @@ import traceback
 from collections import defaultdict
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any, Iterable, Iterator, Mapping, Optional
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -130,9 +130,8 @@ def write_task(
                 continue
             if transaction is None:
                 columns = columns or InputColumns.of(batch.schema.names)
-                transactional_id = free_transactional_id(options, epoch, identity)
-                transaction = _TaskTransaction(transactional_id, options.producer_config(transactional_id, timeout_ms),
-                                               options.topic or options.decision_log_topic)
+                transaction = _open_transaction(options, epoch, identity, timeout_ms)
+                transactional_id = transaction.transactional_id
             transaction.produce(_records(batch, columns, options.topic, transactional_id))
             if columns.source_position:
                 positions.add(batch)
@@ -186,19 +185,32 @@ def _decided_or_abort(options: WriterOptions, epoch: EpochId, prepared: Prepared
         raise
 
 
-def free_transactional_id(options: WriterOptions, epoch: EpochId, identity: TaskIdentity) -> str:
-    """The first of this attempt's candidate ids that holds no open transaction. ``init_transactions``
-    on an id aborts its open transaction; that one may be a participant another attempt prepared
-    (a stage retry restarts attempt numbers; a straggler may hold an id of this generation)."""
+def _open_transaction(options: WriterOptions, epoch: EpochId, identity: TaskIdentity, timeout_ms: int) -> "_TaskTransaction":
+    """A transaction on the first of this attempt's candidate ids that holds no open transaction.
+    ``init_transactions`` on an id aborts its open transaction, which may be a participant another attempt
+    prepared (a stage retry restarts attempt numbers; a straggler may hold an id of this generation). The
+    id is checked again right before InitProducerId, after the producer's warm-up: another attempt that
+    took it meanwhile is never fenced."""
     candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
-    states = cached_session(options.connection).describe(candidates)
-    free = next((c for c in candidates if states[c].state != TxnState.ONGOING), None)
-    if free is None:
-        raise KafkaEosWriteError(
-            candidates[0], f"every id this task attempt may use ({', '.join(candidates)}) holds an open transaction.",
-            "other attempts of this partition are still writing; Spark retries the task",
-        )
-    return free
+    session = cached_session(options.connection)
+    states = session.describe(candidates)
+    for candidate in (c for c in candidates if states[c].state != TxnState.ONGOING):
+        def still_free(txn_id: str = candidate) -> None:
+            if session.describe([txn_id])[txn_id].state == TxnState.ONGOING:
+                raise _IdTaken(txn_id)
+        try:
+            return _TaskTransaction(candidate, options.producer_config(candidate, timeout_ms),
+                                    options.topic or options.decision_log_topic, still_free)
+        except _IdTaken:
+            continue
+    raise KafkaEosWriteError(
+        candidates[0], f"every id this task attempt may use ({', '.join(candidates)}) holds an open transaction.",
+        "other attempts of this partition are still writing; Spark retries the task",
+    )
+
+
+class _IdTaken(Exception):
+    """Another task attempt opened a transaction on the id between its check and our InitProducerId."""
 
 
 class _TaskTransaction:
@@ -208,18 +220,24 @@ class _TaskTransaction:
     it at once (reference counting, no cycle) and with it the librdkafka instance -- without aborting.
     """
 
-    def __init__(self, transactional_id: str, config: Mapping[str, object], topic: str) -> None:
+    def __init__(self, transactional_id: str, config: Mapping[str, object], topic: str,
+                 before_init: Optional[Callable[[], None]] = None) -> None:
         self._transactional_id = transactional_id
         self._deliveries = _DeliveryTally()
         self._stats = _EosStats()
         try:
             producer = start_transactional_producer(
-                {**config, "on_delivery": self._deliveries.on_delivery, "stats_cb": self._stats.on_stats}, topic, CONTROL_TIMEOUT_S
+                {**config, "on_delivery": self._deliveries.on_delivery, "stats_cb": self._stats.on_stats}, topic, CONTROL_TIMEOUT_S,
+                before_init,
             )
             producer.begin_transaction()
         except KafkaException as exc:
             raise _write_error(transactional_id, "init_transactions / begin_transaction", [(None, None, exc.args[0], 0)]) from None
         self._producer: Optional[Producer] = producer
+
+    @property
+    def transactional_id(self) -> str:
+        return self._transactional_id
 
     def produce(self, records: Iterable[tuple[str, Any, Any, int, Any]]) -> None:
         producer = self._live()

@@ -28,7 +28,7 @@ from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
 from spark_kafka_eos.write.log_record import EpochId, LogRecord
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
-from tests.harness.kafka import KafkaRecord, KafkaTestCluster
+from tests.harness.kafka import KafkaRecord, KafkaTestCluster, OpenTransaction, Sent
 from tests.harness.pipeline import open_transactions
 from tests.integration.test_epoch_identity import batch_write, expected, produce, reset, stream, values
 
@@ -311,4 +311,32 @@ def test_a_replay_over_other_source_offsets_than_its_decision_is_refused(
     with pytest.raises(StreamingQueryException, match=r"refused micro-batch 1 .*decided over source offsets .*-0: 40, and this replay of it consumed up to .*-0: 30"):
         stream(spark, kafka, source, sink, checkpoint, prefix)
     assert values(kafka, sink) == expected(first)
+    assert open_transactions(kafka, prefix) == []
+
+
+def test_a_task_never_fences_an_attempt_that_took_its_id_after_it_looked(
+        kafka: KafkaTestCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two attempts of one partition (a stage retry restarts attempt numbers, a zombie still writes) pick
+    ids from the same candidates. The other attempt opens its transaction on the first candidate after
+    this task saw it free and before this task's InitProducerId: this task must take the next one."""
+    from spark_kafka_eos.write import task_producer
+
+    sink, prefix = kafka.create_topic(1, "sink"), f"race-{uuid.uuid4().hex[:6]}"
+    options = sink_options(kafka, sink, prefix)
+    epoch = EpochId.stream("race-query", 0)
+    first_id = task_producer.task_transactional_id_candidates(prefix, epoch, 0, 0)[0]
+    real_start = task_producer.start_transactional_producer
+    other: list[OpenTransaction] = []
+
+    def other_attempt_gets_there_first(*args: object, **kwargs: object) -> object:
+        if not other:
+            other.append(kafka.open_transaction(sink, [Sent(0, None, b"other-attempt")], transactional_id=first_id))
+        return real_start(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(task_producer, "start_transactional_producer", other_attempt_gets_there_first)
+    [mine] = prepared(options, epoch, [b"this-attempt"], partitions=1)
+    assert other and mine.transaction is not None and mine.transaction.transactional_id != first_id
+    other[0].producer.commit_transaction(30)  # still the holder of its id: not fenced
+    TwoPhaseCommitCoordinator(options, 60_000).commit(epoch, [mine])
+    assert values(kafka, sink) == [b"other-attempt", b"this-attempt"]
     assert open_transactions(kafka, prefix) == []
