@@ -19,6 +19,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from spark_kafka_eos.cluster import shared_session
+from spark_kafka_eos.errors import KafkaEosCommitError
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.txn.session import TransactionSession
 from spark_kafka_eos.write.commit_message import TaskCommit
@@ -339,4 +340,44 @@ def test_a_task_never_fences_an_attempt_that_took_its_id_after_it_looked(
     other[0].producer.commit_transaction(30)  # still the holder of its id: not fenced
     TwoPhaseCommitCoordinator(options, 60_000).commit(epoch, [mine])
     assert values(kafka, sink) == [b"other-attempt", b"this-attempt"]
+    assert open_transactions(kafka, prefix) == []
+
+
+class SlowDecisionLog(DecisionLog):
+    """The decision transaction has started (its record is written) but its offsets take long to send."""
+
+    def __init__(self, options: WriterOptions, delay_s: float) -> None:
+        super().__init__(options)
+        self._delay_s = delay_s
+        self.delayed = False
+
+    def append(self, record: LogRecord, group_offsets: Optional[Mapping[tuple[str, int], int]] = None,
+               before_commit: Optional[Callable[[], None]] = None, commit_by: Optional[float] = None) -> None:
+        def slow() -> None:
+            if record.kind == "decision":
+                time.sleep(self._delay_s)
+                self.delayed = True
+            if before_commit is not None:
+                before_commit()
+        super().append(record, group_offsets, slow, commit_by)
+
+
+def test_the_deadline_is_judged_on_the_brokers_clock_at_the_commit_not_at_the_decisions_start(kafka: KafkaTestCluster) -> None:
+    """The decision's writes outlast the participants' remaining time: it must be aborted before it commits
+    (nothing visible, a clear error), not committed too late (a decided epoch whose participants timed out)."""
+    sink, prefix = kafka.create_topic(1, "sink"), f"late-{uuid.uuid4().hex[:6]}"
+    options = sink_options(kafka, sink, prefix)
+    epoch = EpochId.stream("late-query", 0)
+    batch = pa.record_batch([pa.array(tagged("late", 10), pa.binary())], names=["value"])
+    tasks = [write_task(options, epoch, [batch], task=TaskIdentity(0, 0, 0), transaction_timeout_ms=20_000)]
+    slow_log: list[SlowDecisionLog] = []
+
+    def open_slow_log(o: WriterOptions) -> DecisionLog:
+        slow_log.append(SlowDecisionLog(o, delay_s=12))
+        return slow_log[-1]
+
+    with pytest.raises(KafkaEosCommitError, match="aborted instead of committed.*less than the 10s margin"):
+        TwoPhaseCommitCoordinator(options, 20_000, open_log=open_slow_log).commit(epoch, tasks)
+    assert any(log_.delayed for log_ in slow_log)
+    assert values(kafka, sink) == []
     assert open_transactions(kafka, prefix) == []
