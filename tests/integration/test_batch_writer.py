@@ -72,16 +72,16 @@ def test_a_job_with_a_permanently_failing_task_leaves_nothing(spark: SparkSessio
 
 def test_a_job_outliving_the_transaction_timeout_is_aborted_before_deciding(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
     pipeline = Pipeline.create(spark, kafka, tmp_path)
-    # Small Arrow batches; partition 0's first attempt stalls 6 s after writing its first batch,
-    # so its transaction has less than the 10 s margin left of 15 s when the driver verifies it.
+    # Small Arrow batches; partition 0's first attempt stalls 11 s after writing its first batch,
+    # so its transaction has less than the 10 s margin left of 20 s (the least allowed) when the driver verifies it.
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "5")
     clear_fired()
     try:
         with pytest.raises(Exception, match="aborted instead of committed.*earliest participant times out .* less than the 10s margin"):
-            write(rows(spark, 30), pipeline, **{"kafka.transaction.timeout.ms": 15_000, "testing.failAt": "task_write:sleep6"})
+            write(rows(spark, 30), pipeline, **{"kafka.transaction.timeout.ms": 20_000, "testing.failAt": "task_write:sleep11"})
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-    assert len(fired("task_write:sleep6")) == 1
+    assert len(fired("task_write:sleep11")) == 1
     kafka.wait_until_stable(pipeline.sink)
     # Something was written (the log grew), and none of it is visible.
     assert sum(kafka.offsets(pipeline.sink, OffsetSpec.latest(), committed=False).values()) > 0
