@@ -196,8 +196,10 @@ def test_reset_needs_yes_then_lets_a_new_query_start_from_batch_zero(capsys: pyt
     last = decision_log.last(prefix.name)
     assert last is not None and last.kind == "reset" and last.epoch_id.startswith("reset:") and last.batch_id is None
     assert last.previous_epoch_id == "stream:q:7"
-    coordinator.commit(NEW_QUERY, [])  # no longer refused
     assert run(capsys, prefix.argv("reset", "--yes"))[0] == 1  # already reset: nothing to do
+    coordinator.commit(NEW_QUERY, [])  # no longer refused
+    claimed = decision_log.last(prefix.name)  # the new query's first micro-batch, empty, is recorded: it owns the prefix
+    assert claimed is not None and claimed.epoch_id == str(NEW_QUERY) and claimed.kind == "complete"
 
 
 def test_reset_goes_past_a_lost_participant_only_when_told(capsys: pytest.CaptureFixture[str], prefix: Prefix) -> None:
