@@ -12,6 +12,7 @@ from spark_kafka_eos.write.writer_options import (
     DEFAULT_DECISION_LOG_TOPIC,
     WriterOptions,
     derived_prefix,
+    legacy_derived_prefix,
     parse_writer_options,
 )
 
@@ -146,12 +147,34 @@ def test_streaming_prefix_defaults_to_a_digest_of_the_checkpoint() -> None:
     assert again.prefix == opts.prefix
 
 
-@pytest.mark.parametrize("spelling", ["/data/ckpt", "/data/ckpt/", "file:///data/ckpt", "file:/data/ckpt", "/data//ckpt", " /data/ckpt "])
+@pytest.mark.parametrize("spelling", ["/data/ckpt", "/data/ckpt/", "file:///data/ckpt", "file:/data/ckpt", "/data//ckpt", " /data/ckpt ",
+                                      "dbfs:/data/ckpt", "dbfs:///data/ckpt", "/dbfs/data/ckpt", "DBFS:/data/ckpt/"])
 def test_spellings_of_one_checkpoint_give_one_prefix(spelling: str) -> None:
     assert derived_prefix(spelling) == derived_prefix("/data/ckpt")
 
 
-@pytest.mark.parametrize("other", ["/data/ckpt2", "/data/other/ckpt", "hdfs://nn:8020/data/ckpt", "s3a://bucket/data/ckpt"])
+@pytest.mark.parametrize("one, other", [
+    ("s3://bucket/data/ckpt", "s3a://bucket/data/ckpt"), ("s3://bucket/data/ckpt", "s3n://Bucket/data/ckpt/"),
+    ("abfs://c@acct.dfs.core.windows.net/ckpt", "abfss://c@acct.dfs.core.windows.net/ckpt"),
+    ("wasb://c@acct.blob.core.windows.net/ckpt", "wasbs://c@acct.blob.core.windows.net/ckpt"),
+])
+def test_scheme_aliases_of_one_store_give_one_prefix(one: str, other: str) -> None:
+    assert derived_prefix(one) == derived_prefix(other)
+
+
+def test_a_link_to_a_local_checkpoint_gives_its_prefix(tmp_path: Path) -> None:
+    (tmp_path / "real" / "ckpt").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    assert derived_prefix(str(tmp_path / "link" / "ckpt")) == derived_prefix(str(tmp_path / "real" / "ckpt"))
+
+
+def test_the_prefix_of_version_0_1_0_is_still_known_for_the_error_that_names_it() -> None:
+    assert legacy_derived_prefix("/data/ckpt") == derived_prefix("/data/ckpt")
+    assert legacy_derived_prefix("s3a://bucket/ckpt") != derived_prefix("s3a://bucket/ckpt")
+
+
+@pytest.mark.parametrize("other", ["/data/ckpt2", "/data/other/ckpt", "hdfs://nn:8020/data/ckpt", "s3a://bucket/data/ckpt",
+                                   "gs://bucket/data/ckpt"])
 def test_different_checkpoints_give_different_prefixes(other: str) -> None:
     assert derived_prefix(other) != derived_prefix("/data/ckpt")
 
@@ -197,3 +220,17 @@ def test_write_id_is_for_batch_writes_only() -> None:
         parse_writer_options({**BASE, "writeId": "x", "checkpointLocation": "/c"}, streaming=True)
     with pytest.raises(KafkaEosOptionError, match="Option 'writeId': is 'a b'"):
         parse_writer_options({**BASE, "writeId": "a b"}, streaming=False)
+
+
+@pytest.mark.parametrize("timeout", ["1000", "10000", "19999"])
+def test_a_transaction_timeout_shorter_than_twice_the_decision_margin_is_refused(timeout: str) -> None:
+    with pytest.raises(KafkaEosOptionError, match=f"kafka.transaction.timeout.ms': is {timeout} ms: every epoch must be decided 10 s"):
+        parse(kafka__transaction__timeout__ms=timeout)
+    assert parse(kafka__transaction__timeout__ms="20000").transaction_timeout_ms == 20000
+
+
+def test_allow_new_prefix_is_a_flag() -> None:
+    assert not parse(streaming=True).allow_new_prefix
+    assert parse(streaming=True, allowNewPrefix="true").allow_new_prefix
+    with pytest.raises(KafkaEosOptionError, match="Option 'allowNewPrefix': is 'yes'"):
+        parse(streaming=True, allowNewPrefix="yes")
