@@ -11,10 +11,11 @@ CLUSTER_DATA := .cache/kafka/cluster
 CLUSTER_PORT ?= 9093
 PYTEST_ARGS ?=
 
-.PHONY: help venv java kafka-jars kafka-start kafka-stop cluster-start cluster-stop test unit demo bench-read bench-write bench-latency bench-memory soak clean
+.PHONY: help venv java kafka-jars kafka-start kafka-stop cluster-start cluster-stop test test-all unit demo bench-read bench-write bench-latency bench-memory soak clean
 
 help:
-	@echo "make test         install everything, start a local Kafka, run all tests (Spark's Kafka source is the readers' oracle)"
+	@echo "make test         install everything, start a local Kafka, run the tests but the long tier (Spark's Kafka source is the readers' oracle)"
+	@echo "make test-all     make test and the long tier: the soak, leader kills, benchmark smoke and memory probes, the wheel build"
 	@echo "make demo         install everything, run the demo on an embedded local Kafka + local Spark"
 	@echo "make kafka-start  start a local Kafka on 127.0.0.1:$(KAFKA_PORT) (make kafka-stop stops it)"
 	@echo "make cluster-start start a 3-broker KRaft cluster on 127.0.0.1:$(CLUSTER_PORT)-$$(($(CLUSTER_PORT)+2)) (make cluster-stop stops it)"
@@ -80,8 +81,12 @@ unit: venv
 SPARK_KAFKA_JARS := .cache/spark-kafka/jars
 
 test: venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
-	@echo ">> running tests (a local Kafka is started on a free loopback port unless KAFKA_EOS_BOOTSTRAP_SERVERS is set)"
-	$(PY) -m pytest $(PYTEST_ARGS)
+	@echo ">> running tests but the long tier (a local Kafka is started on a free loopback port unless KAFKA_EOS_BOOTSTRAP_SERVERS is set)"
+	$(PY) -m pytest -m "not long" --durations=25 $(PYTEST_ARGS)
+
+test-all: venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
+	@echo ">> running every test, the long tier too (the soak, leader kills, benchmark smoke and memory probes, the wheel build)"
+	$(PY) -m pytest --durations=25 $(PYTEST_ARGS)
 
 demo: venv kafka-jars
 	$(PY) notebooks/demo.py

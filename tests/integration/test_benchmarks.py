@@ -15,7 +15,7 @@ from confluent_kafka.admin import OffsetSpec
 from tests.benchmarks.common import Count, CountMismatch, alternate, count_committed
 from tests.harness.kafka import KafkaTestCluster, Sent
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.long]
 
 PROJECT = Path(__file__).resolve().parents[2]
 

@@ -104,6 +104,7 @@ class TransactionalWriter(threading.Thread):
         assert not self.is_alive(), "the writer did not stop"
 
 
+@pytest.mark.long
 def test_killing_a_partition_leader_under_a_transactional_producer_loses_and_duplicates_nothing(kafka_cluster: LocalCluster) -> None:
     kafka = kafka_cluster.kafka
     topic = kafka.create_topic(1, prefix="under-fire")

@@ -10,7 +10,7 @@ import pytest
 
 from tests.harness.soak import soak, summary
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.long]
 
 
 PROCESS_FAULTS = ("driver", "task", "executor")

@@ -15,7 +15,7 @@ import pytest
 
 from tests.harness.kafka import KafkaTestCluster, Sent
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.long]
 
 PROJECT = Path(__file__).resolve().parents[2]
 
