@@ -37,6 +37,7 @@ class TaskCommit(WriterCommitMessage):
     probe: Optional[Position] = None
     source_starts: tuple[SourceOffset, ...] = ()
     """(source topic, source partition, first offset consumed)."""
+    probe_digest: Optional[str] = None
 
     @property
     def record_count(self) -> int:

@@ -53,6 +53,7 @@ RECOVERY_RETRY_BUDGET_S = 60.0
 _MAX_RETRY_DELAY_S = 2.0
 _COMPLETION_ATTEMPTS = 3
 _SWEEP_ATTEMPTS = 3
+DECISION_IN_FLIGHT_WAIT_S = 5.0
 
 
 class _DeadlineTooNear(Exception):
@@ -79,7 +80,8 @@ class TwoPhaseCommitCoordinator:
         self._hooks = hooks
         self._open_log = open_log
         self._open_session = open_session
-        self._visible: VisibilityCheck = visible or (lambda p: p.probe is not None and committed_record_at(options, p.probe))
+        self._visible: VisibilityCheck = visible or (
+            lambda p: p.probe is not None and committed_record_at(options, p.probe, p.probe_digest))
         self._prefix = options.prefix
 
     # -- before the tasks -------------------------------------------------------------------
@@ -130,7 +132,7 @@ class TwoPhaseCommitCoordinator:
             last = self._finish(session, decision_log, last, RECOVERY_RETRY_BUDGET_S)
             participants = tuple(
                 Participant(t.transaction.transactional_id, t.transaction.producer_id, t.transaction.epoch,
-                            t.spark_partition, t.records, t.probe)
+                            t.spark_partition, t.records, t.probe, t.probe_digest)
                 for t in tasks if t.transaction is not None
             )
             history = history_with(last, epoch, int(time.time() * 1000))
@@ -206,12 +208,12 @@ class TwoPhaseCommitCoordinator:
         )
 
     def _wait_for_decision_in_flight(self, session: TransactionSession) -> None:
+        """A live driver's decision commits within milliseconds of being written; one still open after
+        :data:`DECISION_IN_FLIGHT_WAIT_S` is a crashed driver's, which the fence then aborts."""
         coordinator_id = coordinator_transactional_id(self._prefix)
-        deadline = time.monotonic() + COORDINATOR_TRANSACTION_TIMEOUT_MS / 1000 + 5
+        deadline = time.monotonic() + DECISION_IN_FLIGHT_WAIT_S
         delay = 0.01
-        while session.describe([coordinator_id])[coordinator_id].state == TxnState.ONGOING:
-            if time.monotonic() > deadline:
-                return  # a crashed driver's: the broker aborts it by now, and the fence finishes that
+        while session.describe([coordinator_id])[coordinator_id].state == TxnState.ONGOING and time.monotonic() < deadline:
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
 

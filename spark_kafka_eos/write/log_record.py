@@ -95,6 +95,8 @@ class Participant:
     spark_partition: int
     records: tuple[tuple[str, int, int], ...] = ()
     probe: Optional[Position] = None
+    probe_digest: Optional[str] = None
+    """:func:`~spark_kafka_eos.write.visibility.record_digest` of the probe's record (None in older records)."""
 
     @property
     def txn(self) -> PreparedTxnState:
@@ -174,6 +176,7 @@ class LogRecord:
                 p["transactional_id"], p["producer_id"], p["epoch"], p["spark_partition"],
                 tuple(tuple(r) for r in p["records"]),  # type: ignore[misc]
                 tuple(p["probe"]) if p.get("probe") else None,  # type: ignore[arg-type]
+                p.get("probe_digest"),
             )
             for p in body["participants"]
         )

@@ -50,6 +50,7 @@ from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import EpochId, Position
 from spark_kafka_eos.write.ownership import already_decided
 from spark_kafka_eos.write.transactional_id import task_transactional_id_candidates
+from spark_kafka_eos.write.visibility import record_digest
 from spark_kafka_eos.write.writer_options import STATS_INTERVAL_MS, WriterOptions
 
 log = logging.getLogger(__name__)
@@ -135,14 +136,14 @@ def write_task(
             transaction.produce(_records(batch, columns, options.topic, transactional_id))
             if columns.source_position:
                 positions.add(batch)
-        prepared, records, probe = transaction.prepare(timeout_ms) if transaction is not None else (None, (), None)
+        prepared, records, probe, probe_digest = transaction.prepare(timeout_ms) if transaction is not None else (None, (), None, None)
         if prepared is not None and _decided_or_abort(options, epoch, prepared):
             # A straggler (a speculative or zombie attempt, or a replay of a decided epoch): nobody will
             # decide this transaction, and the sweep that followed the decision may not have seen it.
             cached_session(options.connection).abort(prepared)
             log.warning("%s of prefix %s is already decided: aborted this attempt's transaction %s",
                         epoch.describe(), options.prefix, prepared.transactional_id)
-            prepared, records, probe = None, (), None
+            prepared, records, probe, probe_digest = None, (), None, None
     except BaseException as exc:
         if transaction is not None:
             transaction.abort()
@@ -159,6 +160,7 @@ def write_task(
         source_offsets=positions.next_offsets(),
         source_starts=positions.first_offsets(),
         probe=probe,
+        probe_digest=probe_digest,
     )
 
 
@@ -269,14 +271,14 @@ class _TaskTransaction:
                     raise _write_error(self._transactional_id, "the producer queue stayed full",
                                        [(record[0], record[3], KafkaError(KafkaError._QUEUE_FULL), 1)]) from None
 
-    def prepare(self, transaction_timeout_ms: int) -> tuple[PreparedTxnState, tuple[PartitionCount, ...], Optional[Position]]:
+    def prepare(self, transaction_timeout_ms: int) -> tuple[PreparedTxnState, tuple[PartitionCount, ...], Optional[Position], Optional[str]]:
         """Flush, check every delivery, read the producer id and epoch, and drop the producer unclosed.
-        Also returns where the first record landed (the participant's probe)."""
+        Also returns where the first record landed (the participant's probe), and its digest."""
         self._flush(transaction_timeout_ms / 1000 + 5)
         eos = self._stats.wait_for_transaction(self._live(), self._transactional_id)
         self._producer = None  # the only reference: librdkafka is destroyed here, the transaction stays open
         prepared = PreparedTxnState(self._transactional_id, eos["producer_id"], eos["producer_epoch"])
-        return prepared, self._deliveries.counts(), self._deliveries.first
+        return prepared, self._deliveries.counts(), self._deliveries.first, self._deliveries.first_digest
 
     def _flush(self, timeout_s: float) -> None:
         """Wait for every delivery report. After a failed delivery librdkafka holds the remaining records
@@ -320,6 +322,7 @@ class _DeliveryTally:
         self.delivered: defaultdict[tuple[str, int], int] = defaultdict(int)
         self.failures: dict[tuple[Optional[str], Optional[int], int], tuple[KafkaError, int]] = {}
         self.first: Optional[Position] = None
+        self.first_digest: Optional[str] = None
 
     def on_delivery(self, err: Optional[KafkaError], msg: Message) -> None:
         """Called once per record (a third of a task's CPU time at 100-byte records: keep it lean)."""
@@ -327,6 +330,7 @@ class _DeliveryTally:
             self.delivered[msg.topic(), msg.partition()] += 1
             if self.first is None:
                 self.first = (msg.topic(), msg.partition(), msg.offset())
+                self.first_digest = record_digest(msg.key(), msg.value())
         else:
             self.add_failure(msg.topic(), msg.partition(), err)
 

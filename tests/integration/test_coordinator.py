@@ -131,6 +131,27 @@ def test_a_committed_participant_whose_id_was_reused_is_not_reported_lost(kafka:
     assert committed_values(kafka, topic) == [b"kept"]
 
 
+def test_another_record_at_a_participants_probe_is_not_taken_for_its_output(kafka: KafkaTestCluster) -> None:
+    """A decision is rolled forward after its participant's id was reused and its sink topic deleted and
+    re-created: the record now at the participant's probe offset is someone else's. Only the digest of
+    the participant's own first record tells them apart: reported lost, not silently "visible"."""
+    topic = kafka.create_topic(1)
+    options = sink_options(kafka, topic)
+    task = prepare(options, 0, ["mine"])
+    assert task.transaction is not None and task.probe == (topic, 0, 0) and task.probe_digest is not None
+    decision_log = DecisionLog(options)
+    decision_log.ensure_topic()
+    decision_log.append(LogRecord("decision", options.prefix, str(stream_epoch(0)), (
+        Participant(task.transaction.transactional_id, task.transaction.producer_id, task.transaction.epoch, 0, task.records,
+                    task.probe, task.probe_digest),)))
+    with open_session(options.connection) as session:
+        session.abort(task.transaction)  # as the broker does when it times out
+        kafka.recreate_topic(topic)
+        kafka.produce_plain(topic, [Sent(0, None, b"someone else's")])  # lands at offset 0
+        with pytest.raises(KafkaEosCommittedDataLostError, match="LOST"):
+            TwoPhaseCommitCoordinator(options, TIMEOUT_MS).prepare()
+
+
 def test_a_straggler_of_a_decided_epoch_aborts_its_own_transaction(kafka: KafkaTestCluster) -> None:
     """A straggler that opens its transaction after the epoch's decision, and so after the sweep that
     followed it (the last epoch of a query or job has no next sweep), must not leave it open."""

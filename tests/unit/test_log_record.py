@@ -30,9 +30,11 @@ def test_the_json_carries_the_format_and_every_field() -> None:
     assert body["format"] == FORMAT_VERSION == 2
     assert (body["kind"], body["prefix"], body["epoch_id"]) == ("decision", "p", "stream:query-1:5")
     assert body["participants"][0] == {"transactional_id": "p-0a1b2c3d-1-0-0", "producer_id": 4001, "epoch": 7,
-                                       "spark_partition": 0, "records": [["out", 0, 12], ["out", 2, 3]], "probe": ["out", 0, 40]}
+                                       "spark_partition": 0, "records": [["out", 0, 12], ["out", 2, 3]], "probe": ["out", 0, 40],
+                                       "probe_digest": None}
     assert (body["consumer_group"], body["offsets"], body["written_at_ms"]) == ("sink-group", [["in", 0, 100], ["in", 1, 7]], 1_700_000_000_000)
     assert body["previous_epoch_id"] is None
+    assert body["history"] == []
 
 
 def test_a_record_of_format_1_is_still_read() -> None:
@@ -80,3 +82,20 @@ def test_a_participant_names_its_transaction_and_its_output() -> None:
     assert PARTICIPANT.txn == PreparedTxnState("p-0a1b2c3d-1-0-0", 4001, 7)
     assert PARTICIPANT.describe_output() == "out-0: 12 records, out-2: 3 records"
     assert Participant("x", 1, 0, 0).describe_output() == "no records"
+
+
+def test_the_history_round_trips_and_remembers_each_run_once_newest_last() -> None:
+    from spark_kafka_eos.write.log_record import HISTORY_LIMIT, history_with
+
+    d1 = LogRecord("complete", "p", "batch:d1", history=history_with(None, EpochId.batch("d1"), 1))
+    stream = LogRecord("complete", "p", "stream:q:4", history=history_with(d1, EpochId.stream("q", 4), 2))
+    again = LogRecord("complete", "p", "stream:q:5", history=history_with(stream, EpochId.stream("q", 5), 3))
+    assert again.history == (("batch:d1", 1), ("stream:q:5", 3))
+    assert LogRecord.from_json(again.to_json()) == again
+    assert again.last_decided(EpochId.batch("d1")) == EpochId.batch("d1")
+    assert again.last_decided(EpochId.stream("q", 9)) == EpochId.stream("q", 5)
+    assert again.last_decided(EpochId.batch("d2")) is None
+    many = None
+    for day in range(HISTORY_LIMIT + 5):
+        many = LogRecord("complete", "p", f"batch:d{day}", history=history_with(many, EpochId.batch(f"d{day}"), day))
+    assert many is not None and len(many.history) == HISTORY_LIMIT and many.history[0][0] == "batch:d5"
