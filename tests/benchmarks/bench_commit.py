@@ -1,6 +1,8 @@
 """Commit latency, with an empty decision log and with 100,000 records of other prefixes, in one run:
 the decision log's part of a commit (read the prefix's last record, append the decision), and a whole
-two-phase commit of the coordinator (3 and 8 participants: fence, read, verify, decide, phase 2, completion).
+two-phase commit of the coordinator (3 and 8 participants: fence, read, verify, decide, phase 2, completion;
+3 participants with a consumerGroup, whose offsets are compared and set; 3 participants on a prefix whose
+history holds 1,000 runs, the most it keeps).
 
     make bench-commit          (or: python -m tests.benchmarks.bench_commit [--commits N] [--foreign N])
 """
@@ -12,7 +14,9 @@ import statistics
 import time
 import uuid
 from contextlib import ExitStack
+from typing import Optional
 
+import pyarrow as pa
 from confluent_kafka import Producer
 
 from spark_kafka_eos.write.decision_log import DecisionLog
@@ -33,10 +37,10 @@ def decision(prefix: str, batch: int) -> LogRecord:
     return LogRecord("decision", prefix, str(EpochId.stream("bench", batch)), participants)
 
 
-def options(bootstrap: str, log_topic: str, prefix: str, topic: str = "orders") -> WriterOptions:
+def options(bootstrap: str, log_topic: str, prefix: str, topic: str = "orders", **extra: str) -> WriterOptions:
     return parse_writer_options(
         {"kafka.bootstrap.servers": bootstrap, "topic": topic, "transactional.id.prefix": prefix,
-         "decisionLogTopic": log_topic},
+         "decisionLogTopic": log_topic, **extra},
         streaming=False,
     )
 
@@ -55,23 +59,46 @@ def commit_times_ms(opts: WriterOptions, commits: int, first_batch: int = 0) -> 
     return times[0], times[1:]
 
 
-def coordinator_commit_times_ms(opts: WriterOptions, commits: int, first_batch: int = 0, participants: int = 3) -> list[float]:
-    """Whole commits of ``participants`` prepared tasks each (the tasks' writing is not timed), in milliseconds."""
-    import pyarrow as pa
-
+def coordinator_commit_times_ms(opts: WriterOptions, commits: int, first_batch: int = 0, participants: int = 3,
+                                source: Optional[str] = None) -> list[float]:
+    """Whole commits of ``participants`` prepared tasks each (the tasks' writing is not timed), in milliseconds.
+    With ``source``, each participant's rows come from its own partition of ``source`` (100 offsets per batch)."""
     from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
     from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 
     coordinator = TwoPhaseCommitCoordinator(opts, 60_000)
-    rows = pa.record_batch([pa.array([b"x" * 100] * 100, pa.binary())], names=["value"])
     times = []
     for batch in range(first_batch, first_batch + commits):
         epoch = EpochId.stream("bench-query", batch)
-        tasks = [write_task(opts, epoch, [rows], task=TaskIdentity(p, 0, p), transaction_timeout_ms=60_000) for p in range(participants)]
+        tasks = [write_task(opts, epoch, [_rows(source, p, batch)], task=TaskIdentity(p, 0, p), transaction_timeout_ms=60_000)
+                 for p in range(participants)]
         started = time.perf_counter()
         coordinator.commit(epoch, tasks)
         times.append((time.perf_counter() - started) * 1000)
     return times
+
+
+def _rows(source: Optional[str], partition: int, batch: int) -> pa.RecordBatch:
+    values = pa.array([b"x" * 100] * 100, pa.binary())
+    if source is None:
+        return pa.record_batch([values], names=["value"])
+    return pa.record_batch(
+        [values, pa.array([source] * 100, pa.string()), pa.array([partition] * 100, pa.int32()),
+         pa.array(range(batch * 100, batch * 100 + 100), pa.int64())],
+        names=["value", "source_topic", "source_partition", "source_offset"])
+
+
+def seed_history(opts: WriterOptions, runs: int) -> bool:
+    """Give ``opts.prefix`` a last record whose history is full; False on a version without histories."""
+    entries = tuple((f"batch:backfill-{i}", 1_700_000_000_000 + i) for i in range(runs))
+    try:
+        record = LogRecord("complete", opts.prefix, entries[-1][0], history=entries)  # type: ignore[call-arg]
+    except TypeError:
+        return False
+    decision_log = DecisionLog(opts)
+    decision_log.ensure_topic()
+    decision_log.append(record)
+    return True
 
 
 def write_foreign_records(bootstrap: str, log_topic: str, count: int, per_transaction: int = 5_000) -> None:
@@ -123,6 +150,13 @@ def main() -> None:
         first, fresh = commit_times_ms(options(bootstrap, log_topic, f"bench-{run}-b"), args.commits)
         whole_known = coordinator_commit_times_ms(whole, args.commits, first_batch=args.commits + 2)
         wider = coordinator_commit_times_ms(whole, args.commits, first_batch=2 * args.commits + 2, participants=8)
+        source = create_topic(bootstrap, f"bench-in-{run}", 3)
+        grouped = options(bootstrap, log_topic, f"bench-{run}-g", whole.topic or "", consumerGroup=f"bench-{run}-group")
+        coordinator_commit_times_ms(grouped, 2, source=source)  # warms the group's clients
+        with_group = coordinator_commit_times_ms(grouped, args.commits, first_batch=2, source=source)
+        remembering = options(bootstrap, log_topic, f"bench-{run}-h", whole.topic or "")
+        full_history = (coordinator_commit_times_ms(remembering, args.commits)
+                        if seed_history(remembering, 1_000) else None)
 
         print(f">> decision-log commit latency (last + append), {args.commits} commits each, {TASKS} participants x "
               f"{PARTITIONS} partitions")
@@ -138,6 +172,13 @@ def main() -> None:
               f"   ({statistics.median(whole_known) / statistics.median(whole_on_empty):.2f}x empty)")
         print(f"   the same, 8 participants                       {summary(wider)}"
               f"   ({statistics.median(wider) / statistics.median(whole_known):.2f}x 3 participants)")
+        print(f"   3 participants with a consumerGroup            {summary(with_group)}"
+              f"   ({statistics.median(with_group) / statistics.median(whole_known):.2f}x without)")
+        if full_history is None:
+            print("   3 participants, 1,000 runs of history          n/a (this version keeps no history)")
+        else:
+            print(f"   3 participants, 1,000 runs of history          {summary(full_history)}"
+                  f"   ({statistics.median(full_history) / statistics.median(whole_known):.2f}x no history)")
 
 
 if __name__ == "__main__":
