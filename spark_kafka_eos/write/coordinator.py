@@ -137,10 +137,12 @@ class TwoPhaseCommitCoordinator:
             )
             history = history_with(last, epoch, int(time.time() * 1000))
             if not participants:
-                if last is None or last.last_decided(epoch) is None:
-                    # The run's first epoch wrote nothing: record it anyway, so that the prefix knows the run.
-                    decision_log.append(LogRecord("complete", self._prefix, str(epoch), history=history))
-                    last = decision_log.last(self._prefix)
+                if epoch.kind == "stream" and (last is None or last.last_decided(epoch) is None):
+                    # The query's first micro-batch wrote nothing: record it anyway, so that the prefix knows the
+                    # query (its later first decision is then not taken for a query moved here). Not for a batch
+                    # job: an empty run re-run once its input has arrived must write it.
+                    last = LogRecord("complete", self._prefix, str(epoch), history=history)
+                    decision_log.append(last)
                 self._sweep(session, decision_log, last, keep=())
                 return
             deadline_ms = self._verify(session, participants)
@@ -324,8 +326,9 @@ class TwoPhaseCommitCoordinator:
             log.warning("Decision write reported %s, but the decision is in the log: going on", err)
             return
         if recorded is not None and recorded.last_decided(decision.epoch) == decision.epoch:
-            # Decided, and a later record followed: whoever wrote it finished this decision first. Only
-            # transactions of this run that the decision did not name can still be open.
+            # Decided, and a later record followed, written by a driver that finished this decision first. If
+            # it decided these participants, they are committed and aborting them fails harmlessly; if another
+            # copy of the run decided other ones, these are aborted.
             abort_prepared(session, [p.txn for p in decision.participants])
             raise KafkaEosCommitError(
                 f"Epoch {decision.epoch_id} of prefix '{self._prefix}' IS COMMITTED (the log records it, and a later "

@@ -381,3 +381,13 @@ def test_the_deadline_is_judged_on_the_brokers_clock_at_the_commit_not_at_the_de
     assert any(log_.delayed for log_ in slow_log)
     assert values(kafka, sink) == []
     assert open_transactions(kafka, prefix) == []
+
+
+def test_an_empty_backfill_re_run_once_its_input_arrived_writes_it(spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    """A date's backfill ran before its input landed and wrote nothing; the re-run of that date writes it.
+    Only a run that decided something is remembered as done."""
+    sink, prefix = kafka.create_topic(2, "sink"), f"daily-{uuid.uuid4().hex[:6]}"
+    batch_write(rows(spark, "d1", 0), kafka, sink, prefix, writeId="daily-d1")
+    batch_write(rows(spark, "d1"), kafka, sink, prefix, writeId="daily-d1")
+    assert values(kafka, sink) == sorted(tagged("d1"))
+    assert open_transactions(kafka, prefix) == []
