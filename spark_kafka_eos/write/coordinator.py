@@ -33,11 +33,13 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from spark_kafka_eos.cluster import cluster_metadata, shared_session
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError, KafkaEosDecisionLogError
-from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession, TxnState
+from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession, TxnSessionError, TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.consumer_group import check_group_position
 from spark_kafka_eos.write.group_marker import GroupMarker
-from spark_kafka_eos.write.decision_log import COORDINATOR_TRANSACTION_TIMEOUT_MS, DecisionLog, RecordNotCommittedError
+from spark_kafka_eos.write.decision_log import (
+    COORDINATOR_TRANSACTION_TIMEOUT_MS, DecisionLog, RecordNotCommittedError, transactional_id_refused,
+)
 from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
 from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant, history_with
 from spark_kafka_eos.write.ownership import Judgement, Verdict, judge
@@ -212,12 +214,20 @@ class TwoPhaseCommitCoordinator:
     def _wait_for_decision_in_flight(self, session: TransactionSession) -> None:
         """A live driver's decision commits within milliseconds of being written; one still open after
         :data:`DECISION_IN_FLIGHT_WAIT_S` is a crashed driver's, which the fence then aborts."""
-        coordinator_id = coordinator_transactional_id(self._prefix)
         deadline = time.monotonic() + DECISION_IN_FLIGHT_WAIT_S
         delay = 0.01
-        while session.describe([coordinator_id])[coordinator_id].state == TxnState.ONGOING and time.monotonic() < deadline:
+        while self._coordinator_state(session) == TxnState.ONGOING and time.monotonic() < deadline:
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
+
+    def _coordinator_state(self, session: TransactionSession) -> TxnState:
+        coordinator_id = coordinator_transactional_id(self._prefix)
+        try:
+            return session.describe([coordinator_id])[coordinator_id].state
+        except TxnSessionError as err:
+            if err.error == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED":
+                raise transactional_id_refused(self._options.connection, self._prefix) from None
+            raise
 
     def _last_before_fencing(self, decision_log: DecisionLog, session: TransactionSession,
                              own: Sequence[PreparedTxnState] = ()) -> Optional[LogRecord]:
@@ -229,8 +239,7 @@ class TwoPhaseCommitCoordinator:
         if last is not None:
             return last
         coordinator_id = coordinator_transactional_id(self._prefix)
-        state = session.describe([coordinator_id])[coordinator_id].state
-        if state not in (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT):
+        if self._coordinator_state(session) not in (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT):
             return None
         abort_prepared(session, own)
         raise KafkaEosDecisionLogError(

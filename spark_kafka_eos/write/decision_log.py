@@ -370,7 +370,7 @@ class DecisionLog:
                 producer = start_transactional_producer(_coordinator_config(self._options, txn_id), self._topic, _TIMEOUT_S)
             except KafkaException as exc:
                 if exc.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-                    raise _transactional_id_refused(self._connection, prefix) from None
+                    raise transactional_id_refused(self._connection, prefix) from None
                 raise
             self._producer = producer
         return self._producer
@@ -389,7 +389,7 @@ def _coordinator_config(options: WriterOptions, transactional_id: str) -> dict[s
     return config
 
 
-def _transactional_id_refused(connection: KafkaConnection, prefix: str) -> KafkaEosAuthorizationError:
+def transactional_id_refused(connection: KafkaConnection, prefix: str) -> KafkaEosAuthorizationError:
     username = connection.client_config().get("sasl.username")
     principal = f"User:{username}" if username else "<the principal of these kafka.* credentials>"
     return KafkaEosAuthorizationError(
