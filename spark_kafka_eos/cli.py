@@ -214,7 +214,9 @@ def reset_command(options: WriterOptions, session: TransactionSession, args: arg
     """Recover, then append a ``reset`` record; without ``--yes`` only say what would happen."""
     decision_log = existing_decision_log(options)
     last = decision_log.last(options.prefix) if decision_log else None
-    if decision_log is None or last is None or last.kind == "reset":
+    if last is None:
+        return _acknowledge_fresh_start(options, args)
+    if decision_log is None or last.kind == "reset":
         print(f"nothing to reset: {_last_summary(options, decision_log, last)}; "
               "a new query may already use this prefix from micro-batch 0")
         return EXIT_NOTHING_DONE
@@ -227,6 +229,24 @@ def reset_command(options: WriterOptions, session: TransactionSession, args: arg
     decision_log.append(reset)
     print(f"appended reset record {reset.epoch_id} for prefix {options.prefix} to {options.decision_log_topic}: "
           "a new query may use this prefix from micro-batch 0")
+    return EXIT_OK
+
+
+def _acknowledge_fresh_start(options: WriterOptions, args: argparse.Namespace) -> int:
+    """The log has no record of the prefix (never used, or its log was lost): a ``reset`` record with no
+    history tells the sink that starting afresh is meant, which it otherwise refuses when the prefix's
+    coordinator has committed before."""
+    if not args.yes:
+        print(f"prefix {options.prefix} has no record in {options.decision_log_topic}; with --yes, a reset record "
+              "acknowledges a fresh start (replays of epochs decided in a lost log would be written again): "
+              "re-run with --yes")
+        return EXIT_NOTHING_DONE
+    decision_log = DecisionLog(options)
+    decision_log.ensure_topic()
+    reset = LogRecord("reset", options.prefix, f"reset:{_now_ms()}")
+    decision_log.append(reset)
+    print(f"appended reset record {reset.epoch_id} for prefix {options.prefix} to {options.decision_log_topic}: "
+          "a fresh start, acknowledged")
     return EXIT_OK
 
 

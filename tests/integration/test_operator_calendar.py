@@ -18,6 +18,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
+from spark_kafka_eos.cli import main as cli
 from spark_kafka_eos.cluster import shared_session
 from spark_kafka_eos.errors import KafkaEosCommitError
 from spark_kafka_eos.connection import KafkaConnection
@@ -118,6 +119,12 @@ def test_a_deleted_decision_log_is_an_error_not_a_fresh_start(
         stream(spark, kafka, source, sink, checkpoint, prefix, decisionLogTopic=f"renamed-{decision_log}")
     assert values(kafka, sink) == expected(first)
     assert open_transactions(kafka, prefix) == []
+
+    # The operator acknowledges the fresh start (the command the error names); a new query may then begin.
+    assert cli(["reset", "--bootstrap-servers", kafka.bootstrap_servers, "--prefix", prefix,
+                "--decision-log-topic", decision_log, "--yes"]) == 0
+    stream(spark, kafka, source, sink, tmp_path / "new-checkpoint", prefix, decisionLogTopic=decision_log)
+    assert values(kafka, sink) == expected(first, first)  # a new query, started over from the earliest offset, as asked
 
 
 class DriverKilled(BaseException):
