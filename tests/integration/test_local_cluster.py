@@ -31,9 +31,14 @@ def topic_config(kafka: KafkaTestCluster, topic: str, name: str) -> tuple[str, C
 
 
 def replicas(kafka: KafkaTestCluster, topic: str) -> list[list[int]]:
-    """Each partition's replica list."""
-    partitions = kafka.admin.list_topics(topic, timeout=10).topics[topic].partitions
-    return [list(partitions[p].replicas) for p in sorted(partitions)]
+    """Each partition's replica list, once the answering broker's metadata has the new topic's partitions
+    (create_topics returns when the controller has them; a broker may learn them a moment later)."""
+    deadline = time.monotonic() + 30
+    while True:
+        partitions = kafka.admin.list_topics(topic, timeout=10).topics[topic].partitions
+        if partitions or time.monotonic() > deadline:
+            return [list(partitions[p].replicas) for p in sorted(partitions)]
+        time.sleep(0.1)
 
 
 def test_three_brokers_and_new_topics_get_three_replicas_and_two_in_sync(kafka_cluster: LocalCluster) -> None:
