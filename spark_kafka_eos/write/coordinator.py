@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable, ContextManager, Optional, Sequence
+from typing import Callable, ContextManager, Iterable, Optional, Sequence
 
 from pyspark.sql.datasource import WriterCommitMessage
 
@@ -163,10 +163,7 @@ class TwoPhaseCommitCoordinator:
     def _check_group(self, tasks: Sequence[TaskCommit], group_offsets: dict[tuple[str, int], int]) -> None:
         """The group must stand where this epoch started (compare-and-set), and a decision of another
         prefix that moved it must be finished before this one builds on it."""
-        starts: dict[tuple[str, int], int] = {}
-        for task in tasks:
-            for topic, partition, offset in task.source_starts:
-                starts[(topic, partition)] = min(offset, starts.get((topic, partition), offset))
+        starts = _merged((task.source_starts for task in tasks), min)
         committed = check_group_position(self._options, starts, group_offsets)
         assert self._options.consumer_group is not None
         settle_group(self._options.connection, self._options.consumer_group, committed,
@@ -561,11 +558,16 @@ def _task_commits(messages: Sequence[Optional[WriterCommitMessage]], epoch: Epoc
 
 def _source_offsets(tasks: Sequence[TaskCommit]) -> tuple[tuple[str, int, int], ...]:
     """The next offset to consume per source partition: the highest over all tasks."""
-    best: dict[tuple[str, int], int] = {}
-    for task in tasks:
-        for topic, partition, offset in task.source_offsets:
-            best[(topic, partition)] = max(offset, best.get((topic, partition), offset))
-    return tuple((t, p, o) for (t, p), o in sorted(best.items()))
+    return tuple((t, p, o) for (t, p), o in sorted(_merged((task.source_offsets for task in tasks), max).items()))
+
+
+def _merged(positions: Iterable[Sequence[tuple[str, int, int]]], pick: Callable[[int, int], int]) -> dict[tuple[str, int], int]:
+    """One offset per source partition out of every task's, chosen by ``pick`` (min or max)."""
+    merged: dict[tuple[str, int], int] = {}
+    for task_positions in positions:
+        for topic, partition, offset in task_positions:
+            merged[(topic, partition)] = pick(offset, merged.get((topic, partition), offset))
+    return merged
 
 
 def _describe_offsets(offsets: Sequence[tuple[str, int, int]]) -> str:
