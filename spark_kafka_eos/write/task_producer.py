@@ -49,6 +49,7 @@ from spark_kafka_eos.write.input_schema import (
 from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import EpochId, Position
 from spark_kafka_eos.write.ownership import already_decided
+from spark_kafka_eos.write.transaction_guard import worker_guard
 from spark_kafka_eos.write.transactional_id import task_transactional_id_candidates
 from spark_kafka_eos.write.visibility import record_digest
 from spark_kafka_eos.write.writer_options import STATS_INTERVAL_MS, WriterOptions
@@ -125,6 +126,8 @@ def write_task(
     timeout_ms = transaction_timeout_ms or options.transaction_timeout_ms or DEFAULT_TRANSACTION_TIMEOUT_MS
     transaction: Optional[_TaskTransaction] = None
     positions = _SourcePositions()
+    guard = worker_guard()
+    identified = False
     try:
         for batch in batches:
             if batch.num_rows == 0:
@@ -133,7 +136,11 @@ def write_task(
                 columns = columns or InputColumns.of(batch.schema.names)
                 transaction = _open_transaction(options, epoch, identity, timeout_ms)
                 transactional_id = transaction.transactional_id
+                guard.opened(options.connection, transactional_id, timeout_ms)
             transaction.produce(_records(batch, columns, options.topic, transactional_id))
+            if not identified and transaction.identity is not None:
+                guard.identified(transactional_id, *transaction.identity)
+                identified = True
             if columns.source_position:
                 positions.add(batch)
         prepared, records, probe, probe_digest = transaction.prepare(timeout_ms) if transaction is not None else (None, (), None, None)
@@ -147,9 +154,12 @@ def write_task(
     except BaseException as exc:
         if transaction is not None:
             transaction.abort()
+            guard.released(transaction.transactional_id)
             # The traceback's frames still reference the producer; release it now, not when the error is dropped.
             traceback.clear_frames(exc.__traceback__)
         raise
+    if transaction is not None:
+        guard.released(transaction.transactional_id)  # handed to the driver with the commit message
     return TaskCommit(
         epoch_id=str(epoch),
         spark_partition=identity.spark_partition,
@@ -240,6 +250,11 @@ class _TaskTransaction:
     @property
     def transactional_id(self) -> str:
         return self._transactional_id
+
+    @property
+    def identity(self) -> Optional[tuple[int, int]]:
+        """Producer id and epoch, once librdkafka's statistics have reported them."""
+        return self._stats.identity
 
     def produce(self, records: Iterable[tuple[str, Any, Any, int, Any]]) -> None:
         producer = self._live()
@@ -370,10 +385,16 @@ class _EosStats:
     def __init__(self) -> None:
         self._wanted = False
         self._eos: Optional[dict[str, Any]] = None
+        self.identity: Optional[tuple[int, int]] = None
+        """The producer id and epoch, from the first statistics that have them."""
 
     def on_stats(self, text: str) -> None:
-        if self._wanted:
-            self._eos = json.loads(text).get("eos")
+        if self._wanted or self.identity is None:
+            eos = json.loads(text).get("eos")
+            if self.identity is None and eos and eos.get("producer_id", -1) >= 0:
+                self.identity = (eos["producer_id"], eos["producer_epoch"])
+            if self._wanted:
+                self._eos = eos
 
     def wait_for_transaction(self, producer: Producer, transactional_id: str) -> dict[str, Any]:
         """The first statistics emitted from now on: producer id, epoch, and an open transaction."""
