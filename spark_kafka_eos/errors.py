@@ -69,3 +69,9 @@ class KafkaEosCommitError(KafkaEosError):
 class KafkaEosCommittedDataLostError(KafkaEosError):
     """A participant of a committed decision was aborted (usually: its transaction timed out before
     phase 2 reached it). Its records are lost; this is never silent."""
+
+
+class KafkaEosOutputUnverifiableError(KafkaEosCommittedDataLostError):
+    """A participant of a committed decision can no longer be committed, and the record that would tell
+    whether its output is visible was removed since (retention, compaction). It stops everything a loss
+    stops: nobody can tell whether re-running its input would duplicate or restore it."""

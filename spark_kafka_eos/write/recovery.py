@@ -16,7 +16,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable
 
-from spark_kafka_eos.errors import KafkaEosCommittedDataLostError
+from spark_kafka_eos.errors import KafkaEosCommittedDataLostError, KafkaEosOutputUnverifiableError
 from spark_kafka_eos.txn.session import (
     PreparedTxnState,
     TransactionSession,
@@ -28,6 +28,7 @@ from spark_kafka_eos.txn.session import (
 )
 from spark_kafka_eos.write.log_record import LogRecord, Participant
 from spark_kafka_eos.write.transactional_id import belongs_to_prefix, coordinator_transactional_id
+from spark_kafka_eos.write.visibility import ProbeRemoved
 
 log = logging.getLogger(__name__)
 
@@ -48,18 +49,38 @@ def roll_forward(session: TransactionSession, decision: LogRecord, visible: Visi
         unsure += [f for f in pool.map(lambda p: _commit(session, p), open_ones) if f is not None]
     # An id reused since (librdkafka bumps the epoch for every new producer) says nothing about this
     # decision: its records tell.
-    lost = [(p, d) for p, d in unsure if p.probe is None or not visible(p)]
+    lost, unverifiable = [], []
+    for p, d in unsure:
+        try:
+            if p.probe is None or not visible(p):
+                lost.append((p, d))
+        except ProbeRemoved as removed:
+            unverifiable.append((p, d, str(removed)))
+    unverifiable_note = "; ".join(f"{_describe(p, d)}: cannot be told, {why}" for p, d, why in unverifiable)
     if lost:
-        details = "; ".join(f"{p.transactional_id} ({p.describe_output()}): now {d.state}, producer {d.producer_id} epoch {d.producer_epoch}" for p, d in lost)
         raise KafkaEosCommittedDataLostError(
             f"Decision {decision.epoch_id} of prefix '{decision.prefix}' was committed, but some of its participant "
-            f"transactions were aborted before they could be committed, so their records are LOST: {details}. "
+            f"transactions were aborted before they could be committed, so their records are LOST: "
+            f"{'; '.join(_describe(p, d) for p, d in lost)}. "
             "This happens when phase 2 (or recovery) comes after the participants' transaction.timeout.ms. "
             "Re-run that epoch's input for the partitions named, and raise kafka.transaction.timeout.ms "
             "(up to the broker's transaction.max.timeout.ms) or restart failed queries sooner."
+            + (f" Others cannot be checked any more: {unverifiable_note}." if unverifiable else "")
+        )
+    if unverifiable:
+        raise KafkaEosOutputUnverifiableError(
+            f"Decision {decision.epoch_id} of prefix '{decision.prefix}' was committed, but some of its participants "
+            f"can no longer be committed, and the record that shows whether their output is visible is gone: "
+            f"{unverifiable_note}. Their records may be visible, or lost. Check the sink for them; re-run that input "
+            f"only for what is missing; then `kafka-eos reset --prefix {decision.prefix} --yes --accept-data-loss` "
+            "lets the prefix go on."
         )
     # No need to wait for the markers: once PrepareCommit is logged the coordinator finishes the
     # commit, and a task re-initialising the id waits for that (CONCURRENT_TRANSACTIONS, retried).
+
+
+def _describe(p: Participant, d: TxnDescription) -> str:
+    return f"{p.transactional_id} ({p.describe_output()}): now {d.state}, producer {d.producer_id} epoch {d.producer_epoch}"
 
 
 def is_open(p: Participant, d: TxnDescription) -> bool:

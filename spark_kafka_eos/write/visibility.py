@@ -5,6 +5,10 @@ from __future__ import annotations
 import hashlib
 from typing import Optional, Union
 
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import ConfigResource
+
+from spark_kafka_eos.cluster import admin_client, point_reader
 from spark_kafka_eos.read.reader_options import Subscription, internal_read_options
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
@@ -20,10 +24,18 @@ def record_digest(key: Union[str, bytes, None], value: Union[str, bytes, None]) 
     return hashlib.sha256(raw(key) + b"|" + raw(value)).hexdigest()[:16]
 
 
+_TIMEOUT_S = 30.0
+
+
+class ProbeRemoved(Exception):
+    """The probe record is not in its partition any more, and not because its transaction was aborted."""
+
+
 def committed_record_at(options: WriterOptions, position: Position, digest: Optional[str] = None) -> bool:
     """True if a read_committed reader returns the record at ``position`` (and, given its ``digest``, it is
-    that record): the transaction that wrote it committed. False if it is filtered out (aborted), gone, or
-    another record."""
+    that record): the transaction that wrote it committed. False if it is filtered out (aborted), or
+    another record. Raises :class:`ProbeRemoved` when retention or compaction may have removed it: then
+    nothing can be told from it."""
     topic, partition, offset = position
     reader_options = internal_read_options(options.connection, Subscription("assign", partitions=((topic, partition),)),
                                            fail_on_data_loss=False)
@@ -31,4 +43,26 @@ def committed_record_at(options: WriterOptions, position: Position, digest: Opti
         for row_offset, key, value in zip(*(batch.column(c).to_pylist() for c in ("offset", "key", "value"))):
             if row_offset == offset:
                 return digest is None or record_digest(key, value) == digest
+    removed = _removed_by_cleanup(options, position)
+    if removed:
+        raise ProbeRemoved(removed)
     return False
+
+
+def _removed_by_cleanup(options: WriterOptions, position: Position) -> Optional[str]:
+    """Why a record missing at ``position`` may have been removed by the broker, if it may have."""
+    topic, partition, offset = position
+    consumer, lock = point_reader(options.connection)
+    with lock:
+        start, _ = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_TIMEOUT_S, cached=False)
+    if offset < start:
+        return f"retention removed it ({topic}-{partition} starts at offset {start} now, past the probe at {offset})"
+    try:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        configs = admin_client(options.connection).describe_configs([resource], request_timeout=_TIMEOUT_S)[resource].result(_TIMEOUT_S)
+    except KafkaException:
+        return None  # not allowed to describe the topic: judged as before, by the record alone
+    policy = configs["cleanup.policy"].value if "cleanup.policy" in configs else ""
+    if policy and "compact" in policy:
+        return f"{topic} is compacted (cleanup.policy={policy}), and compaction may have removed the probe at offset {offset}"
+    return None

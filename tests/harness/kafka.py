@@ -107,6 +107,12 @@ class KafkaTestCluster:
         self.admin.create_partitions([NewPartitions(topic, total)])[topic].result(30)
         self._wait_for_partitions(topic, total)
 
+    def delete_records(self, topic: str, before: dict[int, int]) -> None:
+        """Move each partition's log start offset to ``before[partition]``, as retention does."""
+        futures = self.admin.delete_records([TopicPartition(topic, p, o) for p, o in before.items()], operation_timeout=30)
+        for future in futures.values():
+            future.result(30)
+
     def delete_topic(self, topic: str) -> None:
         self.admin.delete_topics([topic], operation_timeout=30)[topic].result(30)
         deadline = time.monotonic() + 30

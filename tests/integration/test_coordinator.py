@@ -9,7 +9,12 @@ import pyarrow as pa
 from confluent_kafka.admin import OffsetSpec
 import pytest
 
-from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError, KafkaEosDecisionLogError
+from spark_kafka_eos.errors import (
+    KafkaEosCommitError,
+    KafkaEosCommittedDataLostError,
+    KafkaEosDecisionLogError,
+    KafkaEosOutputUnverifiableError,
+)
 from spark_kafka_eos.cluster import open_session
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.decision_log import DecisionLog
@@ -17,7 +22,8 @@ from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
 from spark_kafka_eos.write.ownership import Verdict
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.transactional_id import task_transactional_id
-from spark_kafka_eos.write.writer_options import parse_writer_options
+from spark_kafka_eos.write.commit_message import TaskCommit
+from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.coordinator import TIMEOUT_MS, committed_values, prepare, sink_options, stream_epoch
 from tests.harness.faults import FaultHooks, InjectedFault
 from tests.harness.kafka import KafkaTestCluster, Sent
@@ -150,6 +156,49 @@ def test_another_record_at_a_participants_probe_is_not_taken_for_its_output(kafk
         kafka.produce_plain(topic, [Sent(0, None, b"someone else's")])  # lands at offset 0
         with pytest.raises(KafkaEosCommittedDataLostError, match="LOST"):
             TwoPhaseCommitCoordinator(options, TIMEOUT_MS).prepare()
+
+
+def _decided(options: WriterOptions, task: TaskCommit) -> None:
+    """A decision of ``task`` alone in the log, its phase 2 not recorded."""
+    assert task.transaction is not None
+    decision_log = DecisionLog(options)
+    decision_log.ensure_topic()
+    decision_log.append(LogRecord("decision", options.prefix, str(stream_epoch(0)), (
+        Participant(task.transaction.transactional_id, task.transaction.producer_id, task.transaction.epoch, 0, task.records,
+                    task.probe, task.probe_digest),)))
+
+
+def test_a_participant_whose_probe_retention_removed_is_reported_unverifiable_not_lost(kafka: KafkaTestCluster) -> None:
+    """Phase 2 committed the participant, its id was reused since (so the broker no longer says which
+    transaction committed), and retention removed its first record: nothing can tell whether its output is
+    visible. Reporting it LOST would send the operator to re-run it, duplicating what is there."""
+    topic = kafka.create_topic(1)
+    options = sink_options(kafka, topic)
+    task = prepare(options, 0, ["first", "second"])
+    assert task.transaction is not None and task.probe == (topic, 0, 0)
+    _decided(options, task)
+    with open_session(options.connection) as session:
+        session.commit(task.transaction)
+        session.init_producer_id(task.transaction.transactional_id, TIMEOUT_MS)  # a later task reuses the id
+    kafka.delete_records(topic, {0: 1})  # as retention does: the partition now starts at offset 1
+    with pytest.raises(KafkaEosOutputUnverifiableError, match=f"cannot be told, retention removed it \\({topic}-0 starts at offset 1 now"):
+        TwoPhaseCommitCoordinator(options, TIMEOUT_MS).prepare()
+    assert committed_values(kafka, topic) == [b"second"]
+
+
+def test_an_aborted_participant_on_a_compacted_topic_is_reported_unverifiable(kafka: KafkaTestCluster) -> None:
+    """On a compacted topic a missing record may have been aborted or compacted away: the error says it
+    cannot be told, instead of asserting a loss."""
+    topic = kafka.create_topic(1, config={"cleanup.policy": "compact"})
+    options = sink_options(kafka, topic)
+    batch = pa.record_batch([pa.array(["k"], pa.string()), pa.array(["v"], pa.string())], names=["key", "value"])
+    task = write_task(options, stream_epoch(0), [batch], task=TaskIdentity(0, 0, 0), transaction_timeout_ms=TIMEOUT_MS)
+    assert task.transaction is not None
+    _decided(options, task)
+    with open_session(options.connection) as session:
+        session.abort(task.transaction)  # as the broker does when it times out
+    with pytest.raises(KafkaEosOutputUnverifiableError, match=f"{topic} is compacted \\(cleanup.policy=compact\\)"):
+        TwoPhaseCommitCoordinator(options, TIMEOUT_MS).prepare()
 
 
 def test_a_straggler_of_a_decided_epoch_aborts_its_own_transaction(kafka: KafkaTestCluster) -> None:

@@ -3,6 +3,7 @@ partition leader crashes (SIGKILL) and comes back."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -10,11 +11,16 @@ import uuid
 from collections import Counter
 from typing import Optional
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic, ResourceType
 from pyspark.sql import SparkSession
 
+from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos.write.log_record import EpochId
+from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
+from spark_kafka_eos.write.writer_options import parse_writer_options
 from tests.harness.kafka import KafkaTestCluster
 from tests.harness.kafka_tools import assert_stable, open_transactions_by_kafka
 from tests.harness.local_cluster import LocalCluster
@@ -166,3 +172,30 @@ def test_a_kafka_eos_batch_write_to_the_cluster_is_exactly_once_with_a_replicate
     assert [len(r) for r in replicas(kafka, DEFAULT_DECISION_LOG)] == [3]
     # Set on the topic by the package, not inherited from the cluster's default (also 2).
     assert topic_config(kafka, DEFAULT_DECISION_LOG, "min.insync.replicas") == ("2", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+
+
+def test_a_sweep_aborts_what_the_live_brokers_list_while_one_broker_is_down(
+        kafka_cluster: LocalCluster, caplog: pytest.LogCaptureFixture) -> None:
+    """Each broker lists only the transactions it coordinates. With one broker down, the transactions it
+    coordinated have moved with the leadership of __transaction_state, so what the others list is what can
+    be aborted; failing the whole sweep would leave them pinning the sink's LSO."""
+    kafka = kafka_cluster.kafka
+    topic, prefix = kafka.create_topic(1, prefix="sweep-sink"), f"sweep-{uuid.uuid4().hex[:8]}"
+    options = parse_writer_options({"kafka.bootstrap.servers": kafka_cluster.bootstrap_servers, "topic": topic,
+                                    "transactional.id.prefix": prefix}, streaming=True)
+    batch = pa.record_batch([pa.array([b"left open"], pa.binary())], names=["value"])
+    straggler = write_task(options, EpochId.stream("q", 0), [batch], task=TaskIdentity(0, 0, 0), transaction_timeout_ms=60_000)
+    assert straggler.transaction is not None
+    kept = {kafka_cluster.transaction_coordinator(straggler.transaction.transactional_id),
+            kafka_cluster.transaction_coordinator(f"{prefix}-coordinator")}
+    down = next(node for node in kafka_cluster.broker_ids() if node not in kept)
+    kafka_cluster.kill(down)
+    try:
+        with caplog.at_level(logging.WARNING, logger="spark_kafka_eos.txn.session"):
+            TwoPhaseCommitCoordinator(options, 60_000).recover()
+        assert f"ListTransactions failed on broker(s) {down}" in caplog.text  # the fault hit the sweep
+        assert open_transactions_by_kafka(kafka_cluster.bootstrap_servers, prefix + "-") == []
+    finally:
+        kafka_cluster.restart(down)
+    kafka.wait_until_stable(topic)
+    assert kafka.read_committed(topic) == []

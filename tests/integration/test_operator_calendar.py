@@ -15,6 +15,7 @@ from typing import Callable, Iterator, Mapping, Optional
 
 import pyarrow as pa
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
@@ -397,4 +398,53 @@ def test_an_empty_backfill_re_run_once_its_input_arrived_writes_it(spark: SparkS
     batch_write(rows(spark, "d1", 0), kafka, sink, prefix, writeId="daily-d1")
     batch_write(rows(spark, "d1"), kafka, sink, prefix, writeId="daily-d1")
     assert values(kafka, sink) == sorted(tagged("d1"))
+    assert open_transactions(kafka, prefix) == []
+
+
+class DecisionLogThatLandsThenReportsATimeout(DecisionLog):
+    """The decision commits; before its write returns, ``meanwhile`` runs (another driver), then the write
+    reports a timeout, as when the commit's answer is lost."""
+
+    def __init__(self, options: WriterOptions, meanwhile: Callable[[], None]) -> None:
+        super().__init__(options)
+        self._meanwhile = meanwhile
+        self.fired = False
+
+    def append(self, record: LogRecord, group_offsets: Optional[Mapping[tuple[str, int], int]] = None,
+               before_commit: Optional[Callable[[], None]] = None, commit_by: Optional[float] = None) -> None:
+        super().append(record, group_offsets, before_commit, commit_by)
+        if record.kind == "decision" and not self.fired:
+            self.fired = True
+            self._meanwhile()
+            raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, "the decision's commit timed out (injected)"))
+
+
+def test_a_decision_whose_write_reported_an_error_but_landed_and_was_finished_by_another_driver_is_reported_committed(
+        kafka: KafkaTestCluster) -> None:
+    """Job 1's decision commits, but its write reports a timeout. Meanwhile another driver finished it and
+    ran job 2, so the prefix's last record is job 2's. Job 1 must be reported committed ("do not re-run"),
+    not "aborted, nothing visible" (a re-run on that word would write it twice, were it not remembered)."""
+    sink, prefix = kafka.create_topic(2, "sink"), f"lost-answer-{uuid.uuid4().hex[:6]}"
+    options = sink_options(kafka, sink, prefix)
+    job_1, job_2 = EpochId.batch("job-1"), EpochId.batch("job-2")
+
+    def another_driver_finishes_job_1_and_runs_job_2() -> None:
+        TwoPhaseCommitCoordinator(options, 60_000).recover()
+        TwoPhaseCommitCoordinator(options, 60_000).commit(job_2, prepared(options, job_2, tagged("two", 20)))
+
+    answer_lost: list[DecisionLogThatLandsThenReportsATimeout] = []
+
+    def open_log(o: WriterOptions) -> DecisionLog:
+        if not answer_lost:
+            answer_lost.append(DecisionLogThatLandsThenReportsATimeout(o, another_driver_finishes_job_1_and_runs_job_2))
+        return answer_lost[0]
+
+    tasks = prepared(options, job_1, tagged("one", 20))
+    with pytest.raises(KafkaEosCommitError, match="Epoch batch:job-1 .* IS COMMITTED .*Do not re-run it"):
+        TwoPhaseCommitCoordinator(options, 60_000, open_log=open_log).commit(job_1, tasks)
+    assert answer_lost[0].fired
+    assert values(kafka, sink) == sorted(tagged("one", 20) * 2 + tagged("two", 20) * 2)
+
+    TwoPhaseCommitCoordinator(options, 60_000).commit(job_1, prepared(options, job_1, tagged("one", 20)))  # re-run anyway
+    assert values(kafka, sink) == sorted(tagged("one", 20) * 2 + tagged("two", 20) * 2)
     assert open_transactions(kafka, prefix) == []
