@@ -11,7 +11,7 @@ CLUSTER_DATA := .cache/kafka/cluster
 CLUSTER_PORT ?= 9093
 PYTEST_ARGS ?=
 
-.PHONY: help venv java kafka-jars kafka-start kafka-stop cluster-start cluster-stop test test-all unit demo bench-read bench-write bench-latency bench-memory soak clean
+.PHONY: help venv java kafka-jars kafka-start kafka-stop cluster-start cluster-stop lint test test-all unit demo bench-read bench-write bench-latency bench-memory soak clean
 
 help:
 	@echo "make test         install everything, start a local Kafka, run the tests but the long tier (Spark's Kafka source is the readers' oracle)"
@@ -20,6 +20,7 @@ help:
 	@echo "make kafka-start  start a local Kafka on 127.0.0.1:$(KAFKA_PORT) (make kafka-stop stops it)"
 	@echo "make cluster-start start a 3-broker KRaft cluster on 127.0.0.1:$(CLUSTER_PORT)-$$(($(CLUSTER_PORT)+2)) (make cluster-stop stops it)"
 	@echo "make unit         run only the tests that need no broker"
+	@echo "make lint         ruff (pyflakes, pycodestyle, isort, pyupgrade) and mypy; make test runs it first"
 	@echo "make bench-read   batch read throughput: kafka_eos vs Spark's Kafka source vs raw client"
 	@echo "make bench-write  streaming write throughput vs Spark's Kafka sink and raw producer; commit latency"
 	@echo "make soak         seeded fault soak on 3 brokers: SOAK_SEED=1 SOAK_RUNS=25 SOAK_MINUTES=60 SOAK_BROKERS=3 (pipelines and backfills; driver, task, executor and broker kills)"
@@ -80,11 +81,15 @@ unit: venv
 # Spark's own Kafka connector: the benchmarks' peer and the differential reader tests' oracle.
 SPARK_KAFKA_JARS := .cache/spark-kafka/jars
 
-test: venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
+lint: venv
+	$(VENV)/bin/ruff check spark_kafka_eos pyspark_kafka_eos tests
+	$(VENV)/bin/mypy
+
+test: lint kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 	@echo ">> running tests but the long tier (a local Kafka is started on a free loopback port unless KAFKA_EOS_BOOTSTRAP_SERVERS is set)"
 	$(PY) -m pytest -m "not long" --durations=25 $(PYTEST_ARGS)
 
-test-all: venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
+test-all: lint kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 	@echo ">> running every test, the long tier too (the soak, leader kills, benchmark smoke and memory probes, the wheel build)"
 	$(PY) -m pytest --durations=25 $(PYTEST_ARGS)
 

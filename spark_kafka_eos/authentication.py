@@ -10,7 +10,8 @@ brokers refused it.
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata
@@ -24,7 +25,7 @@ class AuthenticationWatch:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self._config = dict(config)
-        self.failure: Optional[str] = None
+        self.failure: str | None = None
 
     def __call__(self, error: KafkaError) -> None:
         if error.code() == KafkaError._AUTHENTICATION and self.failure is None:
@@ -40,7 +41,7 @@ class AuthenticationWatch:
 _METADATA_SLICE_S = 2.0
 
 
-def list_topics(admin: AdminClient, watch: AuthenticationWatch, timeout_s: float, topic: Optional[str] = None) -> ClusterMetadata:
+def list_topics(admin: AdminClient, watch: AuthenticationWatch, timeout_s: float, topic: str | None = None) -> ClusterMetadata:
     """``admin.list_topics`` within ``timeout_s``, asked in slices of 2 s so that refused credentials fail
     in seconds with :class:`KafkaEosAuthenticationError` instead of a transport failure at the timeout."""
     deadline = time.monotonic() + timeout_s

@@ -19,14 +19,15 @@ import argparse
 import logging
 import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable, Mapping, Optional, Sequence
 
 from confluent_kafka import KafkaError, KafkaException
 
 from spark_kafka_eos.cluster import open_session
 from spark_kafka_eos.errors import KafkaEosError
+from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.read.reader_options import (
     ReaderOptions,
     Subscription,
@@ -34,12 +35,11 @@ from spark_kafka_eos.read.reader_options import (
     internal_read_options,
     parse_reader_options,
 )
-from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.secrets import redact, scrub
 from spark_kafka_eos.txn.session import TransactionSession, TxnDescription
+from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import LogRecord
-from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.recovery import abort_lingering, open_transactions
 from spark_kafka_eos.write.transaction_timeout import resolve_transaction_timeout_ms
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
@@ -49,6 +49,9 @@ EXIT_NOTHING_DONE = 1
 EXIT_ERROR = 2
 
 Command = Callable[[WriterOptions, TransactionSession, argparse.Namespace], int]
+"""A command on one prefix of the sink."""
+ClusterCommand = Callable[[argparse.Namespace], int]
+"""A command on the cluster alone (``lag``)."""
 
 _EPILOG = """\
 exit codes: 0 done (inspect: always), 1 refused or nothing to do, 2 error (one line on stderr).
@@ -76,7 +79,7 @@ class PartitionOffsets:
 
 
 # -- entry point ------------------------------------------------------------------------------
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (0 ok, 1 refused / nothing done, 2 error). Without ``argv``
     (run as a program: the ``kafka-eos`` command or ``python -m spark_kafka_eos.cli``), the modules'
     warnings (e.g. the aborted ids), which the commands print on stdout already, are not echoed on stderr."""
@@ -131,8 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_command(commands: "argparse._SubParsersAction[argparse.ArgumentParser]", common: argparse.ArgumentParser,
-                 command: Command, summary: str) -> argparse.ArgumentParser:
+def _add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser,
+                 command: Command | ClusterCommand, summary: str) -> argparse.ArgumentParser:
     name = command.__name__.removesuffix("_command")
     sub = commands.add_parser(name, parents=[common], help=summary, description=summary[0].upper() + summary[1:] + ".",
                               epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -194,7 +197,7 @@ def lag_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def lag_lines(group: str, rows: Sequence[tuple[TopicPartition, Optional[int], int, int]]) -> list[str]:
+def lag_lines(group: str, rows: Sequence[tuple[TopicPartition, int | None, int, int]]) -> list[str]:
     """One line per partition, and the total; a partition without a group offset has no lag figure."""
     lines, total = [], 0
     for (topic, partition), offset, stable, written in rows:
@@ -278,7 +281,7 @@ def recover_prefix(options: WriterOptions, session: TransactionSession, accept_d
     return rolled or bool(aborted)
 
 
-def _last_summary(options: WriterOptions, decision_log: Optional[DecisionLog], last: Optional[LogRecord]) -> str:
+def _last_summary(options: WriterOptions, decision_log: DecisionLog | None, last: LogRecord | None) -> str:
     """Why there is nothing to roll forward or reset."""
     if decision_log is None:
         return f"decision log topic {options.decision_log_topic} does not exist"
@@ -288,13 +291,13 @@ def _last_summary(options: WriterOptions, decision_log: Optional[DecisionLog], l
 
 
 # -- what Kafka says --------------------------------------------------------------------------
-def existing_decision_log(options: WriterOptions) -> Optional[DecisionLog]:
+def existing_decision_log(options: WriterOptions) -> DecisionLog | None:
     """The decision log, or None when its topic does not exist (the CLI never creates it)."""
     found = _existing_partitions(options, [options.decision_log_topic])
     return DecisionLog(options) if found else None
 
 
-def _participant_states(session: TransactionSession, record: Optional[LogRecord]) -> Mapping[str, TxnDescription]:
+def _participant_states(session: TransactionSession, record: LogRecord | None) -> Mapping[str, TxnDescription]:
     """Current states of the participants of a decision not recorded complete yet (of no other record:
     once complete, its transactional ids are reused by later epochs)."""
     if record is None or record.kind != "decision" or not record.participants:
@@ -332,7 +335,7 @@ def _reader_options(options: WriterOptions, topics: Sequence[str], isolation: st
 
 
 # -- rendering --------------------------------------------------------------------------------
-def record_lines(record: Optional[LogRecord], now_ms: int, states: Mapping[str, TxnDescription]) -> list[str]:
+def record_lines(record: LogRecord | None, now_ms: int, states: Mapping[str, TxnDescription]) -> list[str]:
     """The last decision-log record: kind, epoch, participants, consumer group offsets, time."""
     if record is None:
         return ["last record: none"]

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Iterator, Optional, Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource
 
 from spark_kafka_eos.authentication import AuthenticationWatch, list_topics
-from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.txn.session import TransactionSession
 
 _TIMEOUT_S = 30
@@ -48,7 +48,7 @@ def admin_client(connection: KafkaConnection) -> AdminClient:
     return _ADMIN_CLIENTS[connection]
 
 
-def cluster_metadata(connection: KafkaConnection, topic: Optional[str] = None, timeout_s: float = _TIMEOUT_S) -> ClusterMetadata:
+def cluster_metadata(connection: KafkaConnection, topic: str | None = None, timeout_s: float = _TIMEOUT_S) -> ClusterMetadata:
     """Metadata from the kept admin client; refused credentials raise ``KafkaEosAuthenticationError`` in seconds."""
     admin = admin_client(connection)
     return list_topics(admin, _ADMIN_WATCHES[connection], timeout_s, topic)

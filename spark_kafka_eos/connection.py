@@ -5,8 +5,8 @@ clients, the decision log's and the visibility check's consumers, the transactio
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.secrets import redact
@@ -25,7 +25,7 @@ class KafkaConnection:
     settings: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def of(cls, bootstrap_servers: str, kafka_settings: Mapping[str, str]) -> "KafkaConnection":
+    def of(cls, bootstrap_servers: str, kafka_settings: Mapping[str, str]) -> KafkaConnection:
         """The connection part of a write's or read's ``kafka.*`` settings (producer and consumer tuning left out)."""
         return cls(bootstrap_servers, tuple((k, v) for k, v in kafka_settings.items() if k.startswith(CONNECTION_SETTING_PREFIXES)))
 

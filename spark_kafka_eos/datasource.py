@@ -12,12 +12,12 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.read.reader_options import parse_reader_options
 from spark_kafka_eos.read.reader import KafkaEosBatchReader, KafkaEosStreamReader
+from spark_kafka_eos.read.reader_options import parse_reader_options
 from spark_kafka_eos.schema import record_schema
 from spark_kafka_eos.write.coordinator import settle_group
 from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
-from spark_kafka_eos.write.writer import open_writer
+from spark_kafka_eos.write.writer import open_batch_writer, open_stream_writer
 
 
 class KafkaEosDataSource(DataSource):
@@ -43,10 +43,10 @@ class KafkaEosDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:
             raise KafkaEosOptionError("mode", "is overwrite; a Kafka topic can only be appended to.", "use .mode('append').")
-        return open_writer(self.options, schema, streaming=False, hooks=self.writer_hooks())
+        return open_batch_writer(self.options, schema, hooks=self.writer_hooks())
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        return open_writer(self.options, schema, streaming=True, hooks=self.writer_hooks())
+        return open_stream_writer(self.options, schema, hooks=self.writer_hooks())
 
     def writer_hooks(self) -> WriterHooks:
         """Seams of the write path; none here (tests override this to inject faults)."""

@@ -9,7 +9,7 @@ would break the guarantees, and the required ``kafka.bootstrap.servers``.
 from __future__ import annotations
 
 import difflib
-from typing import Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
 
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.errors import KafkaEosOptionError
@@ -131,7 +131,7 @@ def reject_typos(opts: Mapping[str, str]) -> None:
 
 
 def parse_common(
-    options: Mapping[str, str], kafka_settings: Optional[Callable[[Mapping[str, str]], dict[str, str]]] = None,
+    options: Mapping[str, str], kafka_settings: Callable[[Mapping[str, str]], dict[str, str]] | None = None,
 ) -> tuple[dict[str, str], dict[str, str], KafkaConnection]:
     """What every parse of ``options`` (as Spark passes them) starts with: the options with lower-cased keys
     (Spark's dict is case-insensitive), typos refused, the ``kafka.*`` settings (by ``kafka_settings``,

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from spark_kafka_eos.errors import KafkaEosOptionError
 

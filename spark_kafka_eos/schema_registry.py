@@ -15,8 +15,6 @@ A value that is null, shorter than the header, or without the magic byte gives n
 
 from __future__ import annotations
 
-from typing import Union
-
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
@@ -28,18 +26,18 @@ def _is_wire_format(value: Column) -> Column:
     return (F.length(value) >= HEADER_BYTES) & (F.substring(value, 1, 1) == F.unhex(F.lit("00")))
 
 
-def schema_id(value: Union[Column, str]) -> Column:
+def schema_id(value: Column | str) -> Column:
     """The schema id (int) of a wire-format binary column; null for other values."""
     column = F.col(value) if isinstance(value, str) else value
     return F.when(_is_wire_format(column), F.conv(F.hex(F.substring(column, 2, 4)), 16, 10).cast("int"))
 
 
-def payload(value: Union[Column, str]) -> Column:
+def payload(value: Column | str) -> Column:
     """The bytes after the 5-byte header of a wire-format binary column; null for other values."""
     column = F.col(value) if isinstance(value, str) else value
     return F.when(_is_wire_format(column), F.substring(column, F.lit(HEADER_BYTES + 1), F.length(column) - HEADER_BYTES))
 
 
-def wire_format(value: Union[Column, str]) -> Column:
+def wire_format(value: Column | str) -> Column:
     """A struct of ``schema_id`` and ``payload`` (see :func:`schema_id` and :func:`payload`)."""
     return F.struct(schema_id(value).alias("schema_id"), payload(value).alias("payload"))

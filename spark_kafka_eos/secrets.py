@@ -6,7 +6,7 @@ Every repr, log line and error message that shows a Kafka client configuration g
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 REDACTED = "[redacted]"
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -43,7 +44,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaTestCluster
 
 
 @pytest.fixture(scope="session")
-def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator["LocalCluster"]:
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """A three-broker KRaft cluster (replication factor 3, min.insync.replicas 2), started only for the
     tests that ask for it and stopped at the end of the session. A test that kills a node restarts it."""
     from tests.harness.local_cluster import LocalCluster
@@ -61,7 +62,7 @@ def fault_markers(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory, fault_markers: None) -> Iterator["object"]:
+def spark(tmp_path_factory: pytest.TempPathFactory, fault_markers: None) -> Iterator[object]:
     """A local[2] Spark session whose Python workers run this interpreter, with Spark's own Kafka
     connector on its classpath when ``make test`` resolved it (the oracle of the differential
     reader tests, see :func:`spark_kafka_source`)."""
@@ -97,7 +98,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory, fault_markers: None) -> Iter
 
 
 @pytest.fixture(scope="session")
-def spark_kafka_source(spark: "object") -> "object":
+def spark_kafka_source(spark: object) -> object:
     """The test session's Spark, where ``format("kafka")`` is Spark's own Kafka source. Fails (never
     skips) without it: ``make test`` resolves it from Maven Central."""
     if not find_connector_jars(CONNECTOR_JARS_DIR):

@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 import re
 import time
-from typing import Callable, Mapping, Optional, Sequence, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -18,10 +19,10 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
 from spark_kafka_eos.authentication import AuthenticationWatch, list_topics
 from spark_kafka_eos.cluster import committed_offsets
 from spark_kafka_eos.connection import KafkaConnection
-from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError, KafkaEosUnavailableError
-from spark_kafka_eos.read.reader_options import ReaderOptions, Subscription, TopicPartition
+from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.read.authorization import topic_authorization_error
+from spark_kafka_eos.read.reader_options import ReaderOptions, Subscription, TopicPartition
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -35,7 +36,7 @@ _RETRIABLE = {
 class KafkaOffsetLookup:
     """Answers the planner's questions with an AdminClient (driver side only; not picklable)."""
 
-    def __init__(self, options: ReaderOptions, group_guard: Optional["GroupGuard"] = None) -> None:
+    def __init__(self, options: ReaderOptions, group_guard: GroupGuard | None = None) -> None:
         self._options = options
         self._group_guard = group_guard
         self._authentication = AuthenticationWatch(options.admin_config())
@@ -116,11 +117,11 @@ class KafkaOffsetLookup:
         """The high watermark, whatever the isolation level: where each partition's log ends."""
         return self._list_offsets({tp: OffsetSpec.latest() for tp in partitions}, IsolationLevel.READ_UNCOMMITTED)
 
-    def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[int]]:
+    def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
         found = self._list_offsets({tp: OffsetSpec.for_timestamp(ts) for tp, ts in timestamps.items()})
         return {tp: (offset if offset >= 0 else None) for tp, offset in found.items()}
 
-    def committed(self, group: str, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, Optional[int]]:
+    def committed(self, group: str, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int | None]:
         if not partitions:
             return {}
 
@@ -138,7 +139,7 @@ class KafkaOffsetLookup:
         return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in found}
 
     def _list_offsets(
-        self, specs: Mapping[TopicPartition, OffsetSpec], isolation: Optional[IsolationLevel] = None
+        self, specs: Mapping[TopicPartition, OffsetSpec], isolation: IsolationLevel | None = None
     ) -> dict[TopicPartition, int]:
         if not specs:
             return {}

@@ -16,19 +16,19 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.errors import KafkaEosOptionError, KafkaEosReadError
-from spark_kafka_eos.read.reader_options import ReaderOptions
+from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.read.authorization import topic_authorization_error
 from spark_kafka_eos.read.data_loss import moved_back_problem, report_data_loss
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.read.progress import FetchProgress, StallWatch, statistics_interval_ms
+from spark_kafka_eos.read.reader_options import ReaderOptions
 from spark_kafka_eos.read.record_batch import RecordBatchBuilder
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def read_offset_range(options: ReaderOptions, offset_range: OffsetRange) -> Iter
 
 
 def open_consumer(
-    options: ReaderOptions, on_statistics: Optional[Callable[[str], None]] = None, statistics_interval_ms: int = 0
+    options: ReaderOptions, on_statistics: Callable[[str], None] | None = None, statistics_interval_ms: int = 0
 ) -> Consumer:
     """A consumer with the read's configuration; an option error if librdkafka rejects it."""
     config = options.consumer_config()
@@ -103,10 +103,11 @@ class _RangeReader:
                     self._on_error(message)
                     continue
                 offset = message.offset()
+                assert offset is not None  # a fetched record always has one
                 if offset >= end:
                     self._position = end
                     break
-                self._builder.add(message)
+                self._builder.add(message, offset)
                 self._position = offset + 1
                 if self._builder.full():
                     yield self._builder.build()
@@ -124,11 +125,12 @@ class _RangeReader:
             yield self._builder.build()
 
     def _on_error(self, message: Message) -> None:
-        error: KafkaError = message.error()
+        error = message.error()
+        assert error is not None  # called for error events only
         code = error.code()
         if code == KafkaError._PARTITION_EOF:
             # Everything below the EOF offset was fetched, and delivered before this event.
-            self._position = max(self._position, message.offset())
+            self._position = max(self._position, message.offset() or 0)
         elif code in _OUT_OF_RANGE:
             self._skip_lost_offsets(error)
         elif code in _VANISHED:

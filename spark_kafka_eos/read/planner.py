@@ -8,14 +8,15 @@ never reaches past an open transaction.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Optional, Protocol, Sequence
+from typing import Protocol
 
 from pyspark.sql.datasource import InputPartition
 
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.read.reader_options import EARLIEST, LATEST, OffsetBound, Subscription, TopicPartition
 from spark_kafka_eos.read.data_loss import describe, moved_back_problem, report_data_loss
+from spark_kafka_eos.read.reader_options import EARLIEST, LATEST, OffsetBound, Subscription, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,11 @@ class OffsetLookup(Protocol):
         """The high watermark: where each partition's log ends, committed or not."""
         ...
 
-    def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[int]]:
+    def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
         """Earliest offset whose timestamp is >= the given one; None where there is none."""
         ...
 
-    def committed(self, group: str, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, Optional[int]]:
+    def committed(self, group: str, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int | None]:
         """The group's committed offsets; None where it has none."""
         ...
 
@@ -79,7 +80,7 @@ def resolve_bound(
         # Not clamped to the end: a committed offset past the log end is data loss (a re-created
         # or truncated topic), which the callers report as for any other position.
         committed = lookup.committed(bound.group, partitions)
-        return {tp: earliest[tp] if committed.get(tp) is None else committed[tp] for tp in partitions}
+        return {tp: _or(committed.get(tp), earliest[tp]) for tp in partitions}
     if bound.kind == "offsets":
         _require_exact_partitions(bound, set(bound.offsets), partitions)
         return {
@@ -194,7 +195,7 @@ def check_start_available(tp: TopicPartition, start: int, earliest: int, fail_on
 
 
 def split_ranges(
-    ranges: Sequence[OffsetRange], min_partitions: Optional[int], max_records_per_partition: Optional[int]
+    ranges: Sequence[OffsetRange], min_partitions: int | None, max_records_per_partition: int | None
 ) -> list[OffsetRange]:
     """Drop empty ranges, cut ranges longer than ``max_records_per_partition``, then cut them
     further, in proportion to their sizes, until there are ``min_partitions``."""
@@ -235,7 +236,7 @@ def _cut(r: OffsetRange, parts: int) -> list[OffsetRange]:
     return out
 
 
-def limit_offsets(start: Offsets, available_end: Offsets, max_offsets: Optional[int]) -> Offsets:
+def limit_offsets(start: Offsets, available_end: Offsets, max_offsets: int | None) -> Offsets:
     """End offsets that advance at most ``max_offsets`` in total, shared among partitions in
     proportion to their backlog. As in Spark, every partition with a backlog moves at least one
     offset, so a small partition never starves behind a large one; unlike Spark, the largest
@@ -256,3 +257,7 @@ def limit_offsets(start: Offsets, available_end: Offsets, max_offsets: Optional[
     for tp in sorted(shares, key=lambda t: (shares[t] - granted[t], backlog[t]), reverse=True)[:leftover]:
         granted[tp] += 1
     return {tp: start.get(tp, end) + min(granted[tp], backlog[tp]) for tp, end in available_end.items()}
+
+
+def _or(offset: int | None, default: int) -> int:
+    return default if offset is None else offset

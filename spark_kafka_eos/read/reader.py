@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Iterator, Optional, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -24,11 +25,9 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from spark_kafka_eos.read.reader_options import ReaderOptions, TopicPartition
 from spark_kafka_eos.read.data_loss import describe, moved_back_problem, report_data_loss
 from spark_kafka_eos.read.offset_lookup import GroupGuard, KafkaOffsetLookup
 from spark_kafka_eos.read.partition_reader import check_consumer_config, read_offset_range
-from spark_kafka_eos.read.progress_group import commit_progress
 from spark_kafka_eos.read.planner import (
     OffsetRange,
     Offsets,
@@ -39,6 +38,8 @@ from spark_kafka_eos.read.planner import (
     restart_moved_back,
     split_ranges,
 )
+from spark_kafka_eos.read.progress_group import commit_progress
+from spark_kafka_eos.read.reader_options import ReaderOptions, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +74,8 @@ class _KafkaReaderBase:
     never pickled) and the executor-side ``read``."""
 
     options: ReaderOptions
-    group_guard: Optional[GroupGuard] = None
-    _lookup: Optional[KafkaOffsetLookup] = None
+    group_guard: GroupGuard | None = None
+    _lookup: KafkaOffsetLookup | None = None
 
     @property
     def lookup(self) -> KafkaOffsetLookup:
@@ -97,7 +98,7 @@ class _KafkaReaderBase:
 class KafkaEosBatchReader(_KafkaReaderBase, DataSourceReader):
     """``spark.read.format("kafka_eos")``: read_committed ranges bounded by the LSO at planning."""
 
-    def __init__(self, options: ReaderOptions, group_guard: Optional[GroupGuard] = None) -> None:
+    def __init__(self, options: ReaderOptions, group_guard: GroupGuard | None = None) -> None:
         check_consumer_config(options)
         self.options = options
         self.group_guard = group_guard
@@ -123,14 +124,14 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
     and a read from the partition's earliest offset. Never a silent skip.
     """
 
-    def __init__(self, options: ReaderOptions, group_guard: Optional[GroupGuard] = None) -> None:
+    def __init__(self, options: ReaderOptions, group_guard: GroupGuard | None = None) -> None:
         check_consumer_config(options)
         self.options = options
         self.group_guard = group_guard
-        self._initial: Optional[StreamOffset] = None
-        self._latest: Optional[Offsets] = None
-        self._available_now_target: Optional[Offsets] = None
-        self._last_trigger_at: Optional[float] = None
+        self._initial: StreamOffset | None = None
+        self._latest: Offsets | None = None
+        self._available_now_target: Offsets | None = None
+        self._last_trigger_at: float | None = None
         # (partition, position) that latestOffset restarted at the earliest offset, so that
         # partitions() knows it even when the log grew past the position in between.
         self._moved_back: set[tuple[TopicPartition, int]] = set()
@@ -208,11 +209,13 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
         self._last_trigger_at = now
         return False
 
-    def _limits(self, limit: ReadLimit) -> tuple[Optional[int], Optional[int]]:
+    def _limits(self, limit: ReadLimit) -> tuple[int | None, int | None]:
         """(max, min) offsets for this batch. The engine passes one limit; the other configured
         bound applies too unless the engine asks for everything. Under Trigger.AvailableNow the
         minimum never applies: the engine passes the default limit there, and waiting for more
         would end the run with records below the minimum left unread."""
+        max_rows: int | None
+        min_rows: int | None
         if isinstance(limit, ReadMaxRows):
             max_rows, min_rows = limit.max_rows, self.options.min_offsets_per_trigger
         elif isinstance(limit, ReadMinRows):
@@ -264,7 +267,7 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
         self._moved_back.update((tp, position[tp]) for tp in restarted)
         return restarted
 
-    def reportLatestOffset(self) -> Optional[StreamOffset]:
+    def reportLatestOffset(self) -> StreamOffset | None:
         return to_stream_offset(self._latest) if self._latest is not None else None
 
     def partitions(self, start: StreamOffset, end: StreamOffset) -> Sequence[InputPartition]:
@@ -294,7 +297,7 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
                 ranges.append(OffsetRange(tp[0], tp[1], start_at, finish[tp]))
         return split_ranges(ranges, self.options.min_partitions, self.options.max_records_per_partition)
 
-    def _start_behind_end(self, tp: TopicPartition, first: int, finish: int, earliest: int, log_end: int) -> Optional[int]:
+    def _start_behind_end(self, tp: TopicPartition, first: int, finish: int, earliest: int, log_end: int) -> int | None:
         """Where to read ``tp`` from when a micro-batch ends before it starts; None: not at all."""
         fail = self.options.fail_on_data_loss
         if log_end < first or (tp, first) in self._moved_back:

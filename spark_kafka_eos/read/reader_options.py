@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Mapping, Optional, TypeVar
+from typing import Literal, TypeVar
 
-from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.kafka_options import canonical_name, parse_common
 from spark_kafka_eos.secrets import redact
 
@@ -46,7 +47,7 @@ class Subscription:
 
     kind: Literal["subscribe", "subscribePattern", "assign"]
     topics: tuple[str, ...] = ()
-    pattern: Optional[str] = None
+    pattern: str | None = None
     partitions: tuple[TopicPartition, ...] = ()
 
     def describe(self) -> str:
@@ -70,9 +71,9 @@ class OffsetBound:
     kind: Literal["earliest", "latest", "offsets", "timestamp", "timestamps", "group"]
     option: str
     offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
-    timestamp: Optional[int] = None
+    timestamp: int | None = None
     timestamps: Mapping[TopicPartition, int] = field(default_factory=dict)
-    group: Optional[str] = None
+    group: str | None = None
 
 
 @dataclass(frozen=True, repr=False)
@@ -82,13 +83,13 @@ class ReaderOptions:
     connection: KafkaConnection
     subscription: Subscription
     starting: OffsetBound
-    ending: Optional[OffsetBound]
+    ending: OffsetBound | None
     timestamp_strategy: Literal["error", "latest"]
     fail_on_data_loss: bool
-    min_partitions: Optional[int]
-    max_records_per_partition: Optional[int]
-    max_offsets_per_trigger: Optional[int]
-    min_offsets_per_trigger: Optional[int]
+    min_partitions: int | None
+    max_records_per_partition: int | None
+    max_offsets_per_trigger: int | None
+    min_offsets_per_trigger: int | None
     max_trigger_delay_ms: int
     include_headers: bool
     max_records_per_batch: int
@@ -99,7 +100,7 @@ class ReaderOptions:
     isolation_level: str
     group_id: str
     kafka_config: Mapping[str, str]
-    progress_group: Optional[str] = None
+    progress_group: str | None = None
     """Streams: the group that each committed micro-batch's end offsets are committed to (for lag tools)."""
 
     @property
@@ -331,12 +332,13 @@ def _parse_partition_numbers(value: str, option: str, example: str) -> dict[Topi
             raise KafkaEosOptionError(option, f"topic {topic!r} must map partitions to numbers, got {per_partition!r}.", f"use JSON such as {example}.")
         for partition, number in per_partition.items():
             if not str(partition).isdigit() or not isinstance(number, int) or isinstance(number, bool):
-                raise KafkaEosOptionError(option, f"has {partition!r}: {number!r} for topic {topic!r}.", f"use partition numbers as keys and whole numbers as values, e.g. {example}.")
+                raise KafkaEosOptionError(option, f"has {partition!r}: {number!r} for topic {topic!r}.",
+                                          f"use partition numbers as keys and whole numbers as values, e.g. {example}.")
             result[(topic, int(partition))] = number
     return result
 
 
-def _check_batch_bounds(starting: OffsetBound, ending: Optional[OffsetBound]) -> None:
+def _check_batch_bounds(starting: OffsetBound, ending: OffsetBound | None) -> None:
     if starting.kind == "latest" or any(o == LATEST for o in starting.offsets.values()):
         raise KafkaEosOptionError(
             starting.option, "asks a batch read to start at latest, which would read nothing.",
@@ -361,7 +363,7 @@ def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
                   lambda raw: raw.strip().lower() == "true", "use true or false.")
 
 
-def _positive_int(opts: Mapping[str, str], name: str) -> Optional[int]:
+def _positive_int(opts: Mapping[str, str], name: str) -> int | None:
     return _value(opts, name, None, lambda raw: raw.strip().isdigit() and int(raw) > 0, int, "use a whole number greater than 0.")
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pyarrow as pa
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message
 
@@ -26,22 +24,23 @@ class RecordBatchBuilder:
         self._reset()
 
     def _reset(self) -> None:
-        self._keys: list[Optional[bytes]] = []
-        self._values: list[Optional[bytes]] = []
+        self._keys: list[bytes | None] = []
+        self._values: list[bytes | None] = []
         self._offsets: list[int] = []
-        self._timestamps: list[Optional[int]] = []
+        self._timestamps: list[int | None] = []
         self._timestamp_types: list[int] = []
-        self._headers: list[Optional[list[tuple[str, Optional[bytes]]]]] = []
+        self._headers: list[list[tuple[str, str | bytes | None]] | None] = []
         self._bytes = 0
 
     def __len__(self) -> int:
         return len(self._offsets)
 
-    def add(self, message: Message) -> None:
+    def add(self, message: Message, offset: int) -> None:
+        """Append ``message``, a fetched record at ``offset`` (its ``offset()``, which the caller has read)."""
         key, value = message.key(), message.value()
         self._keys.append(key)
         self._values.append(value)
-        self._offsets.append(message.offset())
+        self._offsets.append(offset)
         ts_type, ts_ms = message.timestamp()
         # A v2 batch keeps a producer's "no timestamp" (-1) and the broker labels it CreateTime.
         spark_type = _TIMESTAMP_TYPES.get(ts_type, NO_TIMESTAMP_TYPE) if ts_ms != _NO_TIMESTAMP else NO_TIMESTAMP_TYPE
@@ -50,7 +49,9 @@ class RecordBatchBuilder:
         self._bytes += (len(key) if key else 0) + (len(value) if value else 0)
         if self._include_headers:
             # Like Spark's Kafka source: null, not an empty array, when a record has no headers.
+            # A consumed record's headers are a list of (name, value) pairs (a dict only on produce).
             headers = message.headers() or None
+            assert headers is None or isinstance(headers, list)
             self._headers.append(headers)
             self._bytes += sum(len(name) + (len(data) if data else 0) for name, data in headers or ())
 

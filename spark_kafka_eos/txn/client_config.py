@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator, Mapping
 from spark_kafka_eos.secrets import redact
 
 
-
 class UnsupportedSettingError(ValueError):
     """A setting the transaction session cannot honour; ``setting`` is its librdkafka name (never its value)."""
 

@@ -13,7 +13,6 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from typing import Optional
 
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
@@ -28,9 +27,9 @@ class OAuthTokenError(RuntimeError):
 class OidcClientCredentials(AbstractTokenProvider):
     """A kafka-python token provider for the OIDC client credentials grant. Its repr shows no secret."""
 
-    def __init__(self, token_endpoint_url: str, client_id: str, client_secret: str, scope: Optional[str] = None) -> None:
+    def __init__(self, token_endpoint_url: str, client_id: str, client_secret: str, scope: str | None = None) -> None:
         self._url, self._client_id, self._client_secret, self._scope = token_endpoint_url, client_id, client_secret, scope
-        self._token: Optional[str] = None
+        self._token: str | None = None
         self._refresh_at = 0.0
         self._lock = threading.Lock()
 

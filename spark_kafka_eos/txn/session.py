@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from types import TracebackType
-from typing import Any, Optional, TypeVar
+from typing import Any, TypeVar
 
 import kafka.errors as Errors
 from kafka.net import KafkaConnectionManager, NetworkSelector
@@ -105,7 +105,7 @@ class PreparedTxnState:
         return f"{self.transactional_id}:{self.producer_id}:{self.epoch}"
 
     @classmethod
-    def parse(cls, text: str) -> "PreparedTxnState":
+    def parse(cls, text: str) -> PreparedTxnState:
         """Inverse of :meth:`serialize`."""
         parts = text.rsplit(":", 2)
         try:
@@ -146,8 +146,8 @@ class TxnListing:
 class TxnSessionError(KafkaEosError):
     """A coordinator RPC failed. Carries the transactional id, the request and the Kafka error name."""
 
-    def __init__(self, message: str, transactional_id: Optional[str] = None,
-                 request: Optional[str] = None, error: Optional[str] = None) -> None:
+    def __init__(self, message: str, transactional_id: str | None = None,
+                 request: str | None = None, error: str | None = None) -> None:
         super().__init__(message)
         self.transactional_id = transactional_id
         self.request = request
@@ -197,7 +197,7 @@ def _error_name(error: BaseException) -> str:
     return getattr(error, "message", None) or type(error).__name__
 
 
-def classify_error(exc: Exception, request: str, transactional_id: Optional[str]) -> TxnSessionError:
+def classify_error(exc: Exception, request: str, transactional_id: str | None) -> TxnSessionError:
     """The session error for a non-retriable Kafka error: fenced, invalid state, or fatal."""
     kind: type[TxnSessionError] = (
         TxnFencedError if isinstance(exc, _FENCED)
@@ -228,8 +228,8 @@ class TransactionSession:
     def __init__(
         self,
         bootstrap_servers: str,
-        client_config: Optional[Mapping[str, object]] = None,
-        request_timeout_s: Optional[float] = None,
+        client_config: Mapping[str, object] | None = None,
+        request_timeout_s: float | None = None,
         retry_backoff_s: float = 0.1,
         max_retries: int = 20,
         operation_timeout_s: float = 60.0,
@@ -248,7 +248,7 @@ class TransactionSession:
         self._max_retries = max_retries
         self._operation_timeout_s = operation_timeout_s
         self._enable_2pc = enable_2pc
-        self._two_pc: Optional[bool] = None
+        self._two_pc: bool | None = None
         self._coordinators: dict[tuple[int, str], int] = {}
         self._closed = False
         # kafka-python 3.x has no kafka.client_async.KafkaClient; KafkaConnectionManager on a NetworkSelector
@@ -261,11 +261,11 @@ class TransactionSession:
     def __repr__(self) -> str:
         return f"TransactionSession({redact(self._settings)!r})"
 
-    def __enter__(self) -> "TransactionSession":
+    def __enter__(self) -> TransactionSession:
         return self
 
-    def __exit__(self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException],
-                 tb: Optional[TracebackType]) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.close()
 
     def close(self) -> None:
@@ -321,7 +321,7 @@ class TransactionSession:
         """EndTxn(abort). Raises :class:`TxnInvalidStateError` if the transaction was committed."""
         self._end_txn(state, committed=False)
 
-    def resume(self, state: PreparedTxnState) -> "ResumedTxn":
+    def resume(self, state: PreparedTxnState) -> ResumedTxn:
         """A handle bound to one prepared transaction (commit / abort / send_offsets / describe)."""
         return ResumedTxn(self, state)
 
@@ -357,7 +357,7 @@ class TransactionSession:
                   lambda: self._request_on(key, build, errors), [key])
 
     def wait_settled(self, transactional_ids: Sequence[str],
-                     timeout_s: Optional[float] = None) -> dict[str, TxnDescription]:
+                     timeout_s: float | None = None) -> dict[str, TxnDescription]:
         """Poll DescribeTransactions until no id is in a Prepare* state. EndTxn returns once the
         coordinator has logged PrepareCommit / PrepareAbort; the markers (and so read_committed
         visibility) follow asynchronously. Raises :class:`TxnTimeoutError` after ``timeout_s``
@@ -475,7 +475,7 @@ class TransactionSession:
         return sorted(found.values(), key=lambda t: t.transactional_id)
 
     # -- retries and error classification -----------------------------------------------------------------
-    def _run(self, request: str, transactional_id: Optional[str], attempt: Callable[[], Awaitable[T]],
+    def _run(self, request: str, transactional_id: str | None, attempt: Callable[[], Awaitable[T]],
              coordinator_keys: Sequence[tuple[int, str]]) -> T:
         """Run ``attempt`` on the IO thread, retrying retriable errors; raise a classified error."""
         async def retrying() -> T:

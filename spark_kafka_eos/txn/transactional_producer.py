@@ -14,7 +14,8 @@ each start right after the id's previous transaction: with one request 1 and 6 o
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
@@ -26,7 +27,7 @@ WARM_UP_TIMEOUT_S = 2.0
 
 
 def start_transactional_producer(config: Mapping[str, Any], topic: str, timeout_s: float,
-                                 before_init: Optional[Callable[[], None]] = None) -> Producer:
+                                 before_init: Callable[[], None] | None = None) -> Producer:
     """A producer of ``config`` (which names its ``transactional.id``) whose transactions are initialised:
     InitProducerId fenced any earlier holder of the id. ``before_init`` runs right before that (after the
     warm-up) and may raise to stop it. Raises ``KafkaException`` as ``init_transactions`` does."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from pyspark.sql.datasource import WriterCommitMessage
 
@@ -31,13 +30,13 @@ class TaskCommit(WriterCommitMessage):
     spark_partition: int
     attempt_number: int
     task_attempt_id: int
-    transaction: Optional[PreparedTxnState]
+    transaction: PreparedTxnState | None
     records: tuple[PartitionCount, ...] = ()
     source_offsets: tuple[SourceOffset, ...] = ()
-    probe: Optional[Position] = None
+    probe: Position | None = None
     source_starts: tuple[SourceOffset, ...] = ()
     """(source topic, source partition, first offset consumed)."""
-    probe_digest: Optional[str] = None
+    probe_digest: str | None = None
 
     @property
     def record_count(self) -> int:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import time
-from typing import Mapping
+from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaException
-from confluent_kafka.admin import ConsumerGroupDescription
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import ConsumerGroupDescription
 
-from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.cluster import COORDINATOR_MOVING, admin_client
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosOptionError
+from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.write.writer_options import WriterOptions
 
 _TIMEOUT_S = 30

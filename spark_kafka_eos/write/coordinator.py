@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Callable, ContextManager, Iterable, Optional, Sequence
-
-from pyspark.sql.datasource import WriterCommitMessage
 
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from pyspark.sql.datasource import WriterCommitMessage
 
 from spark_kafka_eos.cluster import cluster_metadata, shared_session
 from spark_kafka_eos.connection import KafkaConnection
@@ -36,10 +36,13 @@ from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLos
 from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession, TxnSessionError, TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.consumer_group import check_group_position
-from spark_kafka_eos.write.group_marker import GroupMarker
 from spark_kafka_eos.write.decision_log import (
-    COORDINATOR_TRANSACTION_TIMEOUT_MS, DecisionLog, RecordNotCommittedError, transactional_id_refused,
+    COORDINATOR_TRANSACTION_TIMEOUT_MS,
+    DecisionLog,
+    RecordNotCommittedError,
+    transactional_id_refused,
 )
+from spark_kafka_eos.write.group_marker import GroupMarker
 from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
 from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant, history_with
 from spark_kafka_eos.write.ownership import Judgement, Verdict, judge
@@ -74,8 +77,8 @@ class TwoPhaseCommitCoordinator:
         transaction_timeout_ms: int,
         hooks: WriterHooks = NO_HOOKS,
         open_log: Callable[[WriterOptions], DecisionLog] = DecisionLog,
-        open_session: Callable[[KafkaConnection], ContextManager[TransactionSession]] = shared_session,
-        visible: Optional[VisibilityCheck] = None,
+        open_session: Callable[[KafkaConnection], AbstractContextManager[TransactionSession]] = shared_session,
+        visible: VisibilityCheck | None = None,
     ) -> None:
         self._options = options
         self._timeout_ms = transaction_timeout_ms
@@ -87,7 +90,7 @@ class TwoPhaseCommitCoordinator:
         self._prefix = options.prefix
 
     # -- before the tasks -------------------------------------------------------------------
-    def prepare(self, epoch: Optional[EpochId] = None) -> Judgement:
+    def prepare(self, epoch: EpochId | None = None) -> Judgement:
         """Runs on the driver before any task of an epoch: fence other drivers of the prefix, then roll
         its last decision forward, so that no task re-initialises a decided participant's id. With
         ``epoch`` (a batch job, whose run is known up front): judge it, refusing a run that does not
@@ -114,7 +117,7 @@ class TwoPhaseCommitCoordinator:
             return judgement
 
     # -- commit ---------------------------------------------------------------------------
-    def commit(self, epoch: EpochId, messages: Sequence[Optional[WriterCommitMessage]]) -> None:
+    def commit(self, epoch: EpochId, messages: Sequence[WriterCommitMessage | None]) -> None:
         tasks = _task_commits(messages, epoch)
         own = [t.transaction for t in tasks if t.transaction is not None]
         decision_log = self._log()
@@ -169,7 +172,7 @@ class TwoPhaseCommitCoordinator:
         settle_group(self._options.connection, self._options.consumer_group, committed,
                      own=(self._options.decision_log_topic, self._prefix))
 
-    def _refuse_unless_known(self, last: Optional[LogRecord], epoch: EpochId, session: TransactionSession,
+    def _refuse_unless_known(self, last: LogRecord | None, epoch: EpochId, session: TransactionSession,
                              own: Sequence[PreparedTxnState]) -> None:
         """A query past micro-batch 0 whose prefix has no record at all did not start on this prefix: its
         checkpoint was made under another prefix (spelt another way, or another transactional.id.prefix),
@@ -217,7 +220,8 @@ class TwoPhaseCommitCoordinator:
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
 
-    def _coordinator_state(self, session: TransactionSession) -> TxnState:
+    def _coordinator_state(self, session: TransactionSession) -> str:
+        """The state of the prefix's coordinator transaction, as DescribeTransactions names it (a :class:`TxnState` value)."""
         coordinator_id = coordinator_transactional_id(self._prefix)
         try:
             return session.describe([coordinator_id])[coordinator_id].state
@@ -227,7 +231,7 @@ class TwoPhaseCommitCoordinator:
             raise
 
     def _last_before_fencing(self, decision_log: DecisionLog, session: TransactionSession,
-                             own: Sequence[PreparedTxnState] = ()) -> Optional[LogRecord]:
+                             own: Sequence[PreparedTxnState] = ()) -> LogRecord | None:
         """The prefix's last record, read before this driver fences the coordinator id. A prefix without a
         record whose coordinator id committed before (the broker keeps an id's last state for
         ``transactional.id.expiration.ms``, 7 days by default) had its history in a log that is gone: a
@@ -269,8 +273,8 @@ class TwoPhaseCommitCoordinator:
         decided = {p.txn for p in last.participants}
         duplicates = [t for t in own if t not in decided]
         abort_prepared(session, duplicates)
-        last = self._finish(session, decision_log, last, RECOVERY_RETRY_BUDGET_S)
-        self._sweep(session, decision_log, last, keep=())
+        finished = self._finish(session, decision_log, last, RECOVERY_RETRY_BUDGET_S)
+        self._sweep(session, decision_log, finished, keep=())
         log.warning("Epoch %s of prefix %s was already decided: aborted %d duplicate transactions",
                     last.epoch_id, self._prefix, len(duplicates))
 
@@ -287,7 +291,7 @@ class TwoPhaseCommitCoordinator:
         return min(d.transaction_start_time_ms + d.transaction_timeout_ms for d in states.values())
 
     def _decide(self, session: TransactionSession, decision_log: DecisionLog, decision: LogRecord,
-                group_offsets: Optional[dict[tuple[str, int], int]], deadline_ms: int) -> None:
+                group_offsets: dict[tuple[str, int], int] | None, deadline_ms: int) -> None:
         coordinator_id = coordinator_transactional_id(self._prefix)
         began = time.monotonic()
 
@@ -387,8 +391,8 @@ class TwoPhaseCommitCoordinator:
                     return
                 time.sleep(0.5 * 2 ** attempt)
 
-    def _finish(self, session: TransactionSession, decision_log: DecisionLog, record: Optional[LogRecord],
-                budget_s: float) -> Optional[LogRecord]:
+    def _finish(self, session: TransactionSession, decision_log: DecisionLog, record: LogRecord | None,
+                budget_s: float) -> LogRecord | None:
         """Phase 2 of ``record`` if it is a decision: commit every participant, retrying failures for
         ``budget_s``, then append its completion. Returns the prefix's last record. Once every participant
         is committed, a completion record that cannot be written only warns: the data is all there, and
@@ -423,13 +427,13 @@ class TwoPhaseCommitCoordinator:
                 delay = min(delay * 2, _MAX_RETRY_DELAY_S)
         return record
 
-    def _sweep(self, session: TransactionSession, decision_log: DecisionLog, last: Optional[LogRecord], keep: Sequence[str]) -> None:
+    def _sweep(self, session: TransactionSession, decision_log: DecisionLog, last: LogRecord | None, keep: Sequence[str]) -> None:
         """Abort what is left open of the prefix. Ownership is proven after listing by re-appending the last
         record in the coordinator's transaction, which fails if another driver has fenced this one."""
         abort_lingering(session, self._prefix, self._timeout_ms, lambda: _prove(decision_log, self._prefix, last), keep)
 
     # -- the operator's recovery ------------------------------------------------------------
-    def recover(self, accept_data_loss: bool = False) -> "RecoveryReport":
+    def recover(self, accept_data_loss: bool = False) -> RecoveryReport:
         """What the CLI's ``recover`` does: fence other drivers, roll the prefix's last decision forward,
         then abort everything of the prefix left open. Run it only when no query uses the prefix.
         Lost participants raise, unless ``accept_data_loss``: then they are reported."""
@@ -437,7 +441,7 @@ class TwoPhaseCommitCoordinator:
         with self._open_session(self._options.connection) as session:
             decision_log.fence(self._prefix)
             before = decision_log.last(self._prefix)
-            lost: Optional[str] = None
+            lost: str | None = None
             try:
                 last = self._finish(session, decision_log, before, RECOVERY_RETRY_BUDGET_S)
             except KafkaEosCommittedDataLostError as err:
@@ -448,7 +452,7 @@ class TwoPhaseCommitCoordinator:
         return RecoveryReport(before, lost, aborted)
 
     # -- abort ----------------------------------------------------------------------------
-    def abort(self, epoch: EpochId, messages: Sequence[Optional[WriterCommitMessage]]) -> None:
+    def abort(self, epoch: EpochId, messages: Sequence[WriterCommitMessage | None]) -> None:
         """Spark gave up on ``epoch`` (a task failed, or commit raised)."""
         own = [m.transaction for m in messages if isinstance(m, TaskCommit) and m.transaction is not None]
         decision_log = self._log()
@@ -479,7 +483,7 @@ GROUP_SETTLE_WAIT_S = 10.0
 
 
 def settle_group(connection: KafkaConnection, group: str, committed: Sequence[KafkaTopicPartition],
-                 own: Optional[tuple[str, str]] = None) -> None:
+                 own: tuple[str, str] | None = None) -> None:
     """Whoever resumes from ``group`` calls this with its committed offsets: every decision that moved
     them (but ``own``: (log topic, prefix) of the caller, whose last decision it finishes itself) is
     finished, rolled forward here if its driver does not within :data:`GROUP_SETTLE_WAIT_S`; else a
@@ -528,8 +532,8 @@ def _settle_marker(connection: KafkaConnection, group: str, marker: GroupMarker)
 class RecoveryReport:
     """What :meth:`TwoPhaseCommitCoordinator.recover` found and did."""
 
-    last_before: Optional[LogRecord]
-    data_loss: Optional[str]
+    last_before: LogRecord | None
+    data_loss: str | None
     aborted: list[str]
 
 
@@ -539,7 +543,7 @@ def _abort_undecided(session: TransactionSession, decision: LogRecord, err: Exce
     raise KafkaEosCommitError(f"The decision could not be written, so the epoch was aborted (nothing of it is visible): {err}") from err
 
 
-def _prove(decision_log: DecisionLog, prefix: str, last: Optional[LogRecord]) -> None:
+def _prove(decision_log: DecisionLog, prefix: str, last: LogRecord | None) -> None:
     """Commit a coordinator transaction (re-append the last record, or an empty index entry on a prefix
     with none): it fails if another driver fenced this one."""
     if last is not None:
@@ -548,7 +552,7 @@ def _prove(decision_log: DecisionLog, prefix: str, last: Optional[LogRecord]) ->
         decision_log.prove_owner(prefix)
 
 
-def _task_commits(messages: Sequence[Optional[WriterCommitMessage]], epoch: EpochId) -> list[TaskCommit]:
+def _task_commits(messages: Sequence[WriterCommitMessage | None], epoch: EpochId) -> list[TaskCommit]:
     tasks = [m for m in messages if isinstance(m, TaskCommit)]
     strangers = sorted({t.epoch_id for t in tasks} - {str(epoch)})
     if strangers:
@@ -574,7 +578,7 @@ def _describe_offsets(offsets: Sequence[tuple[str, int, int]]) -> str:
     return ", ".join(f"{t}-{p}: {o}" for t, p, o in offsets[:5]) + (" ..." if len(offsets) > 5 else "")
 
 
-def _group_offsets(decision: LogRecord) -> Optional[dict[tuple[str, int], int]]:
+def _group_offsets(decision: LogRecord) -> dict[tuple[str, int], int] | None:
     if not decision.consumer_group or not decision.offsets:
         return None
     return {(t, p): o for t, p, o in decision.offsets}

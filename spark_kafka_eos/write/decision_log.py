@@ -25,23 +25,29 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Iterator, Mapping, Optional, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
-
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, Message, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
 
-from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.cluster import (
-    COORDINATOR_MOVING, admin_client, cluster_metadata, forget_topic, group_offset_reader, known_topic, point_reader, remember_topic,
+    COORDINATOR_MOVING,
+    admin_client,
+    cluster_metadata,
+    forget_topic,
+    group_offset_reader,
+    known_topic,
+    point_reader,
+    remember_topic,
 )
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.errors import KafkaEosAuthorizationError, KafkaEosDecisionLogError
-from spark_kafka_eos.read.reader_options import Subscription, internal_read_options
+from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
+from spark_kafka_eos.read.reader_options import Subscription, internal_read_options
 from spark_kafka_eos.txn.transactional_producer import start_transactional_producer
 from spark_kafka_eos.write.group_marker import GroupMarker
 from spark_kafka_eos.write.log_envelope import Manifest, chunk_key, digest, head_key, is_chunk_of, join, parse_head, split
@@ -100,7 +106,7 @@ class DecisionLog:
         self._connection = options.connection
         self._admin = admin_client(options.connection)
         self._settle_timeout_s = settle_timeout_s
-        self._producer: Optional[Producer] = None
+        self._producer: Producer | None = None
 
     # -- topic ----------------------------------------------------------------------------
     def ensure_topic(self) -> None:
@@ -167,7 +173,7 @@ class DecisionLog:
         )
 
     # -- reading --------------------------------------------------------------------------
-    def last(self, prefix: str) -> Optional[LogRecord]:
+    def last(self, prefix: str) -> LogRecord | None:
         """The last committed record of ``prefix``, or None."""
         head = self._indexed_head(prefix)
         if head is None:
@@ -183,7 +189,7 @@ class DecisionLog:
             value = join(prefix, value, _read_at(self._connection, self._topic, value.chunk_offsets))
         return LogRecord.from_json(value)
 
-    def _indexed_head(self, prefix: str) -> Optional[bytes]:
+    def _indexed_head(self, prefix: str) -> bytes | None:
         """The head record the index group points at; None without an (up-to-date) index entry."""
         entry = self._index_entry(prefix)
         if entry is None:
@@ -197,7 +203,7 @@ class DecisionLog:
             return None
         return value
 
-    def _index_entry(self, prefix: str) -> Optional[tuple[int, str]]:
+    def _index_entry(self, prefix: str) -> tuple[int, str] | None:
         """(offset of the last record, digest of its value) from the index group, or None. A pending
         index commit (the prefix's coordinator mid-decision, or one whose commit just returned) is
         waited out: the reader is read_committed, so its OffsetFetch asks for stable offsets."""
@@ -224,9 +230,9 @@ class DecisionLog:
             raise _index_error(group, tp.error)
         return (tp.offset - 1, tp.metadata or "") if tp.offset > 0 else None
 
-    def _scanned_head(self, prefix: str) -> Optional[bytes]:
+    def _scanned_head(self, prefix: str) -> bytes | None:
         """The last committed head record of ``prefix``, by a read_committed scan of the whole log."""
-        found: Optional[bytes] = None
+        found: bytes | None = None
         for batch in self._read(0, self._stable_end(prefix), "read_committed"):
             for key, value in zip(batch.column("key").to_pylist(), batch.column("value").to_pylist()):
                 if key == head_key(prefix):
@@ -275,8 +281,8 @@ class DecisionLog:
                 time.sleep(0.1)
 
     # -- writing --------------------------------------------------------------------------
-    def append(self, record: LogRecord, group_offsets: Optional[Mapping[tuple[str, int], int]] = None,
-               before_commit: Optional[Callable[[], None]] = None, commit_by: Optional[float] = None) -> None:
+    def append(self, record: LogRecord, group_offsets: Mapping[tuple[str, int], int] | None = None,
+               before_commit: Callable[[], None] | None = None, commit_by: float | None = None) -> None:
         """Commit ``record``, its index entry (and the consumer group's offsets, when given) in the
         coordinator's transaction. Returns only once it is committed; raises if it is not.
         ``before_commit`` runs once everything is written, before the commit: if it raises, the
@@ -341,15 +347,17 @@ class DecisionLog:
         offsets: dict[int, int] = {}
         errors: list[str] = []
 
-        def report(error: Optional[KafkaError], message: Message, index: int) -> None:
-            if error is None:
-                offsets[index] = message.offset()
-            else:
-                errors.append(error.str())
+        def report(index: int) -> Callable[[KafkaError | None, Message], None]:
+            def delivered(error: KafkaError | None, message: Message) -> None:
+                offset = message.offset()
+                if error is None and offset is not None:
+                    offsets[index] = offset
+                else:
+                    errors.append(error.str() if error is not None else "delivered without an offset")
+            return delivered
 
         for index, (key, value) in enumerate(records):
-            producer.produce(self._topic, value=value, key=key, partition=0,
-                             on_delivery=lambda error, message, i=index: report(error, message, i))
+            producer.produce(self._topic, value=value, key=key, partition=0, on_delivery=report(index))
         producer.flush(_TIMEOUT_S)
         if errors or len(offsets) < len(records):
             problem = errors[0] if errors else f"not delivered within {_TIMEOUT_S:g}s"
@@ -400,13 +408,13 @@ def transactional_id_refused(connection: KafkaConnection, prefix: str) -> KafkaE
     )
 
 
-def _read_at(connection: KafkaConnection, topic: str, offsets: Sequence[int]) -> dict[int, tuple[Optional[bytes], Optional[bytes]]]:
+def _read_at(connection: KafkaConnection, topic: str, offsets: Sequence[int]) -> dict[int, tuple[bytes | None, bytes | None]]:
     """The records (key, value) at ``offsets`` of the log's partition, read_uncommitted: only for
     offsets known to hold committed records (so the LSO is not waited for). An offset whose record
     is gone (compacted, or past the log's end) is left out."""
     consumer, lock = point_reader(connection)
     with lock:
-        found: dict[int, tuple[Optional[bytes], Optional[bytes]]] = {}
+        found: dict[int, tuple[bytes | None, bytes | None]] = {}
         for offset in sorted(set(offsets)):
             consumer.assign([KafkaTopicPartition(topic, 0, offset)])
             message = _next_message(consumer, topic, offset)
@@ -416,7 +424,7 @@ def _read_at(connection: KafkaConnection, topic: str, offsets: Sequence[int]) ->
         return found
 
 
-def _next_message(consumer: Consumer, topic: str, offset: int) -> Optional[Message]:
+def _next_message(consumer: Consumer, topic: str, offset: int) -> Message | None:
     """The first record at or after ``offset``, or None when there is none (end of the partition)."""
     deadline = time.monotonic() + _TIMEOUT_S
     while time.monotonic() < deadline:
@@ -474,7 +482,7 @@ def _abort_quietly(producer: Producer) -> None:
         pass  # the broker aborts it after COORDINATOR_TRANSACTION_TIMEOUT_MS
 
 
-def _commit(producer: Producer, commit_by: Optional[float] = None, attempts: int = 5) -> None:
+def _commit(producer: Producer, commit_by: float | None = None, attempts: int = 5) -> None:
     """Commit, retrying retriable errors until ``commit_by`` (``time.monotonic()``). An error here leaves
     the outcome to be read back from the log: the caller re-reads it rather than guessing."""
     for attempt in range(attempts):

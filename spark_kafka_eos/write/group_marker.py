@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Optional
 
 MARKER_FORMAT = "kafka-eos-decision-1"
 
@@ -29,7 +28,7 @@ class GroupMarker:
         return json.dumps(body, separators=(",", ":"))
 
     @classmethod
-    def parse(cls, metadata: Optional[str]) -> Optional["GroupMarker"]:
+    def parse(cls, metadata: str | None) -> GroupMarker | None:
         """The marker in an offset's metadata; None for offsets committed by anything else."""
         if not metadata or not metadata.startswith("{"):
             return None

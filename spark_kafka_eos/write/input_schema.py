@@ -18,8 +18,8 @@ Any other column is ignored, as Spark's Kafka sink does, so a DataFrame can carr
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from pyspark.sql.types import (
     ArrayType,
@@ -65,7 +65,7 @@ class InputColumns:
     ignored: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, names: Sequence[str]) -> "InputColumns":
+    def of(cls, names: Sequence[str]) -> InputColumns:
         """The sink's columns among ``names`` (a Spark or an Arrow schema's field names)."""
         return cls(
             key=KEY in names,

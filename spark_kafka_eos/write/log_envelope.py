@@ -21,8 +21,8 @@ from __future__ import annotations
 import hashlib
 import json
 import zlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence, Union
 
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
 
@@ -44,7 +44,7 @@ def chunk_key(prefix: str, index: int) -> bytes:
     return f"{prefix}/chunk/{index}".encode()
 
 
-def is_chunk_of(prefix: str, key: Optional[bytes]) -> bool:
+def is_chunk_of(prefix: str, key: bytes | None) -> bool:
     return key is not None and key.startswith(f"{prefix}/chunk/".encode())
 
 
@@ -80,7 +80,7 @@ class Split:
         return Manifest(tuple(chunk_offsets), self.size, self.sha256)
 
 
-def split(payload: bytes, chunk_bytes: int = CHUNK_BYTES) -> Optional[Split]:
+def split(payload: bytes, chunk_bytes: int = CHUNK_BYTES) -> Split | None:
     """None when ``payload`` fits in one record; else its compressed chunks."""
     if len(payload) <= MAX_INLINE_BYTES:
         return None
@@ -89,7 +89,7 @@ def split(payload: bytes, chunk_bytes: int = CHUNK_BYTES) -> Optional[Split]:
     return Split(chunks, len(payload), digest(payload))
 
 
-def parse_head(value: bytes) -> Union[bytes, Manifest]:
+def parse_head(value: bytes) -> bytes | Manifest:
     """A head record's value: the record's own bytes, or the manifest of its chunks."""
     try:
         body = json.loads(value)
@@ -100,7 +100,7 @@ def parse_head(value: bytes) -> Union[bytes, Manifest]:
     return Manifest(tuple(int(o) for o in body["chunk_offsets"]), int(body["size"]), str(body["sha256"]))
 
 
-def join(prefix: str, manifest: Manifest, chunks: Mapping[int, tuple[Optional[bytes], Optional[bytes]]]) -> bytes:
+def join(prefix: str, manifest: Manifest, chunks: Mapping[int, tuple[bytes | None, bytes | None]]) -> bytes:
     """The record's bytes from its chunks (offset -> (key, value)), checked against the manifest."""
     parts = []
     for index, offset in enumerate(manifest.chunk_offsets):

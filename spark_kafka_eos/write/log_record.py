@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Literal, Optional
+from typing import Literal
 
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
 from spark_kafka_eos.txn.session import PreparedTxnState
@@ -42,18 +42,18 @@ class EpochId:
 
     kind: EpochKind
     run_id: str
-    batch_id: Optional[int] = None
+    batch_id: int | None = None
 
     @classmethod
-    def stream(cls, query_id: str, batch_id: int) -> "EpochId":
+    def stream(cls, query_id: str, batch_id: int) -> EpochId:
         return cls("stream", query_id, batch_id)
 
     @classmethod
-    def batch(cls, write_id: str) -> "EpochId":
+    def batch(cls, write_id: str) -> EpochId:
         return cls("batch", write_id)
 
     @classmethod
-    def parse(cls, text: str) -> "EpochId":
+    def parse(cls, text: str) -> EpochId:
         kind, _, rest = text.partition(":")
         if kind == "stream":
             run, _, batch = rest.rpartition(":")  # format 1 wrote "stream:<batch>": its run is unknown ("")
@@ -62,7 +62,7 @@ class EpochId:
             return cls(kind, rest)  # type: ignore[arg-type]
         raise KafkaEosDecisionLogError(f"Decision log record with an unknown epoch id {text!r}. Upgrade spark-kafka-eos.")
 
-    def same_run(self, other: "EpochId") -> bool:
+    def same_run(self, other: EpochId) -> bool:
         return self.kind == other.kind and self.run_id == other.run_id
 
     @property
@@ -94,8 +94,8 @@ class Participant:
     epoch: int
     spark_partition: int
     records: tuple[tuple[str, int, int], ...] = ()
-    probe: Optional[Position] = None
-    probe_digest: Optional[str] = None
+    probe: Position | None = None
+    probe_digest: str | None = None
     """:func:`~spark_kafka_eos.write.visibility.record_digest` of the probe's record (None in older records)."""
 
     @property
@@ -116,10 +116,10 @@ class LogRecord:
     prefix: str
     epoch_id: str
     participants: tuple[Participant, ...] = ()
-    consumer_group: Optional[str] = None
+    consumer_group: str | None = None
     offsets: tuple[Position, ...] = ()
     written_at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
-    previous_epoch_id: Optional[str] = None
+    previous_epoch_id: str | None = None
     history: tuple[HistoryEntry, ...] = ()
 
     @property
@@ -127,15 +127,15 @@ class LogRecord:
         return EpochId.parse(self.epoch_id)
 
     @property
-    def previous_epoch(self) -> Optional[EpochId]:
+    def previous_epoch(self) -> EpochId | None:
         return None if self.previous_epoch_id is None else EpochId.parse(self.previous_epoch_id)
 
     @property
-    def batch_id(self) -> Optional[int]:
+    def batch_id(self) -> int | None:
         """The micro-batch id of a streaming epoch, None otherwise."""
         return self.epoch.batch_id
 
-    def completed(self) -> "LogRecord":
+    def completed(self) -> LogRecord:
         return LogRecord("complete", self.prefix, self.epoch_id, consumer_group=self.consumer_group, offsets=self.offsets,
                          history=self.runs())
 
@@ -148,7 +148,7 @@ class LogRecord:
             return () if self.previous_epoch_id is None else ((self.previous_epoch_id, self.written_at_ms),)
         return ((self.epoch_id, self.written_at_ms),)
 
-    def last_decided(self, epoch: EpochId) -> Optional[EpochId]:
+    def last_decided(self, epoch: EpochId) -> EpochId | None:
         """The last epoch of ``epoch``'s run that this prefix decided, or None."""
         key = epoch.run_key
         for epoch_id, _ in reversed(self.runs()):
@@ -164,7 +164,7 @@ class LogRecord:
         return json.dumps(body, separators=(",", ":")).encode()
 
     @classmethod
-    def from_json(cls, raw: bytes) -> "LogRecord":
+    def from_json(cls, raw: bytes) -> LogRecord:
         body = json.loads(raw)
         if body.get("format") not in _READABLE_FORMATS:
             raise KafkaEosDecisionLogError(
@@ -174,21 +174,21 @@ class LogRecord:
         participants = tuple(
             Participant(
                 p["transactional_id"], p["producer_id"], p["epoch"], p["spark_partition"],
-                tuple(tuple(r) for r in p["records"]),  # type: ignore[misc]
-                tuple(p["probe"]) if p.get("probe") else None,  # type: ignore[arg-type]
+                tuple(tuple(r) for r in p["records"]),
+                tuple(p["probe"]) if p.get("probe") else None,
                 p.get("probe_digest"),
             )
             for p in body["participants"]
         )
         return cls(
             body["kind"], body["prefix"], body["epoch_id"], participants, body.get("consumer_group"),
-            tuple(tuple(o) for o in body.get("offsets", ())), body["written_at_ms"],  # type: ignore[misc]
+            tuple(tuple(o) for o in body.get("offsets", ())), body["written_at_ms"],
             body.get("previous_epoch_id"),
             tuple((str(e), int(t)) for e, t in body.get("history", ())),
         )
 
 
-def history_with(last: Optional[LogRecord], epoch: EpochId, now_ms: int) -> tuple[HistoryEntry, ...]:
+def history_with(last: LogRecord | None, epoch: EpochId, now_ms: int) -> tuple[HistoryEntry, ...]:
     """The history after ``epoch`` is decided: its run's entry moves to the end; the oldest runs beyond
     :data:`HISTORY_LIMIT` are forgotten."""
     key = epoch.run_key

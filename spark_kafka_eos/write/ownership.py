@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Optional
 
 from spark_kafka_eos.write.log_record import EpochId, LogRecord
 
@@ -35,7 +34,7 @@ class Judgement:
     reason: str = ""
 
 
-def judge(last: Optional[LogRecord], epoch: EpochId) -> Judgement:
+def judge(last: LogRecord | None, epoch: EpochId) -> Judgement:
     """May ``epoch`` be decided on a prefix whose last record is ``last`` (with the history it carries)?"""
     if last is None:
         return Judgement(Verdict.PROCEED)
@@ -59,7 +58,7 @@ def judge(last: Optional[LogRecord], epoch: EpochId) -> Judgement:
                                      f"{previous.describe()}, and that query could still restart and replay it")
 
 
-def already_decided(last: Optional[LogRecord], epoch: EpochId) -> bool:
+def already_decided(last: LogRecord | None, epoch: EpochId) -> bool:
     """True if the prefix decided ``epoch`` itself or a later micro-batch of its run: ``epoch`` can no
     longer be decided (what a straggling task of it asks)."""
     remembered = None if last is None else last.last_decided(epoch)
@@ -68,7 +67,7 @@ def already_decided(last: Optional[LogRecord], epoch: EpochId) -> bool:
     return epoch.kind == "batch" or (remembered.batch_id or 0) >= (epoch.batch_id or 0)
 
 
-def _not_behind(remembered: Optional[EpochId], epoch: EpochId, why: str) -> Judgement:
+def _not_behind(remembered: EpochId | None, epoch: EpochId, why: str) -> Judgement:
     """A stream the prefix remembers (from before a reset or a batch job) may only go on past what it decided."""
     if (remembered is not None and epoch.kind == "stream" and remembered.batch_id is not None
             and epoch.batch_id is not None and epoch.batch_id <= remembered.batch_id):

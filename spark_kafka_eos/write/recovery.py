@@ -13,8 +13,8 @@ orchestrator's earlier run) from harming the prefix's owner:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable
 
 from spark_kafka_eos.errors import KafkaEosCommittedDataLostError, KafkaEosOutputUnverifiableError
 from spark_kafka_eos.txn.session import (
@@ -93,7 +93,7 @@ def committable(p: Participant, d: TxnDescription) -> bool:
     return is_open(p, d) or (d.state in _COMMITTED and (d.producer_id, d.producer_epoch) == (p.producer_id, p.epoch))
 
 
-def _commit(session: TransactionSession, p: Participant) -> "tuple[Participant, TxnDescription] | None":
+def _commit(session: TransactionSession, p: Participant) -> tuple[Participant, TxnDescription] | None:
     try:
         session.commit(p.txn)
         return None

@@ -22,9 +22,10 @@ import logging
 import time
 import traceback
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional
+from typing import Any, cast
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -35,9 +36,9 @@ from spark_kafka_eos.errors import KafkaEosWriteError
 from spark_kafka_eos.txn.session import PreparedTxnState, TxnState
 from spark_kafka_eos.txn.transactional_producer import start_transactional_producer
 from spark_kafka_eos.write.commit_message import PartitionCount, SourceOffset, TaskCommit
+from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.input_schema import (
     HEADERS,
-    InputColumns,
     KEY,
     PARTITION,
     SOURCE_OFFSET,
@@ -45,8 +46,8 @@ from spark_kafka_eos.write.input_schema import (
     SOURCE_TOPIC,
     TOPIC,
     VALUE,
+    InputColumns,
 )
-from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import EpochId, Position
 from spark_kafka_eos.write.ownership import already_decided
 from spark_kafka_eos.write.transaction_guard import worker_guard
@@ -98,7 +99,7 @@ class TaskIdentity:
     task_attempt_id: int
 
     @classmethod
-    def current(cls) -> "TaskIdentity":
+    def current(cls) -> TaskIdentity:
         """The identity of the running Spark task (``pyspark.TaskContext``)."""
         context = TaskContext.get()
         if context is None:
@@ -110,9 +111,9 @@ def write_task(
     options: WriterOptions,
     epoch: EpochId,
     batches: Iterable[pa.RecordBatch],
-    task: Optional[TaskIdentity] = None,
-    transaction_timeout_ms: Optional[int] = None,
-    columns: Optional[InputColumns] = None,
+    task: TaskIdentity | None = None,
+    transaction_timeout_ms: int | None = None,
+    columns: InputColumns | None = None,
 ) -> TaskCommit:
     """Write ``batches`` in one open transaction of this task attempt of ``epoch`` and return its
     commit message.
@@ -124,7 +125,7 @@ def write_task(
     """
     identity = task or TaskIdentity.current()
     timeout_ms = transaction_timeout_ms or options.transaction_timeout_ms or DEFAULT_TRANSACTION_TIMEOUT_MS
-    transaction: Optional[_TaskTransaction] = None
+    transaction: _TaskTransaction | None = None
     positions = _SourcePositions()
     guard = worker_guard()
     identified = False
@@ -132,8 +133,9 @@ def write_task(
         for batch in batches:
             if batch.num_rows == 0:
                 continue
+            if columns is None:
+                columns = InputColumns.of(batch.schema.names)
             if transaction is None:
-                columns = columns or InputColumns.of(batch.schema.names)
                 transaction = _open_transaction(options, epoch, identity, timeout_ms)
                 transactional_id = transaction.transactional_id
                 guard.opened(options.connection, transactional_id, timeout_ms)
@@ -197,7 +199,7 @@ def _decided_or_abort(options: WriterOptions, epoch: EpochId, prepared: Prepared
         raise
 
 
-def _open_transaction(options: WriterOptions, epoch: EpochId, identity: TaskIdentity, timeout_ms: int) -> "_TaskTransaction":
+def _open_transaction(options: WriterOptions, epoch: EpochId, identity: TaskIdentity, timeout_ms: int) -> _TaskTransaction:
     """A transaction on the first of this attempt's candidate ids that holds no open transaction.
     ``init_transactions`` on an id aborts its open transaction, which may be a participant another attempt
     prepared (a stage retry restarts attempt numbers; a straggler may hold an id of this generation). The
@@ -233,7 +235,7 @@ class _TaskTransaction:
     """
 
     def __init__(self, transactional_id: str, config: Mapping[str, object], topic: str,
-                 before_init: Optional[Callable[[], None]] = None) -> None:
+                 before_init: Callable[[], None] | None = None) -> None:
         self._transactional_id = transactional_id
         self._deliveries = _DeliveryTally()
         self._stats = _EosStats()
@@ -245,14 +247,14 @@ class _TaskTransaction:
             producer.begin_transaction()
         except KafkaException as exc:
             raise _write_error(transactional_id, "init_transactions / begin_transaction", [(None, None, exc.args[0], 0)]) from None
-        self._producer: Optional[Producer] = producer
+        self._producer: Producer | None = producer
 
     @property
     def transactional_id(self) -> str:
         return self._transactional_id
 
     @property
-    def identity(self) -> Optional[tuple[int, int]]:
+    def identity(self) -> tuple[int, int] | None:
         """Producer id and epoch, once librdkafka's statistics have reported them."""
         return self._stats.identity
 
@@ -286,7 +288,7 @@ class _TaskTransaction:
                     raise _write_error(self._transactional_id, "the producer queue stayed full",
                                        [(record[0], record[3], KafkaError(KafkaError._QUEUE_FULL), 1)]) from None
 
-    def prepare(self, transaction_timeout_ms: int) -> tuple[PreparedTxnState, tuple[PartitionCount, ...], Optional[Position], Optional[str]]:
+    def prepare(self, transaction_timeout_ms: int) -> tuple[PreparedTxnState, tuple[PartitionCount, ...], Position | None, str | None]:
         """Flush, check every delivery, read the producer id and epoch, and drop the producer unclosed.
         Also returns where the first record landed (the participant's probe), and its digest."""
         self._flush(transaction_timeout_ms / 1000 + 5)
@@ -334,27 +336,30 @@ class _DeliveryTally:
     """Delivery callback: delivered records per (topic, partition), failures per (topic, partition, error)."""
 
     def __init__(self) -> None:
-        self.delivered: defaultdict[tuple[str, int], int] = defaultdict(int)
-        self.failures: dict[tuple[Optional[str], Optional[int], int], tuple[KafkaError, int]] = {}
-        self.first: Optional[Position] = None
-        self.first_digest: Optional[str] = None
+        # Keyed as confluent-kafka types a message's topic and partition; a delivered record has both.
+        self.delivered: defaultdict[tuple[str | None, int | None], int] = defaultdict(int)
+        self.failures: dict[tuple[str | None, int | None, int], tuple[KafkaError, int]] = {}
+        self.first: Position | None = None
+        self.first_digest: str | None = None
 
-    def on_delivery(self, err: Optional[KafkaError], msg: Message) -> None:
+    def on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         """Called once per record (a third of a task's CPU time at 100-byte records: keep it lean)."""
         if err is None:
             self.delivered[msg.topic(), msg.partition()] += 1
             if self.first is None:
-                self.first = (msg.topic(), msg.partition(), msg.offset())
+                topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+                assert topic is not None and partition is not None and offset is not None
+                self.first = (topic, partition, offset)
                 self.first_digest = record_digest(msg.key(), msg.value())
         else:
             self.add_failure(msg.topic(), msg.partition(), err)
 
-    def add_failure(self, topic: Optional[str], partition: Optional[int], err: KafkaError) -> None:
+    def add_failure(self, topic: str | None, partition: int | None, err: KafkaError) -> None:
         key = (topic, partition, err.code())
         self.failures[key] = (err, self.failures.get(key, (err, 0))[1] + 1)
 
     def counts(self) -> tuple[PartitionCount, ...]:
-        return tuple((topic, partition, count) for (topic, partition), count in sorted(self.delivered.items()))
+        return tuple((topic or "", partition or 0, count) for (topic, partition), count in sorted(self.delivered.items()))
 
     def error(self, transactional_id: str, stage: str) -> KafkaEosWriteError:
         failures = [(t, p, err, n) for (t, p, _), (err, n) in self.failures.items()]
@@ -364,7 +369,7 @@ class _DeliveryTally:
 
 
 def _write_error(transactional_id: str, stage: str,
-                 failures: list[tuple[Optional[str], Optional[int], KafkaError, int]]) -> KafkaEosWriteError:
+                 failures: list[tuple[str | None, int | None, KafkaError, int]]) -> KafkaEosWriteError:
     described = [
         f"{_where(topic, partition)}{err.name()} ({err.str()})" + (f" for {count} record(s)" if count else "")
         for topic, partition, err, count in failures[:_MAX_REPORTED_FAILURES]
@@ -373,7 +378,7 @@ def _write_error(transactional_id: str, stage: str,
     return KafkaEosWriteError(transactional_id, f"{stage}: {'; '.join(described)}.", "; ".join(fixes))
 
 
-def _where(topic: Optional[str], partition: Optional[int]) -> str:
+def _where(topic: str | None, partition: int | None) -> str:
     if topic is None:
         return ""
     return f"topic {topic} partition {partition}: " if partition is not None and partition >= 0 else f"topic {topic}: "
@@ -384,8 +389,8 @@ class _EosStats:
 
     def __init__(self) -> None:
         self._wanted = False
-        self._eos: Optional[dict[str, Any]] = None
-        self.identity: Optional[tuple[int, int]] = None
+        self._eos: dict[str, Any] | None = None
+        self.identity: tuple[int, int] | None = None
         """The producer id and epoch, from the first statistics that have them."""
 
     def on_stats(self, text: str) -> None:
@@ -417,7 +422,7 @@ class _EosStats:
         return eos
 
 
-def _records(batch: pa.RecordBatch, columns: InputColumns, topic_option: Optional[str],
+def _records(batch: pa.RecordBatch, columns: InputColumns, topic_option: str | None,
              transactional_id: str) -> Iterator[tuple[str, Any, Any, int, Any]]:
     """(topic, value, key, partition, headers) per row, converted column by column (no per-row dicts).
 
@@ -431,19 +436,19 @@ def _records(batch: pa.RecordBatch, columns: InputColumns, topic_option: Optiona
     return zip(_topics(batch, columns, topic_option, transactional_id), values, keys, partitions, headers)
 
 
-def _topics(batch: pa.RecordBatch, columns: InputColumns, topic_option: Optional[str], transactional_id: str) -> Iterable[str]:
+def _topics(batch: pa.RecordBatch, columns: InputColumns, topic_option: str | None, transactional_id: str) -> Iterable[str]:
     if topic_option is not None:  # the topic option wins over a topic column, as in Spark
         return repeat(topic_option, batch.num_rows)
-    topics = batch.column(TOPIC).to_pylist() if columns.topic else [None]
+    topics: list[str | None] = batch.column(TOPIC).to_pylist() if columns.topic else [None]
     if None in topics:
         raise KafkaEosWriteError(
             transactional_id, "a row has no topic (null or no topic column) and no 'topic' option is set.",
             "give every row a topic, or set .option('topic', ...)",
         )
-    return topics
+    return cast(list[str], topics)  # no None, checked above
 
 
-def _headers(column: pa.Array, transactional_id: str) -> list[Optional[list[tuple[str, Optional[bytes]]]]]:
+def _headers(column: pa.Array, transactional_id: str) -> list[list[tuple[str, bytes | None]] | None]:
     rows = column.to_pylist()
     if any(h is None or h["key"] is None for row in rows if row for h in row):
         raise KafkaEosWriteError(

@@ -22,7 +22,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from spark_kafka_eos.connection import KafkaConnection
 
@@ -39,7 +39,7 @@ class TransactionGuard:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._process: Optional[subprocess.Popen[bytes]] = None
+        self._process: subprocess.Popen[bytes] | None = None
         self._broken = False
 
     def opened(self, connection: KafkaConnection, transactional_id: str, transaction_timeout_ms: int) -> None:
@@ -90,11 +90,11 @@ class Abandoned:
     transactional_id: str
     connection: KafkaConnection
     transaction_timeout_ms: int
-    producer_id: Optional[int] = None
-    producer_epoch: Optional[int] = None
+    producer_id: int | None = None
+    producer_epoch: int | None = None
 
     @classmethod
-    def of(cls, opened: dict[str, Any]) -> "Abandoned":
+    def of(cls, opened: dict[str, Any]) -> Abandoned:
         return cls(opened["id"], KafkaConnection(opened["bootstrap_servers"], tuple((k, v) for k, v in opened["settings"])),
                    opened["timeout_ms"], opened.get("producer_id"), opened.get("producer_epoch"))
 

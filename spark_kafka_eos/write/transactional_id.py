@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Optional
 
 from spark_kafka_eos.write.log_record import EpochId
 
@@ -61,7 +60,7 @@ class TaskTransactionalId:
     attempt_number: int
 
 
-def parse_task_transactional_id(prefix: str, transactional_id: str) -> Optional[TaskTransactionalId]:
+def parse_task_transactional_id(prefix: str, transactional_id: str) -> TaskTransactionalId | None:
     """The task id parts if ``transactional_id`` is a task id of exactly ``prefix``, else None
     (so prefix ``a`` never claims the ids of prefix ``a-1``)."""
     match = re.fullmatch(re.escape(prefix) + r"-([0-9a-f]{8})-(\d+)-(\d+)-(\d+)", transactional_id)

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Optional, Union
 
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import ConfigResource
 
 from spark_kafka_eos.cluster import admin_client, point_reader
-from spark_kafka_eos.read.reader_options import Subscription, internal_read_options
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
+from spark_kafka_eos.read.reader_options import Subscription, internal_read_options
 from spark_kafka_eos.write.log_record import Position
 from spark_kafka_eos.write.writer_options import WriterOptions
 
 
-def record_digest(key: Union[str, bytes, None], value: Union[str, bytes, None]) -> str:
+def record_digest(key: str | bytes | None, value: str | bytes | None) -> str:
     """What a participant's first record was, so that another record at its offset (the topic deleted and
     re-created since) is not taken for it."""
-    def raw(part: Union[str, bytes, None]) -> bytes:
+    def raw(part: str | bytes | None) -> bytes:
         return b"\xff" if part is None else part.encode() if isinstance(part, str) else b"\x00" + part
     return hashlib.sha256(raw(key) + b"|" + raw(value)).hexdigest()[:16]
 
@@ -31,7 +30,7 @@ class ProbeRemoved(Exception):
     """The probe record is not in its partition any more, and not because its transaction was aborted."""
 
 
-def committed_record_at(options: WriterOptions, position: Position, digest: Optional[str] = None) -> bool:
+def committed_record_at(options: WriterOptions, position: Position, digest: str | None = None) -> bool:
     """True if a read_committed reader returns the record at ``position`` (and, given its ``digest``, it is
     that record): the transaction that wrote it committed. False if it is filtered out (aborted), or
     another record. Raises :class:`ProbeRemoved` when retention or compaction may have removed it: then
@@ -49,7 +48,7 @@ def committed_record_at(options: WriterOptions, position: Position, digest: Opti
     return False
 
 
-def _removed_by_cleanup(options: WriterOptions, position: Position) -> Optional[str]:
+def _removed_by_cleanup(options: WriterOptions, position: Position) -> str | None:
     """Why a record missing at ``position`` may have been removed by the broker, if it may have."""
     topic, partition, offset = position
     consumer, lock = point_reader(options.connection)

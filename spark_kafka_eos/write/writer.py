@@ -1,12 +1,12 @@
-"""Spark's writer interfaces for ``kafka_eos``: thin. :func:`open_writer` validates and recovers on the
-driver before any task; executors run :func:`write_task`; the driver's commit and abort go to the
+"""Spark's writer interfaces for ``kafka_eos``: thin. :func:`open_stream_writer` and
+:func:`open_batch_writer` validate and recover on the driver before any task; executors run :func:`write_task`; the driver's commit and abort go to the
 :class:`TwoPhaseCommitCoordinator`."""
 
 from __future__ import annotations
 
 import logging
 import uuid
-from typing import Iterator, Mapping, Optional, Sequence, Union
+from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -31,25 +31,32 @@ QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 
 
-def open_writer(
-    raw_options: Mapping[str, str], schema: StructType, streaming: bool, hooks: WriterHooks = NO_HOOKS
-) -> Union["KafkaEosStreamWriter", "KafkaEosBatchWriter"]:
+def open_stream_writer(raw_options: Mapping[str, str], schema: StructType, hooks: WriterHooks = NO_HOOKS) -> KafkaEosStreamWriter:
     """Validate on the driver, then fence other drivers of the prefix and roll its last decision
-    forward, before any task of the epoch runs. A batch job is judged here too: refused up front
-    if the prefix is owned by a stream, and a no-op if its ``writeId`` is already committed."""
-    options = parse_writer_options(raw_options, streaming=streaming)
-    columns = validate_input_schema(schema, options)
-    timeout_ms = resolve_transaction_timeout_ms(options)
-    check_group_has_no_members(options)
-    coordinator = TwoPhaseCommitCoordinator(options, timeout_ms, hooks)
-    if streaming:
-        coordinator.prepare()
-        return KafkaEosStreamWriter(options, columns, timeout_ms, hooks)
+    forward, before any task of the query runs."""
+    options, columns, timeout_ms, coordinator = _validated(raw_options, schema, True, hooks)
+    coordinator.prepare()
+    return KafkaEosStreamWriter(options, columns, timeout_ms, hooks)
+
+
+def open_batch_writer(raw_options: Mapping[str, str], schema: StructType, hooks: WriterHooks = NO_HOOKS) -> KafkaEosBatchWriter:
+    """As :func:`open_stream_writer`, and the job is judged here too: refused up front if the prefix is
+    owned by a stream, and a no-op if its ``writeId`` is already committed."""
+    options, columns, timeout_ms, coordinator = _validated(raw_options, schema, False, hooks)
     epoch = EpochId.batch(options.write_id or uuid.uuid4().hex)
     already_committed = coordinator.prepare(epoch).verdict == Verdict.REPLAY
     if already_committed:
         log.warning("writeId %s of prefix %s is already committed: this run writes nothing", epoch.run_id, options.prefix)
     return KafkaEosBatchWriter(options, columns, timeout_ms, hooks, epoch, already_committed)
+
+
+def _validated(raw_options: Mapping[str, str], schema: StructType, streaming: bool,
+               hooks: WriterHooks) -> tuple[WriterOptions, InputColumns, int, TwoPhaseCommitCoordinator]:
+    options = parse_writer_options(raw_options, streaming=streaming)
+    columns = validate_input_schema(schema, options)
+    timeout_ms = resolve_transaction_timeout_ms(options)
+    check_group_has_no_members(options)
+    return options, columns, timeout_ms, TwoPhaseCommitCoordinator(options, timeout_ms, hooks)
 
 
 class _KafkaEosWriterBase:
@@ -83,12 +90,12 @@ class KafkaEosStreamWriter(_KafkaEosWriterBase, DataSourceStreamArrowWriter):
             )
         return self._write(EpochId.stream(query_id, int(batch_id)), iterator)
 
-    def commit(self, messages: Sequence[Optional[WriterCommitMessage]], batchId: int) -> None:
+    def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         epoch = _stream_epoch(messages, batchId)
         if epoch is not None:
             self.coordinator.commit(epoch, messages)
 
-    def abort(self, messages: Sequence[Optional[WriterCommitMessage]], batchId: int) -> None:
+    def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         epoch = _stream_epoch(messages, batchId)
         if epoch is not None:
             self.coordinator.abort(epoch, messages)
@@ -111,16 +118,16 @@ class KafkaEosBatchWriter(_KafkaEosWriterBase, DataSourceArrowWriter):
             return TaskCommit(str(self.epoch), identity.spark_partition, identity.attempt_number, identity.task_attempt_id, None)
         return self._write(self.epoch, iterator)
 
-    def commit(self, messages: Sequence[Optional[WriterCommitMessage]]) -> None:
+    def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         if not self.already_committed:
             self.coordinator.commit(self.epoch, messages)
 
-    def abort(self, messages: Sequence[Optional[WriterCommitMessage]]) -> None:
+    def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         if not self.already_committed:
             self.coordinator.abort(self.epoch, messages)
 
 
-def _stream_epoch(messages: Sequence[Optional[WriterCommitMessage]], batch_id: int) -> Optional[EpochId]:
+def _stream_epoch(messages: Sequence[WriterCommitMessage | None], batch_id: int) -> EpochId | None:
     """The epoch the tasks wrote for; None when no task reported (nothing was written)."""
     epochs = {EpochId.parse(m.epoch_id) for m in messages if isinstance(m, TaskCommit)}
     if not epochs:

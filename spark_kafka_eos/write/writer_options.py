@@ -17,16 +17,17 @@ import hashlib
 import os
 import posixpath
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Literal, Mapping, Optional
+from typing import Literal
 from urllib.parse import urlsplit
 
 from confluent_kafka import KafkaException, Producer
 
-from spark_kafka_eos.librdkafka_config import for_librdkafka
-from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.kafka_options import UNSAFE_SETTINGS, parse_common, parse_kafka_settings
+from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.secrets import redact, scrub
 
 DEFAULT_DECISION_LOG_TOPIC = "_kafka_eos_decisions"
@@ -60,22 +61,26 @@ _OWNED_SETTINGS: Mapping[str, str] = {
 _NOT_CHECKED_ON_DRIVER = ("ssl.", "sasl.", "security.", "plugin.")
 
 
+PrefixSource = Literal["option", "checkpointLocation"]
+"""Where a write's transactional.id.prefix came from."""
+
+
 @dataclass(frozen=True, repr=False)
 class WriterOptions:
     """Validated options of a ``kafka_eos`` write (streaming or batch)."""
 
     connection: KafkaConnection
-    topic: Optional[str]
+    topic: str | None
     prefix: str
-    prefix_source: Literal["option", "checkpointLocation"]
+    prefix_source: PrefixSource
     decision_log_topic: str
-    consumer_group: Optional[str]
-    transaction_timeout_ms: Optional[int]
+    consumer_group: str | None
+    transaction_timeout_ms: int | None
     kafka_config: Mapping[str, str]
-    write_id: Optional[str] = None
+    write_id: str | None = None
     allow_new_prefix: bool = False
     """A query past micro-batch 0 may make its first decision on a prefix that has no record of it."""
-    checkpoint_location: Optional[str] = None
+    checkpoint_location: str | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -120,10 +125,12 @@ def parse_writer_options(options: Mapping[str, str], streaming: bool) -> WriterO
     opts, kafka_config, connection = parse_common(options, _producer_settings)
     connection.check_session_settings()
     timeout = kafka_config.pop("transaction.timeout.ms", None)
+    prefix, prefix_source = _prefix(opts, streaming)
     parsed = WriterOptions(
         connection=connection,
         topic=_topic_name(opts, "topic"),
-        **_prefix(opts, streaming),
+        prefix=prefix,
+        prefix_source=prefix_source,
         decision_log_topic=_topic_name(opts, "decisionLogTopic") or DEFAULT_DECISION_LOG_TOPIC,
         consumer_group=_consumer_group(opts),
         transaction_timeout_ms=None if timeout is None else _transaction_timeout(timeout),
@@ -161,7 +168,9 @@ def _flag(opts: Mapping[str, str], option: str) -> bool:
 
 def _producer_settings(opts: Mapping[str, str]) -> dict[str, str]:
     for key in opts:
-        setting = key[len("kafka."):] if key.startswith("kafka.") else None
+        if not key.startswith("kafka."):
+            continue
+        setting = key[len("kafka."):]
         if setting in _OWNED_SETTINGS:
             raise KafkaEosOptionError(key, "is not supported by the kafka_eos sink.", _OWNED_SETTINGS[setting] + ".")
         if setting in UNSAFE_SETTINGS:
@@ -183,7 +192,7 @@ def _producer_settings(opts: Mapping[str, str]) -> dict[str, str]:
     return settings
 
 
-def _prefix(opts: Mapping[str, str], streaming: bool) -> dict[str, str]:
+def _prefix(opts: Mapping[str, str], streaming: bool) -> tuple[str, PrefixSource]:
     given = opts.get("transactional.id.prefix")
     if given is not None:
         prefix = given.strip()
@@ -192,10 +201,10 @@ def _prefix(opts: Mapping[str, str], streaming: bool) -> dict[str, str]:
                 "transactional.id.prefix", f"is {given!r}.",
                 f"use 1 to {MAX_PREFIX_LENGTH} characters among letters, digits, '.', '_' and '-'.",
             )
-        return {"prefix": prefix, "prefix_source": "option"}
+        return prefix, "option"
     checkpoint = (opts.get("checkpointlocation") or "").strip()
     if streaming and checkpoint:
-        return {"prefix": derived_prefix(checkpoint), "prefix_source": "checkpointLocation"}
+        return derived_prefix(checkpoint), "checkpointLocation"
     if streaming:
         raise KafkaEosOptionError(
             "transactional.id.prefix/checkpointLocation", "neither is set, so the sink has no stable name for its transactions.",
@@ -209,7 +218,7 @@ def _prefix(opts: Mapping[str, str], streaming: bool) -> dict[str, str]:
     )
 
 
-def _write_id(opts: Mapping[str, str], streaming: bool) -> Optional[str]:
+def _write_id(opts: Mapping[str, str], streaming: bool) -> str | None:
     raw = opts.get("writeid")
     if raw is None:
         return None
@@ -254,7 +263,7 @@ def _normalise_location(location: str, canonical: bool = True) -> str:
     return f"{scheme}://{parts.netloc.lower()}{path}"
 
 
-def _topic_name(opts: Mapping[str, str], option: str) -> Optional[str]:
+def _topic_name(opts: Mapping[str, str], option: str) -> str | None:
     raw = opts.get(option.lower())
     if raw is None:
         return None
@@ -264,7 +273,7 @@ def _topic_name(opts: Mapping[str, str], option: str) -> Optional[str]:
     return name
 
 
-def _consumer_group(opts: Mapping[str, str]) -> Optional[str]:
+def _consumer_group(opts: Mapping[str, str]) -> str | None:
     raw = opts.get("consumergroup")
     if raw is None:
         return None
@@ -304,12 +313,12 @@ def _check_with_librdkafka(options: WriterOptions) -> None:
     )
 
 
-_REFUSALS: dict[tuple[tuple[str, object], ...], Optional[str]] = {}
+_REFUSALS: dict[tuple[tuple[str, object], ...], str | None] = {}
 """librdkafka's verdict per configuration, for this process: the driver checks the same options at
 every micro-batch (a librdkafka instance with its threads, ~3 ms each time)."""
 
 
-def _librdkafka_refusal(options: WriterOptions) -> Optional[str]:
+def _librdkafka_refusal(options: WriterOptions) -> str | None:
     """librdkafka's error for the producer configuration, or None. A producer without bootstrap servers
     never connects; it is created and dropped at once."""
     # Below the int32 maximum: librdkafka checks socket.timeout.ms <= transaction.timeout.ms + 100.
@@ -324,7 +333,7 @@ def _librdkafka_refusal(options: WriterOptions) -> Optional[str]:
     return _REFUSALS[key]
 
 
-def _refusal_of(config: dict[str, object]) -> Optional[str]:
+def _refusal_of(config: dict[str, object]) -> str | None:
     try:
         Producer(for_librdkafka(config))
     except KafkaException as err:

@@ -14,7 +14,6 @@ import statistics
 import time
 import uuid
 from contextlib import ExitStack
-from typing import Optional
 
 import pyarrow as pa
 from confluent_kafka import Producer
@@ -60,7 +59,7 @@ def commit_times_ms(opts: WriterOptions, commits: int, first_batch: int = 0) -> 
 
 
 def coordinator_commit_times_ms(opts: WriterOptions, commits: int, first_batch: int = 0, participants: int = 3,
-                                source: Optional[str] = None) -> list[float]:
+                                source: str | None = None) -> list[float]:
     """Whole commits of ``participants`` prepared tasks each (the tasks' writing is not timed), in milliseconds.
     With ``source``, each participant's rows come from its own partition of ``source`` (100 offsets per batch)."""
     from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
@@ -78,7 +77,7 @@ def coordinator_commit_times_ms(opts: WriterOptions, commits: int, first_batch: 
     return times
 
 
-def _rows(source: Optional[str], partition: int, batch: int) -> pa.RecordBatch:
+def _rows(source: str | None, partition: int, batch: int) -> pa.RecordBatch:
     values = pa.array([b"x" * 100] * 100, pa.binary())
     if source is None:
         return pa.record_batch([values], names=["value"])

@@ -23,8 +23,7 @@ from contextlib import ExitStack
 from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from tests.benchmarks.common import (Count, CountMismatch, PythonWorkerMemory, Run, alternate, bench_spark, bootstrap_servers,
-                                     connector_jars, report)
+from tests.benchmarks.common import Count, CountMismatch, PythonWorkerMemory, Run, alternate, bench_spark, bootstrap_servers, connector_jars, report
 from tests.benchmarks.common import produce as produce_one
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", "2000000"))
@@ -57,7 +56,8 @@ def produce(bootstrap: str, topic: str) -> int:
 
 
 def raw_consumer(bootstrap: str, topic: str, ends: dict[int, int]) -> Count:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}", "isolation.level": "read_committed", "enable.partition.eof": True, "enable.auto.commit": False})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}", "isolation.level": "read_committed",
+                         "enable.partition.eof": True, "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, p, 0) for p in ends])
     count, done = 0, set()
     while len(done) < len(ends):

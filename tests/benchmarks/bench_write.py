@@ -69,7 +69,8 @@ def commit_times(bootstrap: str, topic: str, rounds: int = 15) -> list[float]:
     batch = pa.record_batch([pa.array([VALUE] * 1000, pa.binary())], names=["value"])
     times = []
     for epoch in range(rounds):
-        tasks = [write_task(options, EpochId.stream("bench", epoch), [batch], task=TaskIdentity(p, 0, p), transaction_timeout_ms=60_000) for p in range(PARTITIONS)]
+        tasks = [write_task(options, EpochId.stream("bench", epoch), [batch], task=TaskIdentity(p, 0, p), transaction_timeout_ms=60_000)
+                 for p in range(PARTITIONS)]
         start = time.perf_counter()
         coordinator.commit(EpochId.stream("bench", epoch), tasks)
         times.append(time.perf_counter() - start)

@@ -8,9 +8,10 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -42,7 +43,7 @@ def bootstrap_servers(stack: ExitStack) -> str:
     return stack.enter_context(LocalKafka(Path(tempfile.mkdtemp(prefix="kafka-eos-bench-")), heap="2g")).bootstrap_servers
 
 
-def produce(producer: Producer, topic: str, value: bytes, key: Optional[bytes], partition: int) -> None:
+def produce(producer: Producer, topic: str, value: bytes, key: bytes | None, partition: int) -> None:
     """``producer.produce``, waiting while librdkafka's queue is full."""
     while True:
         try:
@@ -85,8 +86,8 @@ Run = Callable[[], Count]
 or wrote, independently of the system."""
 
 
-def alternate(systems: dict[str, Run], expected: int, rounds: int, warm_up: Optional[dict[str, Run]] = None,
-              warm_up_expected: Optional[int] = None) -> dict[str, list[float]]:
+def alternate(systems: dict[str, Run], expected: int, rounds: int, warm_up: dict[str, Run] | None = None,
+              warm_up_expected: int | None = None) -> dict[str, list[float]]:
     """Warm each system up once (``warm_up[label]`` moving ``warm_up_expected`` records, else a full run),
     then time ``rounds`` rounds that run the systems in turn. Every run's count must be what it should
     be. The seconds of each system's timed runs."""
@@ -126,7 +127,7 @@ class PythonWorkerMemory:
         self.peak_mib = 0.0
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "PythonWorkerMemory":
+    def __enter__(self) -> PythonWorkerMemory:
         self._thread.start()
         return self
 

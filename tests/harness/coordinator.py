@@ -5,7 +5,6 @@ read_committed consumer sees afterwards."""
 from __future__ import annotations
 
 import uuid
-from typing import Optional
 
 import pyarrow as pa
 
@@ -33,7 +32,7 @@ def sink_options(kafka: KafkaTestCluster, topic: str) -> WriterOptions:
     )
 
 
-def prepare(options: WriterOptions, partition: int, values: list[str], epoch: Optional[EpochId] = None) -> TaskCommit:
+def prepare(options: WriterOptions, partition: int, values: list[str], epoch: EpochId | None = None) -> TaskCommit:
     """Spark partition ``partition``'s task: ``values`` written in an open transaction."""
     batch = pa.record_batch([pa.array(values, pa.string())], names=["value"])
     return write_task(options, epoch or stream_epoch(0), [batch], task=TaskIdentity(partition, 0, partition), transaction_timeout_ms=TIMEOUT_MS)

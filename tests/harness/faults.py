@@ -18,9 +18,9 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -52,7 +52,7 @@ class FaultHooks(WriterHooks):
     mode: str = ""
 
     @classmethod
-    def parse(cls, spec: str) -> "FaultHooks":
+    def parse(cls, spec: str) -> FaultHooks:
         point, _, mode = spec.partition(":")
         if point not in POINTS + (TASK_POINT,):
             raise KafkaEosOptionError(FAIL_AT_OPTION, f"is {spec!r}.", f"use one of {', '.join(POINTS + (TASK_POINT,))}.")

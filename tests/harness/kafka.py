@@ -9,13 +9,13 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Optional, Sequence
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
 
-Header = tuple[str, Optional[bytes]]
+Header = tuple[str, bytes | None]
 
 
 @dataclass(frozen=True)
@@ -25,10 +25,10 @@ class KafkaRecord:
     topic: str
     partition: int
     offset: int
-    key: Optional[bytes]
-    value: Optional[bytes]
-    headers: Optional[tuple[Header, ...]] = None
-    timestamp_ms: Optional[int] = None
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] | None = None
+    timestamp_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -36,10 +36,10 @@ class Sent:
     """One record a test produced, and whether its transaction committed."""
 
     partition: int
-    key: Optional[bytes]
-    value: Optional[bytes]
-    headers: Optional[tuple[Header, ...]] = None
-    timestamp_ms: Optional[int] = None
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] | None = None
+    timestamp_ms: int | None = None
 
 
 @dataclass
@@ -47,7 +47,7 @@ class OpenTransaction:
     """A transaction left open on purpose; commit() or abort() decides it later and waits
     until its markers are written (the LSO moves only then)."""
 
-    cluster: "KafkaTestCluster"
+    cluster: KafkaTestCluster
     topic: str
     producer: Producer
     sent: list[Sent] = field(default_factory=list)
@@ -76,7 +76,7 @@ class KafkaTestCluster:
         self.admin = AdminClient({"bootstrap.servers": bootstrap_servers})
 
     # -- topics -------------------------------------------------------------------------
-    def create_topic(self, partitions: int = 1, prefix: str = "t", config: Optional[dict[str, str]] = None) -> str:
+    def create_topic(self, partitions: int = 1, prefix: str = "t", config: dict[str, str] | None = None) -> str:
         """Create a topic with a unique name and wait until every partition has a leader."""
         name = f"{prefix}-{next(_counter)}-{uuid.uuid4().hex[:8]}"
         futures = self.admin.create_topics(
@@ -131,7 +131,7 @@ class KafkaTestCluster:
         raise TimeoutError(f"topic {topic} did not get {partitions} partitions with leaders")
 
     # -- producing ----------------------------------------------------------------------
-    def producer(self, transactional_id: Optional[str] = None, **config: object) -> Producer:
+    def producer(self, transactional_id: str | None = None, **config: object) -> Producer:
         conf: dict[str, object] = {"bootstrap.servers": self.bootstrap_servers, "linger.ms": 0}
         if transactional_id:
             conf["transactional.id"] = transactional_id
@@ -150,7 +150,7 @@ class KafkaTestCluster:
         assert producer.flush(30) == 0
         return sent
 
-    def open_transaction(self, topic: str, records: Iterable[Sent], transactional_id: Optional[str] = None) -> OpenTransaction:
+    def open_transaction(self, topic: str, records: Iterable[Sent], transactional_id: str | None = None) -> OpenTransaction:
         """Begin a transaction, produce and flush its records, and leave it open."""
         producer = self.producer(transactional_id or f"test-txn-{uuid.uuid4().hex[:10]}")
         producer.begin_transaction()
@@ -168,7 +168,7 @@ class KafkaTestCluster:
         producers: int = 3,
         transactions: int = 4,
         records_per_transaction: int = 5,
-        abort: Optional[Callable[[int, int], bool]] = None,
+        abort: Callable[[int, int], bool] | None = None,
         plain_between: int = 2,
     ) -> list[Sent]:
         """Several transactional producers write concurrently open transactions, interleaved

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import subprocess
-from typing import Iterable
+from collections.abc import Iterable
 
 from confluent_kafka.admin import OffsetSpec
 

@@ -17,9 +17,10 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, TypeVar
 
 from tests.harness.kafka import KafkaTestCluster
 from tests.harness.local_kafka import (
@@ -53,10 +54,10 @@ def _cluster_overrides(node_id: int, voters: str, size: int, min_insync: int) ->
     }
 
 
-def _until(what: str, timeout_s: float, probe: Callable[[], Optional[T]], hint: str = "") -> T:
+def _until(what: str, timeout_s: float, probe: Callable[[], T | None], hint: str = "") -> T:
     """Poll ``probe`` until it returns something other than None; a TimeoutError naming ``what`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
-    last_error: Optional[Exception] = None
+    last_error: Exception | None = None
     while time.monotonic() < deadline:
         try:
             found = probe()
@@ -75,7 +76,7 @@ class LocalCluster(StartStop):
     """
 
     def __init__(self, data_dir: Path, size: int = 3, min_insync_replicas: int = 2, heap: str = "512m",
-                 base_port: Optional[int] = None, libs_dir: Path = DEFAULT_LIBS_DIR) -> None:
+                 base_port: int | None = None, libs_dir: Path = DEFAULT_LIBS_DIR) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.size = size
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -89,7 +90,7 @@ class LocalCluster(StartStop):
             )
             for n in self.node_ids
         }
-        self._kafka: Optional[KafkaTestCluster] = None
+        self._kafka: KafkaTestCluster | None = None
 
     @property
     def kafka(self) -> KafkaTestCluster:
@@ -99,7 +100,7 @@ class LocalCluster(StartStop):
             self._kafka = KafkaTestCluster(self.bootstrap_servers, replication_factor=self.size)
         return self._kafka
 
-    def _layout(self, base_port: Optional[int]) -> dict[str, Any]:
+    def _layout(self, base_port: int | None) -> dict[str, Any]:
         """Ports and cluster id: read from ``cluster.json``, else chosen (free ports) and written there."""
         path = self.data_dir / "cluster.json"
         if path.exists():
@@ -123,11 +124,11 @@ class LocalCluster(StartStop):
         """Every node's listener, comma separated."""
         return ",".join(node.bootstrap_servers for node in self.nodes.values())
 
-    def _logs(self, node_ids: Optional[list[int]] = None) -> str:
+    def _logs(self, node_ids: list[int] | None = None) -> str:
         return "; logs: " + ", ".join(str(self.nodes[n].log_file) for n in node_ids or self.node_ids)
 
     # -- lifecycle ------------------------------------------------------------------------
-    def start(self, timeout_s: float = 120.0) -> "LocalCluster":
+    def start(self, timeout_s: float = 120.0) -> LocalCluster:
         """Start every node at once (a quorum needs a majority) and wait until all are registered
         brokers; stops what it started and raises, naming the logs, if that takes over ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
@@ -191,7 +192,7 @@ class LocalCluster(StartStop):
 
     def wait_for_leader(self, topic: str, partition: int = 0, other_than: int = -1, timeout_s: float = 60.0) -> int:
         """Wait until the partition has a leader other than ``other_than``; its node id."""
-        def leader() -> Optional[int]:
+        def leader() -> int | None:
             current = self.leader_of(topic, partition)
             return current if current not in (-1, other_than) else None
 
@@ -222,7 +223,7 @@ class LocalCluster(StartStop):
         return _until(f"finding the {key_type.lower()} coordinator of {key}", timeout_s, find)
 
 
-def _main(argv: Optional[list[str]] = None) -> int:
+def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.harness.local_cluster", description=__doc__)
     parser.add_argument("command", choices=["start", "stop"])
     parser.add_argument("--port", type=int, default=9093, help="the first node's port; the others follow")

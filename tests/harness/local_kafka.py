@@ -24,9 +24,11 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Callable, Mapping, Optional, Type, TypeVar
+from typing import TypeVar
+
 
 def _project_root() -> Path:
     """The checkout holding conf/ and .cache/: $KAFKA_EOS_HOME, else the nearest folder up from the
@@ -124,7 +126,7 @@ class StartStop:
         return self.start()
 
     def __exit__(
-        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
 
@@ -138,13 +140,13 @@ class LocalKafka(StartStop):
     def __init__(
         self,
         data_dir: Path,
-        port: Optional[int] = None,
+        port: int | None = None,
         libs_dir: Path = DEFAULT_LIBS_DIR,
         conf_dir: Path = DEFAULT_CONF_DIR,
         heap: str = "768m",
-        controller_port: Optional[int] = None,
-        cluster_id: Optional[str] = None,
-        overrides: Optional[Mapping[str, str]] = None,
+        controller_port: int | None = None,
+        cluster_id: str | None = None,
+        overrides: Mapping[str, str] | None = None,
     ) -> None:
         """``cluster_id`` and ``overrides`` (properties that replace the template's) let several
         nodes form one cluster (see tests/harness/local_cluster.py)."""
@@ -156,7 +158,7 @@ class LocalKafka(StartStop):
         self.heap = heap
         self.overrides = dict(overrides or {})
         self._given_cluster_id = cluster_id
-        self._process: Optional[subprocess.Popen[bytes]] = None
+        self._process: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -203,7 +205,7 @@ class LocalKafka(StartStop):
             path.write_text(self._given_cluster_id or _random_cluster_id())
         return path.read_text().strip()
 
-    def start(self, timeout_s: float = 90.0) -> "LocalKafka":
+    def start(self, timeout_s: float = 90.0) -> LocalKafka:
         """Format the data directory (once), start the broker and wait until it serves."""
         self.launch()
         self.wait_until_serving(timeout_s)
@@ -276,7 +278,7 @@ class LocalKafka(StartStop):
             pass
         return self._reap(timeout_s)
 
-    def _reap(self, timeout_s: Optional[float] = None) -> int:
+    def _reap(self, timeout_s: float | None = None) -> int:
         assert self._process is not None
         code = self._process.wait(timeout_s)
         self._process = None
@@ -292,7 +294,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _terminate(pid: int, timeout_s: float, has_exited: Optional[Callable[[], bool]] = None) -> None:
+def _terminate(pid: int, timeout_s: float, has_exited: Callable[[], bool] | None = None) -> None:
     """SIGTERM the process group of ``pid``, then SIGKILL it if it outlives ``timeout_s``."""
 
     def exited() -> bool:
@@ -310,7 +312,7 @@ def _terminate(pid: int, timeout_s: float, has_exited: Optional[Callable[[], boo
             time.sleep(0.2)
 
 
-def running_pid(data_dir: Path) -> Optional[int]:
+def running_pid(data_dir: Path) -> int | None:
     """The pid of a broker started from the command line on ``data_dir`` that is still alive."""
     pid_file = Path(data_dir) / "broker.pid"
     if pid_file.exists() and _pid_alive(int(pid_file.read_text())):
@@ -328,7 +330,7 @@ def stop_by_pid_file(data_dir: Path, timeout_s: float = 30.0) -> bool:
     return True
 
 
-def _main(argv: Optional[list[str]] = None) -> int:
+def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.harness.local_kafka", description=__doc__)
     parser.add_argument("command", choices=["start", "stop", "check-java"])
     parser.add_argument("--port", type=int, default=9092)

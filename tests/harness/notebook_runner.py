@@ -16,8 +16,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any
 
 NOTEBOOK_HEADER = "# Databricks notebook source"
 
@@ -29,10 +30,10 @@ class Widgets:
         self._overrides = dict(overrides)
         self._values: dict[str, str] = {}
 
-    def text(self, name: str, defaultValue: str = "", label: Optional[str] = None) -> None:
+    def text(self, name: str, defaultValue: str = "", label: str | None = None) -> None:
         self._values[name] = self._overrides.get(name, defaultValue)
 
-    def dropdown(self, name: str, defaultValue: str, choices: list[str], label: Optional[str] = None) -> None:
+    def dropdown(self, name: str, defaultValue: str, choices: list[str], label: str | None = None) -> None:
         value = self._overrides.get(name, defaultValue)
         if value not in choices:
             raise ValueError(f"widget {name!r}: {value!r} is not one of {choices}")
@@ -64,7 +65,7 @@ def is_notebook(path: Path) -> bool:
     return path.read_text().startswith(NOTEBOOK_HEADER)
 
 
-def run_notebook(path: "Path | str", spark: Any, widgets: Mapping[str, str]) -> dict[str, Any]:
+def run_notebook(path: Path | str, spark: Any, widgets: Mapping[str, str]) -> dict[str, Any]:
     """Execute the notebook at ``path`` with ``spark`` and the widget overrides; its namespace after."""
     path = Path(path)
     dbutils = Dbutils(widgets)
@@ -84,7 +85,7 @@ def notebook_command(notebook: Path, **widgets: str) -> list[str]:
     ]
 
 
-def local_spark(app_name: str, master: str = "local[2]", conf: Optional[Mapping[str, str]] = None) -> Any:
+def local_spark(app_name: str, master: str = "local[2]", conf: Mapping[str, str] | None = None) -> Any:
     """A local session (``local[2]``, or ``local-cluster[2,1,1024]`` for executors in JVMs of their own)
     whose Python workers run this interpreter (and can import ``tests``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -105,7 +106,7 @@ def local_spark(app_name: str, master: str = "local[2]", conf: Optional[Mapping[
     return spark
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebook", type=Path)
     parser.add_argument("--widget", action="append", default=[], metavar="NAME=VALUE")

@@ -13,7 +13,6 @@ import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from types import TracebackType
-from typing import Optional, Type
 
 from tests.harness.local_kafka import LocalKafka, conf_with_listener, free_loopback_port
 
@@ -87,7 +86,7 @@ class OAuthKafka(LocalKafka):
             "kafka.sasl.oauthbearer.token.endpoint.url": self.token_endpoint.url,
         }
 
-    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         try:
             super().__exit__(exc_type, exc, tb)
         finally:

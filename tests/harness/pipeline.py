@@ -6,7 +6,6 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -35,7 +34,7 @@ class Pipeline:
     decision_log: str
 
     @classmethod
-    def create(cls, spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path, partitions: int = 3) -> "Pipeline":
+    def create(cls, spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path, partitions: int = 3) -> Pipeline:
         tag = uuid.uuid4().hex[:8]
         return cls(
             spark, kafka, kafka.create_topic(partitions, prefix="src"), kafka.create_topic(partitions, prefix="sink"),
@@ -53,7 +52,7 @@ class Pipeline:
             reader = reader.option(name, str(value))
         return reader.load()
 
-    def start(self, df: Optional[DataFrame] = None, **options: object) -> StreamingQuery:
+    def start(self, df: DataFrame | None = None, **options: object) -> StreamingQuery:
         if df is None:
             df = self.source_df(maxOffsetsPerTrigger=options.pop("maxOffsetsPerTrigger", 50)).selectExpr("key", "value", "partition")
         writer = (

@@ -41,9 +41,9 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, Union
 
 from confluent_kafka.admin import OffsetSpec
 
@@ -84,7 +84,7 @@ class RunResult:
     failures: list[str] = field(default_factory=list)
     fired: list[str] = field(default_factory=list)
     hit: bool = False
-    broker_killed: Optional[int] = None
+    broker_killed: int | None = None
     output: int = 0
     duplicates: int = 0
     lost: int = 0
@@ -92,7 +92,7 @@ class RunResult:
     open_transactions: int = 0
     unstable_partitions: int = 0
     group_at_ends: bool = False
-    broker_recovery_s: Optional[float] = None
+    broker_recovery_s: float | None = None
     seconds: float = 0.0
 
     @property
@@ -136,7 +136,7 @@ def process_fault(fault: str) -> tuple[list[str], str]:
     return ["--fail-at", f"{point}:kill-driver"], f"{point}_kill-driver"
 
 
-def broker_moment(moment: str) -> tuple[list[str], Optional[str]]:
+def broker_moment(moment: str) -> tuple[list[str], str | None]:
     """The runner's arguments that stall the job at ``moment`` for :data:`PAUSE_S`, and the marker that says it
     is there (None for ``reading``: a random moment early in the job)."""
     if moment == "reading":
@@ -152,9 +152,9 @@ class SoakKafka(StartStop):
 
     def __init__(self, workdir: Path, size: int) -> None:
         self.size = size
-        self._kafka: Union[LocalKafka, LocalCluster] = LocalKafka(workdir / "broker") if size == 1 else LocalCluster(workdir / "cluster", size=size)
+        self._kafka: LocalKafka | LocalCluster = LocalKafka(workdir / "broker") if size == 1 else LocalCluster(workdir / "cluster", size=size)
 
-    def start(self) -> "SoakKafka":
+    def start(self) -> SoakKafka:
         self._kafka.start()
         return self
 
@@ -200,8 +200,8 @@ class BrokerCrash:
     node: Callable[[], int]
     down_s: float
     job_done: threading.Event = field(default_factory=threading.Event)
-    killed: Optional[int] = None
-    recovery_s: Optional[float] = None
+    killed: int | None = None
+    recovery_s: float | None = None
 
     def run(self, kafka: SoakKafka) -> None:
         while not self.when():
@@ -258,13 +258,13 @@ def run_once(index: int, kind: str, rng: random.Random, soak_kafka: SoakKafka, w
     process = next((f for f in faults if not f.startswith("broker")), None)
     process_args, process_marker = process_fault(process) if process else ([], "")
     broker = next((f for f in faults if f.startswith("broker")), None)
-    crash: Optional[BrokerCrash] = None
+    crash: BrokerCrash | None = None
     for attempt in range(MAX_ATTEMPTS):
         extra: list[str] = []
         # Until it fires: a broker crash can fail an attempt before it reaches the fault's point.
         if process and not (markers / process_marker).exists():
             extra = process_args
-        crasher: Optional[threading.Thread] = None
+        crasher: threading.Thread | None = None
         if attempt == 0 and broker:
             role, moment = broker.split(":")[1].split("@")
             moment_args, moment_marker = broker_moment(moment)
@@ -359,7 +359,7 @@ def summary_by_fault(results: list[RunResult]) -> str:
     return summary(results, by=lambda r: " + ".join(r.faults))
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--runs", type=int, default=20)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Sequence
+from collections.abc import Sequence
 
 from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession

@@ -10,11 +10,17 @@ from __future__ import annotations
 import secrets
 import subprocess
 from pathlib import Path
-from typing import Optional
 
 from confluent_kafka.admin import (
-    AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType, ResourceType, ScramCredentialInfo,
-    ScramMechanism, UserScramCredentialUpsertion,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
 )
 
 from tests.harness.local_kafka import LocalKafka, conf_with_listener, free_loopback_port, java_executable
@@ -69,7 +75,7 @@ class ScramTlsKafka(LocalKafka):
         secured = _SECURED.replace("{keystore}", str(keystore)).replace("{store_password}", store_password)
         conf_dir = conf_with_listener(Path(data_dir), "SASL_SSL", "SASL_SSL", self.sasl_ssl_port, secured)
         super().__init__(Path(data_dir) / "data", conf_dir=conf_dir)
-        self._admin: Optional[AdminClient] = None
+        self._admin: AdminClient | None = None
 
     @property
     def admin(self) -> AdminClient:

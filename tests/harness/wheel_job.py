@@ -13,8 +13,9 @@ import sys
 
 def main(bootstrap: str, source: str, sink: str) -> dict:
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    import spark_kafka_eos
     from pyspark.sql import SparkSession
+
+    import spark_kafka_eos
 
     spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
     try:

@@ -5,7 +5,7 @@ Runs against a broker with a SASL/PLAIN listener (tests/harness/secured_kafka.py
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import SparkSession

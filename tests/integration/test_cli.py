@@ -10,16 +10,16 @@ import re
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
 
 import pyarrow as pa
 import pytest
 
 from spark_kafka_eos.cli import main
-from spark_kafka_eos.txn.session import TransactionSession, TxnState
 from spark_kafka_eos.errors import KafkaEosCommitError
+from spark_kafka_eos.txn.session import TransactionSession, TxnState
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
@@ -46,7 +46,7 @@ class Prefix:
         return [command, "--bootstrap-servers", self.kafka.bootstrap_servers, "--prefix", self.name,
                 "--decision-log-topic", self.log_topic, *extra]
 
-    def options(self, topic: Optional[str] = None) -> WriterOptions:
+    def options(self, topic: str | None = None) -> WriterOptions:
         options = {"kafka.bootstrap.servers": self.kafka.bootstrap_servers, "transactional.id.prefix": self.name,
                    "decisionlogtopic": self.log_topic}
         return parse_writer_options({**options, **({"topic": topic} if topic else {})}, streaming=False)

@@ -7,10 +7,10 @@ import logging
 import pytest
 
 from spark_kafka_eos.errors import KafkaEosReadError
-from tests.harness.local_kafka import free_loopback_port
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.read.reader_options import parse_reader_options
+from tests.harness.local_kafka import free_loopback_port
 
 
 def test_a_refused_connection_is_logged_as_an_error_not_printed(

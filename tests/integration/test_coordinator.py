@@ -6,23 +6,23 @@ import re
 import uuid
 
 import pyarrow as pa
-from confluent_kafka.admin import OffsetSpec
 import pytest
+from confluent_kafka.admin import OffsetSpec
 
+from spark_kafka_eos.cluster import open_session
 from spark_kafka_eos.errors import (
     KafkaEosCommitError,
     KafkaEosCommittedDataLostError,
     KafkaEosDecisionLogError,
     KafkaEosOutputUnverifiableError,
 )
-from spark_kafka_eos.cluster import open_session
+from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
 from spark_kafka_eos.write.ownership import Verdict
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.transactional_id import task_transactional_id
-from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.coordinator import TIMEOUT_MS, committed_values, prepare, sink_options, stream_epoch
 from tests.harness.faults import FaultHooks, InjectedFault

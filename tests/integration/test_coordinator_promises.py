@@ -3,11 +3,9 @@ verified before the decision, and the decision log topic is created as recovery 
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pytest
-from confluent_kafka.admin import ConfigResource, ConfigSource, OffsetSpec, ResourceType
 from confluent_kafka import TopicCollection
+from confluent_kafka.admin import ConfigResource, ConfigSource, OffsetSpec, ResourceType
 
 from spark_kafka_eos.cluster import open_session
 from spark_kafka_eos.errors import KafkaEosCommitError
@@ -31,7 +29,7 @@ def test_a_participant_that_is_no_longer_open_is_never_decided(kafka: KafkaTestC
     healthy, lost = prepare(options, 0, ["healthy"]), prepare(options, 1, ["lost-1", "lost-2"])
     assert lost.transaction is not None
     lost_id = lost.transaction.transactional_id
-    usurper: Optional[OpenTransaction] = None
+    usurper: OpenTransaction | None = None
     if fate == "aborted":
         with open_session(options.connection) as session:
             session.abort(lost.transaction)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.kafka
 KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588  # broker message.max.bytes, the topics' default max.message.bytes
 
 
-def log_record(prefix: str, batch: int, tasks: int = 1, partitions: int = 1, consumer_group: Optional[str] = None) -> LogRecord:
+def log_record(prefix: str, batch: int, tasks: int = 1, partitions: int = 1, consumer_group: str | None = None) -> LogRecord:
     """The one place this module builds a decision-log record (its fields are the record format's business)."""
     participants = tuple(
         Participant(f"{prefix}-0a1b2c3d-0-{task}-0", 10_000 + task, 3, task,

@@ -9,7 +9,6 @@ import shutil
 import threading
 import uuid
 from pathlib import Path
-from typing import Optional
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -32,7 +31,7 @@ def produce(kafka: KafkaTestCluster, topic: str, count: int, tag: str) -> list[S
 
 
 def stream(spark: SparkSession, kafka: KafkaTestCluster, source: str, sink: str, checkpoint: Path,
-           prefix: Optional[str], max_offsets: int = 20, **options: str) -> None:
+           prefix: str | None, max_offsets: int = 20, **options: str) -> None:
     """One AvailableNow run of a source -> sink query; raises if the query fails."""
     df = (spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
           .option("subscribe", source).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(max_offsets)).load())
@@ -239,7 +238,7 @@ def test_two_batch_jobs_on_one_prefix_at_once_each_write_all_or_nothing(spark: S
     fences the other's coordinator, and both can fail: safe, not live; see the README.)"""
     sink, prefix = kafka.create_topic(2, "sink"), f"concurrent-{uuid.uuid4().hex[:6]}"
     jobs = {name: spark.range(200).selectExpr(f"CONCAT('{name}-', CAST(id AS STRING)) AS value").repartition(3) for name in ("a", "b")}
-    outcomes: dict[str, Optional[BaseException]] = {}
+    outcomes: dict[str, BaseException | None] = {}
 
     def run(name: str) -> None:
         activate_session(spark)

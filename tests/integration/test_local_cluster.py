@@ -9,7 +9,6 @@ import threading
 import time
 import uuid
 from collections import Counter
-from typing import Optional
 
 import pyarrow as pa
 import pytest
@@ -68,7 +67,7 @@ class TransactionalWriter(threading.Thread):
         self.committed: list[bytes] = []
         self.aborted: list[bytes] = []
         self.commit_times: list[float] = []
-        self.error: Optional[BaseException] = None
+        self.error: BaseException | None = None
         self._stop_requested = threading.Event()
 
     def run(self) -> None:

@@ -5,8 +5,8 @@ a loopback OIDC stand-in that counts its grants."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from pyspark.sql import SparkSession

@@ -9,9 +9,9 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Optional
 
 import pyarrow as pa
 import pytest
@@ -21,8 +21,8 @@ from pyspark.sql import SparkSession
 
 from spark_kafka_eos.cli import main as cli
 from spark_kafka_eos.cluster import shared_session
-from spark_kafka_eos.errors import KafkaEosCommitError
 from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.errors import KafkaEosCommitError
 from spark_kafka_eos.txn.session import TransactionSession
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
@@ -220,8 +220,8 @@ class PausedDecisionLog(DecisionLog):
         super().__init__(options)
         self._while_open = while_open
 
-    def append(self, record: LogRecord, group_offsets: Optional[Mapping[tuple[str, int], int]] = None,
-               before_commit: Optional[Callable[[], None]] = None, commit_by: Optional[float] = None) -> None:
+    def append(self, record: LogRecord, group_offsets: Mapping[tuple[str, int], int] | None = None,
+               before_commit: Callable[[], None] | None = None, commit_by: float | None = None) -> None:
         def paused() -> None:
             if before_commit is not None:
                 before_commit()
@@ -317,7 +317,8 @@ def test_a_replay_over_other_source_offsets_than_its_decision_is_refused(
     assert end in text, text
     planned.write_text(text.replace(end, f'"{source}": {{"0": 30}}'))
     (checkpoint / "offsets" / ".1.crc").unlink(missing_ok=True)
-    with pytest.raises(StreamingQueryException, match=r"refused micro-batch 1 .*decided over source offsets .*-0: 40, and this replay of it consumed up to .*-0: 30"):
+    refused = r"refused micro-batch 1 .*decided over source offsets .*-0: 40, and this replay of it consumed up to .*-0: 30"
+    with pytest.raises(StreamingQueryException, match=refused):
         stream(spark, kafka, source, sink, checkpoint, prefix)
     assert values(kafka, sink) == expected(first)
     assert open_transactions(kafka, prefix) == []
@@ -359,8 +360,8 @@ class SlowDecisionLog(DecisionLog):
         self._delay_s = delay_s
         self.delayed = False
 
-    def append(self, record: LogRecord, group_offsets: Optional[Mapping[tuple[str, int], int]] = None,
-               before_commit: Optional[Callable[[], None]] = None, commit_by: Optional[float] = None) -> None:
+    def append(self, record: LogRecord, group_offsets: Mapping[tuple[str, int], int] | None = None,
+               before_commit: Callable[[], None] | None = None, commit_by: float | None = None) -> None:
         def slow() -> None:
             if record.kind == "decision":
                 time.sleep(self._delay_s)
@@ -410,8 +411,8 @@ class DecisionLogThatLandsThenReportsATimeout(DecisionLog):
         self._meanwhile = meanwhile
         self.fired = False
 
-    def append(self, record: LogRecord, group_offsets: Optional[Mapping[tuple[str, int], int]] = None,
-               before_commit: Optional[Callable[[], None]] = None, commit_by: Optional[float] = None) -> None:
+    def append(self, record: LogRecord, group_offsets: Mapping[tuple[str, int], int] | None = None,
+               before_commit: Callable[[], None] | None = None, commit_by: float | None = None) -> None:
         super().append(record, group_offsets, before_commit, commit_by)
         if record.kind == "decision" and not self.fired:
             self.fired = True

@@ -15,8 +15,8 @@ import sys
 import time
 import types
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession

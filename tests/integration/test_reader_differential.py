@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
 
 import pytest
 from chispa import assert_df_equality
@@ -184,7 +184,7 @@ class DataLossCase:
     before: dict[int, int]
     change: Callable[[KafkaTestCluster, str], list[bytes]]
     # With failOnDataLoss=false: what each source delivers after the change (None: identical).
-    spark_after: Optional[Callable[[list[bytes]], list[bytes]]] = None
+    spark_after: Callable[[list[bytes]], list[bytes]] | None = None
 
 
 def fill(kafka: KafkaTestCluster, topic: str, counts: dict[int, int], tag: str) -> list[bytes]:
@@ -226,11 +226,11 @@ DATA_LOSS_CASES = {
 }
 
 
-def run_both(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path, topic: str, **options: object) -> dict[str, Optional[str]]:
+def run_both(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path, topic: str, **options: object) -> dict[str, str | None]:
     """One AvailableNow run of each source's query (checkpoints survive across calls); the error
     of each run, None when it succeeded."""
     queries = {s: to_parquet(stream(spark, kafka, s, subscribe=topic, **{**COMMON, **options}), tmp_path, s, availableNow=True) for s in SOURCES}
-    outcome: dict[str, Optional[str]] = {}
+    outcome: dict[str, str | None] = {}
     for source, query in queries.items():
         try:
             assert query.awaitTermination(120)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from confluent_kafka.admin import AclOperation, AclPermissionType, NewTopic, OffsetSpec, ResourceType

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
-from typing import Optional
 
 import pytest
 from confluent_kafka.admin import OffsetSpec
@@ -25,7 +24,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 PROJECT = Path(__file__).resolve().parents[2]
 
 
-def run_connect_job(kafka: KafkaTestCluster, *args: str, expect_ok: bool = True) -> Optional[dict[str, object]]:
+def run_connect_job(kafka: KafkaTestCluster, *args: str, expect_ok: bool = True) -> dict[str, object] | None:
     """What the job printed; with ``expect_ok=False``, None when it died without printing."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(

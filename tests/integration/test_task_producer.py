@@ -9,17 +9,17 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any, Optional
+from typing import Any
 
 import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from spark_kafka_eos.cluster import cached_session
+from spark_kafka_eos.errors import KafkaEosWriteError
 from spark_kafka_eos.txn.session import TransactionSession, TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
-from spark_kafka_eos.errors import KafkaEosWriteError
 from spark_kafka_eos.write.log_record import EpochId
-from spark_kafka_eos.cluster import cached_session
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.transactional_id import task_transactional_id
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
@@ -48,7 +48,7 @@ def session(kafka: KafkaTestCluster) -> Iterator[TransactionSession]:
         yield txn_session
 
 
-def sink(kafka: KafkaTestCluster, topic: Optional[str], **extra: str) -> WriterOptions:
+def sink(kafka: KafkaTestCluster, topic: str | None, **extra: str) -> WriterOptions:
     options = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "transactional.id.prefix": f"task-{uuid.uuid4().hex[:10]}"}
     if topic is not None:
         options["topic"] = topic

@@ -9,8 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import (AclOperation, AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourcePatternType,
-                                   ResourceType)
+from confluent_kafka.admin import AclOperation, AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourcePatternType, ResourceType
 from pyspark.sql import SparkSession
 
 from tests.harness.kafka import KafkaRecord, KafkaTestCluster, Sent

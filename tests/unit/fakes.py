@@ -4,8 +4,8 @@ interleavings of drivers, stragglers and failures can be played out exactly, wit
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, Mapping, Optional
 
 from spark_kafka_eos.txn.session import (
     PreparedTxnState,
@@ -39,13 +39,13 @@ class Cluster:
     land_failed_appends: bool = False
     append_failures_left: int = -1
     """How many more appends fail as ``failing_appends`` says (-1: all of them)."""
-    on_list: Optional[Callable[[], None]] = None
-    after_landed_failure: Optional[Callable[[], None]] = None
+    on_list: Callable[[], None] | None = None
+    after_landed_failure: Callable[[], None] | None = None
     """Runs once after a failed append that landed, before its error is raised (another driver acting)."""
     visible: set[str] = field(default_factory=set)
     """Transactional ids whose (committed) records a read_committed reader sees."""
 
-    def open_transaction(self, transactional_id: str, started_ms: Optional[int] = None) -> PreparedTxnState:
+    def open_transaction(self, transactional_id: str, started_ms: int | None = None) -> PreparedTxnState:
         """A task that initialised ``transactional_id`` and wrote into a new transaction."""
         previous = self.txns.get(transactional_id)
         producer_id = previous.producer_id if previous else next(_producer_ids)
@@ -58,7 +58,7 @@ class Cluster:
     def state(self, transactional_id: str) -> str:
         return self.txns[transactional_id].state
 
-    def last(self, prefix: str) -> Optional[LogRecord]:
+    def last(self, prefix: str) -> LogRecord | None:
         return next((r for r in reversed(self.records) if r.prefix == prefix), None)
 
 
@@ -68,7 +68,7 @@ class FakeSession:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
 
-    def __enter__(self) -> "FakeSession":
+    def __enter__(self) -> FakeSession:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -122,7 +122,7 @@ class FakeSession:
         self.cluster.txns[transactional_id] = replace(d, state=state, producer_epoch=d.producer_epoch + 1)
         return d.producer_id, d.producer_epoch + 1
 
-    def wait_settled(self, ids: Iterable[str], timeout_s: Optional[float] = None) -> dict[str, TxnDescription]:
+    def wait_settled(self, ids: Iterable[str], timeout_s: float | None = None) -> dict[str, TxnDescription]:
         return self.describe(ids)
 
 
@@ -131,7 +131,7 @@ class FakeDecisionLog:
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        self.epoch: Optional[int] = None
+        self.epoch: int | None = None
 
     def ensure_topic(self) -> None:
         pass
@@ -142,12 +142,12 @@ class FakeDecisionLog:
             self.epoch = self.cluster.coordinator_epoch
             self.cluster.events.append("fence-coordinator")
 
-    def last(self, prefix: str) -> Optional[LogRecord]:
+    def last(self, prefix: str) -> LogRecord | None:
         self.cluster.events.append("read")
         return self.cluster.last(prefix)
 
-    def append(self, record: LogRecord, group_offsets: Optional[Mapping[tuple[str, int], int]] = None,
-               before_commit: Optional[Callable[[], None]] = None, commit_by: Optional[float] = None) -> None:
+    def append(self, record: LogRecord, group_offsets: Mapping[tuple[str, int], int] | None = None,
+               before_commit: Callable[[], None] | None = None, commit_by: float | None = None) -> None:
         self.fence(record.prefix)
         if self.epoch != self.cluster.coordinator_epoch:
             raise TxnFencedError("the coordinator id was fenced by another driver", f"{record.prefix}-coordinator", "EndTxn")

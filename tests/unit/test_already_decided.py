@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pytest
 
 from spark_kafka_eos.write.log_record import EpochId, LogRecord
@@ -12,7 +10,7 @@ from spark_kafka_eos.write.ownership import already_decided
 Q1, Q2 = "query-1", "query-2"
 
 
-def record(kind: str, epoch: EpochId, previous: Optional[EpochId] = None) -> LogRecord:
+def record(kind: str, epoch: EpochId, previous: EpochId | None = None) -> LogRecord:
     return LogRecord(kind, "p", str(epoch), previous_epoch_id=None if previous is None else str(previous))  # type: ignore[arg-type]
 
 
@@ -39,5 +37,5 @@ def record(kind: str, epoch: EpochId, previous: Optional[EpochId] = None) -> Log
         (LogRecord("complete", "p", "batch:d2", history=(("batch:d1", 1), ("batch:d2", 2))), EpochId.batch("d3"), False),
     ],
 )
-def test_already_decided(last: Optional[LogRecord], epoch: EpochId, decided: bool) -> None:
+def test_already_decided(last: LogRecord | None, epoch: EpochId, decided: bool) -> None:
     assert already_decided(last, epoch) is decided

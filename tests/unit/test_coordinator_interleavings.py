@@ -5,7 +5,6 @@ same scenarios' end results are checked on a real broker in tests/integration/te
 from __future__ import annotations
 
 import logging
-from typing import Optional
 
 import pytest
 
@@ -25,7 +24,7 @@ def coordinator(cluster: Cluster) -> TwoPhaseCommitCoordinator:
     return TwoPhaseCommitCoordinator(options(PREFIX), TIMEOUT_MS, **fake_seams(cluster))  # type: ignore[arg-type]
 
 
-def task(cluster: Cluster, epoch: EpochId, partition: int, attempt: int = 0, started_ms: Optional[int] = None) -> TaskCommit:
+def task(cluster: Cluster, epoch: EpochId, partition: int, attempt: int = 0, started_ms: int | None = None) -> TaskCommit:
     txn = cluster.open_transaction(task_transactional_id(PREFIX, epoch, partition, attempt), started_ms)
     return TaskCommit(str(epoch), partition, attempt, 100 + partition, txn, (("out", partition, 10),), (), ("out", partition, 0))
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pytest
 from pyspark.sql.types import (
     ArrayType,
@@ -16,15 +14,15 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from spark_kafka_eos.schema import HEADERS_TYPE
 from spark_kafka_eos.errors import KafkaEosSchemaError
+from spark_kafka_eos.schema import HEADERS_TYPE
 from spark_kafka_eos.write.input_schema import InputColumns, validate_input_schema
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 
 SOURCE = [("source_topic", StringType()), ("source_partition", IntegerType()), ("source_offset", LongType())]
 
 
-def options(topic: Optional[str] = "out", consumer_group: Optional[str] = None) -> WriterOptions:
+def options(topic: str | None = "out", consumer_group: str | None = None) -> WriterOptions:
     raw = {"kafka.bootstrap.servers": "127.0.0.1:9092", "transactional.id.prefix": "p"}
     if topic:
         raw["topic"] = topic
@@ -37,11 +35,11 @@ def schema(*columns: tuple[str, DataType]) -> StructType:
     return StructType([StructField(name, data_type) for name, data_type in columns])
 
 
-def check(*columns: tuple[str, DataType], topic: Optional[str] = "out", consumer_group: Optional[str] = None) -> InputColumns:
+def check(*columns: tuple[str, DataType], topic: str | None = "out", consumer_group: str | None = None) -> InputColumns:
     return validate_input_schema(schema(*columns), options(topic, consumer_group))
 
 
-def error_of(*columns: tuple[str, DataType], topic: Optional[str] = "out", consumer_group: Optional[str] = None) -> KafkaEosSchemaError:
+def error_of(*columns: tuple[str, DataType], topic: str | None = "out", consumer_group: str | None = None) -> KafkaEosSchemaError:
     with pytest.raises(KafkaEosSchemaError) as info:
         check(*columns, topic=topic, consumer_group=consumer_group)
     assert "Fix:" in str(info.value)

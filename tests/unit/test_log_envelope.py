@@ -8,7 +8,14 @@ import pytest
 
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
 from spark_kafka_eos.write.log_envelope import (
-    MAX_INLINE_BYTES, Manifest, chunk_key, head_key, is_chunk_of, join, parse_head, split,
+    MAX_INLINE_BYTES,
+    Manifest,
+    chunk_key,
+    head_key,
+    is_chunk_of,
+    join,
+    parse_head,
+    split,
 )
 
 PREFIX = "orders-etl"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pytest
 
 from spark_kafka_eos.write.log_record import EpochId, LogRecord
@@ -12,7 +10,7 @@ from spark_kafka_eos.write.ownership import Verdict, judge
 Q1, Q2 = "query-1", "query-2"
 
 
-def record(kind: str, epoch: EpochId, previous: Optional[EpochId] = None) -> LogRecord:
+def record(kind: str, epoch: EpochId, previous: EpochId | None = None) -> LogRecord:
     return LogRecord(kind, "p", str(epoch), previous_epoch_id=None if previous is None else str(previous))  # type: ignore[arg-type]
 
 
@@ -39,7 +37,7 @@ def record(kind: str, epoch: EpochId, previous: Optional[EpochId] = None) -> Log
         (record("reset", EpochId("reset", "1")), EpochId.batch("w"), Verdict.PROCEED),
     ],
 )
-def test_judge(last: Optional[LogRecord], epoch: EpochId, verdict: Verdict) -> None:
+def test_judge(last: LogRecord | None, epoch: EpochId, verdict: Verdict) -> None:
     judgement = judge(last, epoch)
     assert judgement.verdict == verdict
     assert bool(judgement.reason) == (verdict == Verdict.REFUSE)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
 
 import pytest
 
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError
-from spark_kafka_eos.read.reader_options import OffsetBound, Subscription, TopicPartition
 from spark_kafka_eos.read.planner import OffsetRange, limit_offsets, plan_batch, resolve_bound, restart_moved_back, split_ranges
+from spark_kafka_eos.read.reader_options import OffsetBound, Subscription, TopicPartition
 
 A0, A1 = ("a", 0), ("a", 1)
 
@@ -16,7 +16,7 @@ A0, A1 = ("a", 0), ("a", 1)
 class FakeLookup:
     """Timestamps index: offset = timestamp // 10, below `latest`; None past it."""
 
-    def __init__(self, latest: Mapping[TopicPartition, int], log_end: Optional[Mapping[TopicPartition, int]] = None) -> None:
+    def __init__(self, latest: Mapping[TopicPartition, int], log_end: Mapping[TopicPartition, int] | None = None) -> None:
         self._latest = latest
         self._log_end = log_end or latest
 
@@ -32,10 +32,10 @@ class FakeLookup:
     def log_end(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         return {tp: self._log_end[tp] for tp in partitions}
 
-    def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, Optional[int]]:
+    def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
         return {tp: (ts // 10 if ts // 10 < self._latest[tp] else None) for tp, ts in timestamps.items()}
 
-    def committed(self, group: str, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, Optional[int]]:
+    def committed(self, group: str, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int | None]:
         return {A0: 42} if group == "g" else {}
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import kafka.errors as Errors
 import pytest
 
-from tests.harness.local_kafka import free_loopback_port
 from spark_kafka_eos.txn.session import (
     PreparedTxnState,
     ResumedTxn,
@@ -20,6 +19,7 @@ from spark_kafka_eos.txn.session import (
     TxnTimeoutError,
     classify_error,
 )
+from tests.harness.local_kafka import free_loopback_port
 
 
 def test_unreachable_broker_is_a_timeout_naming_the_address() -> None:
