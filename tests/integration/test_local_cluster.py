@@ -12,11 +12,12 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic, ResourceType
 from pyspark.sql import SparkSession
 
+from spark_kafka_eos.errors import KafkaEosError
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import EpochId
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.writer_options import parse_writer_options
@@ -58,48 +59,57 @@ def test_three_brokers_and_new_topics_get_three_replicas_and_two_in_sync(kafka_c
 
 
 class TransactionalWriter(threading.Thread):
-    """Commits transactions of ten records to ``topic`` until stopped, retrying what the producer says is
-    retriable and aborting what it says must be aborted; remembers the values of each outcome."""
+    """Writes epochs of ten records to ``topic`` through the package (a task's transaction, then the
+    coordinator's two-phase commit) until stopped. An epoch whose commit fails is settled by the
+    coordinator's recovery, then filed as committed or aborted by what the prefix decided; the test
+    checks that filing against an independent read_committed consumer."""
 
-    def __init__(self, kafka: KafkaTestCluster, topic: str, deadline_s: float = 240.0) -> None:
+    def __init__(self, kafka: KafkaTestCluster, topic: str, bootstrap_servers: str, deadline_s: float = 240.0) -> None:
         super().__init__(daemon=True)
         self.kafka, self.topic, self.deadline = kafka, topic, time.monotonic() + deadline_s
+        self.options = parse_writer_options({"kafka.bootstrap.servers": bootstrap_servers, "topic": topic,
+                                             "transactional.id.prefix": f"under-fire-{uuid.uuid4().hex[:8]}"}, streaming=False)
         self.committed: list[bytes] = []
         self.aborted: list[bytes] = []
+        self.failed_commits = 0
         self.commit_times: list[float] = []
         self.error: BaseException | None = None
         self._stop_requested = threading.Event()
 
     def run(self) -> None:
         try:
-            producer = self.kafka.producer(f"cluster-writer-{uuid.uuid4().hex[:8]}", transaction_timeout_ms=60_000)
-            batch = 0
+            epoch = 0
             while not self._stop_requested.is_set() and time.monotonic() < self.deadline:
-                self._one_transaction(producer, [f"b{batch}-r{r}".encode() for r in range(10)])
-                batch += 1
-            producer.flush(30)
+                self._one_epoch(EpochId.batch(f"e{epoch}"), [f"b{epoch}-r{r}".encode() for r in range(10)])
+                epoch += 1
         except BaseException as err:  # noqa: BLE001 - handed to the test thread
             self.error = err
 
-    def _one_transaction(self, producer: Producer, values: list[bytes]) -> None:
+    def _one_epoch(self, epoch: EpochId, values: list[bytes]) -> None:
+        coordinator = TwoPhaseCommitCoordinator(self.options, 60_000)
+        batch = pa.record_batch([pa.array(values, pa.binary())], names=["value"])
         try:
-            producer.begin_transaction()
-            for value in values:
-                producer.produce(self.topic, value=value, partition=0)
-            while True:
-                try:
-                    producer.commit_transaction(30)
-                    break
-                except KafkaException as err:
-                    if not err.args[0].retriable() or time.monotonic() > self.deadline:
-                        raise
-            self.committed.extend(values)
-            self.commit_times.append(time.monotonic())
-        except KafkaException as err:
-            if not err.args[0].txn_requires_abort():
-                raise
-            producer.abort_transaction(60)
-            self.aborted.extend(values)
+            coordinator.prepare(epoch)
+            task = write_task(self.options, epoch, [batch], task=TaskIdentity(0, 0, 0), transaction_timeout_ms=60_000)
+            coordinator.commit(epoch, [task])
+        except KafkaEosError:
+            self.failed_commits += 1
+            self._settle(coordinator)
+            last = DecisionLog(self.options).last(self.options.prefix)
+            (self.committed if last is not None and last.last_decided(epoch) == epoch else self.aborted).extend(values)
+            return
+        self.committed.extend(values)
+        self.commit_times.append(time.monotonic())
+
+    def _settle(self, coordinator: TwoPhaseCommitCoordinator) -> None:
+        while True:
+            try:
+                coordinator.recover()
+                return
+            except KafkaEosError:
+                if time.monotonic() > self.deadline:
+                    raise
+                time.sleep(1)
 
     def wait_for_commits(self, count: int, timeout_s: float = 120.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -115,10 +125,10 @@ class TransactionalWriter(threading.Thread):
 
 
 @pytest.mark.long
-def test_killing_a_partition_leader_under_a_transactional_producer_loses_and_duplicates_nothing(kafka_cluster: LocalCluster) -> None:
+def test_killing_a_partition_leader_under_the_sink_loses_and_duplicates_nothing(kafka_cluster: LocalCluster) -> None:
     kafka = kafka_cluster.kafka
     topic = kafka.create_topic(1, prefix="under-fire")
-    writer = TransactionalWriter(kafka, topic)
+    writer = TransactionalWriter(kafka, topic, kafka_cluster.bootstrap_servers)
     writer.start()
     try:
         writer.wait_for_commits(3)
@@ -138,14 +148,16 @@ def test_killing_a_partition_leader_under_a_transactional_producer_loses_and_dup
     finally:
         writer.stop()
     assert writer.error is None, f"the writer failed: {writer.error!r}"
-    print(f"leader {leader} killed -> {new_leader}; next commit after {recovery_s:.1f}s; node back in the ISR after {rejoin_s:.1f}s")
+    print(f"leader {leader} killed -> {new_leader}; next commit after {recovery_s:.1f}s; node back in the ISR after {rejoin_s:.1f}s; "
+          f"{writer.failed_commits} epochs failed and were settled by recovery")
     assert new_leader != leader and kafka_cluster.leader_of(topic) != -1
 
     kafka.wait_until_stable(topic)
     counts = Counter(r.value for r in kafka.read_committed(topic))
     assert {v: n for v, n in counts.items() if n > 1} == {}, "duplicated records"
     assert set(writer.committed) - set(counts) == set(), "lost committed records"
-    assert set(counts) - set(writer.committed) == set(), "records of aborted transactions are visible"
+    assert set(counts) - set(writer.committed) == set(), "records of aborted epochs are visible"
+    assert open_transactions_by_kafka(kafka_cluster.bootstrap_servers, writer.options.prefix + "-") == []
 
 
 @pytest.mark.spark

@@ -3,6 +3,10 @@ test session's Spark as its ``spark`` and a ``dbutils`` stand-in for its widgets
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -49,3 +53,15 @@ def test_eos_pipeline_notebook_runs_twice_exactly_once(spark: SparkSession, kafk
     assert again["processed"] == 50
     out = sorted(r.value for r in kafka.read_committed(sink))
     assert out == sorted(b"processed:" + s.value for s in sent)
+
+
+@pytest.mark.long
+def test_make_demo_is_exactly_once_through_its_driver_crash(kafka: KafkaTestCluster) -> None:
+    """``make demo`` (``notebooks/demo.py``), against the session's broker instead of an embedded one."""
+    done = subprocess.run([sys.executable, str(NOTEBOOKS / "demo.py")], cwd=NOTEBOOKS.parent, capture_output=True, text=True,
+                          env={**os.environ, "KAFKA_EOS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers}, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    crash = re.search(r"driver gone \(exit code (-?\d+)\)", done.stdout)
+    assert crash is not None and crash.group(1) != "0", done.stdout  # run 1 died at its fault
+    assert "0 duplicates, 0 lost (input: 3000)" in done.stdout, done.stdout
+    assert done.stdout.rstrip().endswith(">> OK: exactly once through a driver crash."), done.stdout

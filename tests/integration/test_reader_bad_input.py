@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from spark_kafka_eos import KafkaEosDataSource
 from tests.harness.kafka import KafkaTestCluster, Sent
-from tests.harness.spark import kafka_eos
+from tests.harness.spark import batch_read, kafka_eos
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -100,7 +100,18 @@ def test_secrets_stay_out_of_errors(spark: SparkSession, kafka: KafkaTestCluster
     assert "s3cr3t-pw" not in message
 
 
+class ExplicitlyRegisteredDataSource(KafkaEosDataSource):
+    """kafka_eos under a name no auto-registration serves: only ``spark.dataSource.register`` can."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafka_eos_explicit"
+
+
 def test_explicit_registration_works_too(spark: SparkSession, kafka: KafkaTestCluster, topic: str) -> None:
-    # Every other test relies on auto-registration through the pyspark_kafka_eos shim.
-    spark.dataSource.register(KafkaEosDataSource)
-    assert kafka_eos(spark, kafka, subscribe=topic).count() == 1
+    # Every other test relies on auto-registration through the pyspark_kafka_eos shim, which serves
+    # "kafka_eos" whether or not register() works: hence a name of its own here.
+    with pytest.raises(Exception, match="kafka_eos_explicit"):
+        batch_read(spark, kafka, "kafka_eos_explicit", subscribe=topic).count()
+    spark.dataSource.register(ExplicitlyRegisteredDataSource)
+    assert batch_read(spark, kafka, "kafka_eos_explicit", subscribe=topic).count() == 1
