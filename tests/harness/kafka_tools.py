@@ -2,7 +2,8 @@
 the tests' judges that share no code with the package.
 
 - :func:`open_transactions_by_kafka` is ``kafka-transactions list``: which transactions of a prefix the
-  coordinators still hold open.
+  coordinators still hold open. ``kafka-transactions`` runs in one JVM kept for the session
+  (``KafkaToolServer.java`` calls the command's own code), not a JVM per call.
 - :func:`console_produce` is ``kafka-console-producer``: the Java client's default partitioner.
 - :func:`assert_stable` checks that the last stable offset equals the high watermark: nothing open pins
   the topic.
@@ -10,16 +11,18 @@ the tests' judges that share no code with the package.
 
 from __future__ import annotations
 
+import atexit
 import re
 import subprocess
+import threading
 from collections.abc import Iterable
+from pathlib import Path
 
 from confluent_kafka.admin import OffsetSpec
 
 from tests.harness.kafka import KafkaTestCluster
 from tests.harness.local_kafka import DEFAULT_LIBS_DIR, java_executable
 
-TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"
 CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
 DECIDED_STATES = {"Empty", "CompleteCommit", "CompleteAbort", "Dead"}
 """States of a transactional id with no transaction in flight (anything else pins partitions)."""
@@ -36,12 +39,58 @@ def run_kafka_tool(main_class: str, *args: str, stdin: str = "", timeout_s: floa
     return done.stdout
 
 
+class _TransactionsCommandServer:
+    """``kafka-transactions``, Kafka's own code, in one JVM kept for the test session
+    (``KafkaToolServer.java``): a JVM start per call cost about two seconds."""
+
+    SOURCE = Path(__file__).with_name("KafkaToolServer.java")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[str] | None = None
+
+    def run(self, *args: str, timeout_s: float = 120.0) -> str:
+        with self._lock:
+            process = self._started()
+            assert process.stdin is not None and process.stdout is not None
+            watchdog = threading.Timer(timeout_s, process.kill)
+            watchdog.start()
+            try:
+                process.stdin.write("\t".join(args) + "\n")
+                process.stdin.flush()
+                lines = []
+                while not (line := process.stdout.readline()).startswith("\0"):
+                    if not line:
+                        raise RuntimeError(f"kafka-transactions {' '.join(args)}: the tool's JVM died (or took over {timeout_s:g}s)")
+                    lines.append(line)
+            finally:
+                watchdog.cancel()
+            if line.strip("\0\n") != "0":
+                raise RuntimeError(f"kafka-transactions {' '.join(args)} failed: {''.join(lines)[-2000:]}")
+            return "".join(lines)
+
+    def _started(self) -> subprocess.Popen[str]:
+        if self._process is None or self._process.poll() is not None:
+            if not any(DEFAULT_LIBS_DIR.glob("kafka-tools-*.jar")):
+                raise FileNotFoundError(f"kafka-tools is not in {DEFAULT_LIBS_DIR}: run `make kafka-jars`.")
+            self._process = subprocess.Popen(
+                [java_executable(), "-Xmx256m", "-cp", f"{DEFAULT_LIBS_DIR}/*", str(self.SOURCE)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8")
+            atexit.register(self._process.kill)
+        return self._process
+
+
+_TRANSACTIONS = _TransactionsCommandServer()
+
+
+def kafka_transactions(*args: str) -> str:
+    """``kafka-transactions <args>``: its standard output, or an error with its output."""
+    return _TRANSACTIONS.run(*args)
+
+
 def transactions_by_kafka(bootstrap_servers: str, prefix: str) -> dict[str, str]:
     """``kafka-transactions list``: the state of every transactional id that starts with ``prefix``."""
-    listing = run_kafka_tool(
-        TRANSACTIONS_COMMAND, "--bootstrap-server", bootstrap_servers, "list",
-        "--transactional-id-pattern", re.escape(prefix) + ".*",
-    )
+    listing = kafka_transactions("--bootstrap-server", bootstrap_servers, "list", "--transactional-id-pattern", re.escape(prefix) + ".*")
     rows = [line.split() for line in listing.splitlines()[1:] if line.strip()]
     # Columns: TransactionalId, Coordinator, ProducerId, TransactionState.
     return {row[0]: row[3] for row in rows if row[0].startswith(prefix)}

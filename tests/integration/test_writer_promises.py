@@ -13,7 +13,7 @@ from confluent_kafka.admin import AclOperation, AdminClient, ConfigResource, New
 from pyspark.sql import SparkSession
 
 from tests.harness.kafka import KafkaRecord, KafkaTestCluster, Sent
-from tests.harness.kafka_tools import TRANSACTIONS_COMMAND, console_produce, run_kafka_tool, transactions_by_kafka
+from tests.harness.kafka_tools import console_produce, kafka_transactions, transactions_by_kafka
 from tests.harness.pipeline import Pipeline
 from tests.harness.secured_kafka import READER, READER_PASSWORD, SecuredKafka, allow
 
@@ -87,9 +87,9 @@ def test_the_transaction_timeout_is_the_brokers_maximum_unless_set(spark: SparkS
             while not ongoing and time.monotonic() < deadline:
                 ongoing = [t for t, state in transactions_by_kafka(kafka.bootstrap_servers, pipeline.prefix + "-").items()
                            if state == "Ongoing" and not t.endswith("-coordinator")]
+                time.sleep(0.2)
             assert ongoing, "the stalled task left no open transaction"
-            described = run_kafka_tool(TRANSACTIONS_COMMAND, "--bootstrap-server", kafka.bootstrap_servers, "describe",
-                                       "--transactional-id", ongoing[0])
+            described = kafka_transactions("--bootstrap-server", kafka.bootstrap_servers, "describe", "--transactional-id", ongoing[0])
             query.processAllAvailable()
         finally:
             query.stop()
