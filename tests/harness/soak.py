@@ -61,7 +61,10 @@ NOTEBOOKS = PROJECT / "notebooks"
 DRIVER_POINTS = ("before_decision", "after_decision", "during_phase2")
 KINDS = ("driver", "task", "executor", "broker", "pair")
 BROKER_ROLES = ("leader", "txn-coordinator", "group-coordinator")
-BROKER_MOMENTS = ("reading", "task_write") + DRIVER_POINTS
+COMMIT_MOMENTS = ("task_write",) + DRIVER_POINTS
+"""Moments at which the job stalls, inside a write or a commit, until the broker crash has happened: the
+crash then certainly meets the job's next Kafka call."""
+BROKER_MOMENTS = ("reading",) + COMMIT_MOMENTS
 SEPARATE_EXECUTORS = "local-cluster[2,1,1024]"
 SMALL_ARROW_BATCHES = ["--conf", "spark.sql.execution.arrow.maxRecordsPerBatch=10"]  # so a task has a second batch to die at
 PAUSE_S = 8
@@ -111,14 +114,14 @@ def kinds_in_turns(rng: random.Random, runs: int, kinds: tuple[str, ...] = KINDS
     return order[:runs]
 
 
-def faults_of(kind: str, rng: random.Random) -> list[str]:
+def faults_of(kind: str, rng: random.Random, broker_moments: tuple[str, ...] = BROKER_MOMENTS) -> list[str]:
     """The concrete faults of a kind: a driver kill point, a broker's role and moment are drawn; a pair adds
     a broker crash while reading to a process fault."""
     driver = f"driver@{rng.choice(DRIVER_POINTS + ('task_write',))}"
     if kind == "driver":
         return [driver]
     if kind == "broker":
-        return [f"broker:{rng.choice(BROKER_ROLES)}@{rng.choice(BROKER_MOMENTS)}"]
+        return [f"broker:{rng.choice(BROKER_ROLES)}@{rng.choice(broker_moments)}"]
     if kind == "pair":
         return [rng.choice([driver, "task", "executor"]), f"broker:{rng.choice(BROKER_ROLES)}@reading"]
     return [kind]
@@ -230,10 +233,11 @@ def why_it_failed(returncode: int, stderr: str) -> str:
     return f"exit {returncode}: {errors[-1][:300] if errors else 'no error printed'}"
 
 
-def run_once(index: int, kind: str, rng: random.Random, soak_kafka: SoakKafka, workdir: Path, records: int) -> RunResult:
+def run_once(index: int, kind: str, rng: random.Random, soak_kafka: SoakKafka, workdir: Path, records: int,
+             broker_moments: tuple[str, ...] = BROKER_MOMENTS) -> RunResult:
     kafka = soak_kafka.kafka()
     job_kind = rng.choice(["stream", "backfill"])
-    faults = faults_of(kind, rng)
+    faults = faults_of(kind, rng, broker_moments)
     result = RunResult(index, kind, job_kind, faults, records)
     started = time.monotonic()
     source, sink = kafka.create_topic(3, prefix=f"soak{index}-src"), kafka.create_topic(3, prefix=f"soak{index}-sink")
@@ -320,7 +324,7 @@ def run_once(index: int, kind: str, rng: random.Random, soak_kafka: SoakKafka, w
 
 
 def soak(seed: int, runs: int, max_minutes: float, records: int, workdir: Path, brokers: int = 3,
-         kinds: tuple[str, ...] = KINDS) -> list[RunResult]:
+         kinds: tuple[str, ...] = KINDS, broker_moments: tuple[str, ...] = BROKER_MOMENTS) -> list[RunResult]:
     """``runs`` seeded runs on a Kafka of their own (``brokers`` nodes), stopping early when ``max_minutes`` are used up."""
     rng = random.Random(seed)
     order = kinds_in_turns(rng, runs, kinds)
@@ -331,7 +335,7 @@ def soak(seed: int, runs: int, max_minutes: float, records: int, workdir: Path, 
         for index in range(runs):
             if time.monotonic() > deadline:
                 break
-            result = run_once(index, order[index], rng, soak_kafka, workdir, records)
+            result = run_once(index, order[index], rng, soak_kafka, workdir, records, broker_moments)
             results.append(result)
             print(json.dumps({**asdict(result), "ok": result.ok}), flush=True)
     return results
