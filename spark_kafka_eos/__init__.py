@@ -5,8 +5,12 @@
 >>> spark.read.format("kafka_eos").option("kafka.bootstrap.servers", "...").option("subscribe", "t").load()
 """
 
-from spark_kafka_eos.datasource import KafkaEosDataSource
-from spark_kafka_eos.threads import activate_session
+from spark_kafka_eos.spark_support import require_supported_spark
+
+require_supported_spark()
+
+from spark_kafka_eos.datasource import KafkaEosDataSource  # noqa: E402 - after the check, which names what is missing
+from spark_kafka_eos.threads import activate_session  # noqa: E402
 
 __all__ = ["KafkaEosDataSource", "activate_session"]
 __version__ = "0.1.0"

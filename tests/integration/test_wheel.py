@@ -48,7 +48,7 @@ def test_the_wheel_alone_reads_and_writes(kafka: KafkaTestCluster, tmp_path: Pat
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", str(venv)])
     python = venv / "bin" / "python"
-    run([str(python), "-m", "pip", "install", "--quiet", str(wheel)])
+    run([str(python), "-m", "pip", "install", "--quiet", f"{wheel}[spark]"])  # a local user: no runtime provides pyspark
     assert "usage" in run([str(venv / "bin" / "kafka-eos"), "--help"]).stdout
 
     source, sink = kafka.create_topic(2), kafka.create_topic(2)

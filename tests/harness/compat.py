@@ -1,0 +1,60 @@
+"""Virtualenvs with an older pyspark, for the Spark-version tier: pyspark is installed first (as a
+cluster's runtime provides it), then the package with a plain ``pip install``, which must keep it.
+
+The virtualenvs are kept under ``.cache/compat/`` (a cold build downloads pyspark, about 450 MB); the
+package itself is installed again on every use, so that it is the working tree's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[2]
+CACHE = PROJECT / ".cache" / "compat"
+CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV")}
+
+
+@dataclass(frozen=True)
+class CompatVenv:
+    """A virtualenv whose pyspark is ``pyspark_version``, with the package installed beside it."""
+
+    pyspark_version: str
+    path: Path
+    pyspark_after_install: str
+    """``pyspark.__version__`` once the package was installed with a plain ``pip install``."""
+
+    @property
+    def python(self) -> Path:
+        return self.path / "bin" / "python"
+
+    def run(self, *args: str, cwd: Path, timeout_s: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """Run this virtualenv's Python with ``args``, from ``cwd``, without the test session's settings."""
+        return subprocess.run([str(self.python), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout_s,
+                              env={**CLEAN_ENV, **(env or {})})
+
+
+def _pip(python: Path, *args: str) -> None:
+    done = subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", "-q", *args], capture_output=True, text=True,
+                          timeout=1200, env=CLEAN_ENV)
+    if done.returncode != 0:
+        raise RuntimeError(f"pip {' '.join(args)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+
+
+def compat_venv(pyspark_version: str) -> CompatVenv:
+    """The virtualenv for ``pyspark_version`` (made once), with the working tree's package installed by a
+    plain ``pip install`` (dependencies resolved as a user's would be), then reinstalled from this tree."""
+    path = CACHE / f"pyspark-{pyspark_version}"
+    python = path / "bin" / "python"
+    ready = path / ".pyspark-installed"
+    if not ready.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(path)], check=True, timeout=300)
+        _pip(python, "install", f"pyspark=={pyspark_version}")
+        ready.touch()
+    _pip(python, "install", str(PROJECT))
+    _pip(python, "install", "--no-deps", "--force-reinstall", str(PROJECT))
+    found = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('pyspark'))"],
+                           capture_output=True, text=True, timeout=120, env=CLEAN_ENV, cwd=CACHE)
+    return CompatVenv(pyspark_version, path, found.stdout.strip())

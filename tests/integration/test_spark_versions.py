@@ -1,0 +1,75 @@
+"""The Spark-version tier: in a virtualenv per pyspark version, that pyspark installed first (as a
+cluster's runtime provides it), then the package with a plain ``pip install``, which must keep it.
+pyspark 4.3 is the main suite's. On 4.2: a batch read, an exactly-once batch write, an AvailableNow
+stream with maxOffsetsPerTrigger into the exactly-once sink, killed after a decision and restarted;
+each counted by an independent read_committed consumer. On 4.0 and 4.1 (no Arrow stream writers or
+stream read limits): one clear error, on import and from ``format("kafka_eos")``."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.harness.compat import PROJECT, CompatVenv, compat_venv
+from tests.harness.faults import MARKERS_ENV, clear_fired, fired
+from tests.harness.kafka import KafkaTestCluster, Sent
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+
+def job(venv: CompatVenv, tmp_path: Path, *args: str) -> tuple[int, dict[str, object] | None, str]:
+    done = venv.run("-m", "tests.harness.compat_job", *args, cwd=tmp_path,
+                    env={"PYTHONPATH": str(PROJECT), MARKERS_ENV: os.environ[MARKERS_ENV]})
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    return done.returncode, json.loads(lines[-1]) if lines else None, done.stderr[-4000:]
+
+
+def source_with_an_aborted_transaction(kafka: KafkaTestCluster, count: int) -> tuple[str, list[bytes]]:
+    source = kafka.create_topic(2, "compat-src")
+    sent = kafka.produce_plain(source, [Sent(i % 2, f"k{i}".encode(), f"v{i}".encode()) for i in range(count)])
+    kafka.open_transaction(source, [Sent(0, b"gone", b"aborted")]).abort()
+    return source, sorted(s.value or b"" for s in sent)
+
+
+def values(kafka: KafkaTestCluster, topic: str) -> list[bytes]:
+    kafka.wait_until_stable(topic)
+    return sorted(r.value or b"" for r in kafka.read_committed(topic))
+
+
+@pytest.mark.parametrize("version", ["4.2.1"])
+def test_a_plain_install_keeps_pyspark_and_reads_and_writes_exactly_once(kafka: KafkaTestCluster, tmp_path: Path, version: str) -> None:
+    venv = compat_venv(version)
+    assert venv.pyspark_after_install == version  # pip kept the runtime's pyspark
+    source, sent = source_with_an_aborted_transaction(kafka, 90)
+
+    batch_sink = kafka.create_topic(2, "compat-batch")
+    status, result, stderr = job(venv, tmp_path, "batch", kafka.bootstrap_servers, source, batch_sink, f"compat-{uuid.uuid4().hex[:6]}")
+    assert status == 0 and result is not None, stderr
+    assert result["pyspark"] == version and result["read"] == 90
+    assert values(kafka, batch_sink) == sent
+
+    stream_sink, checkpoint = kafka.create_topic(2, "compat-stream"), str(tmp_path / "checkpoint")
+    clear_fired()
+    status, _, stderr = job(venv, tmp_path, "stream", kafka.bootstrap_servers, source, stream_sink, checkpoint, "30",
+                            "after_decision:kill-driver")
+    assert status != 0 and len(fired("after_decision:kill-driver")) == 1, stderr  # the driver died after a decision
+    status, result, stderr = job(venv, tmp_path, "stream", kafka.bootstrap_servers, source, stream_sink, checkpoint, "30")
+    assert status == 0 and result is not None, stderr
+    assert all(rows <= 30 for rows in result["rows"]), result  # type: ignore[union-attr]
+    assert values(kafka, stream_sink) == sent
+
+
+@pytest.mark.parametrize("version", ["4.0.5", "4.1.4"])
+def test_a_spark_without_what_kafka_eos_needs_gets_one_clear_error(kafka: KafkaTestCluster, tmp_path: Path, version: str) -> None:
+    venv = compat_venv(version)
+    assert venv.pyspark_after_install == version
+    status, _, stderr = job(venv, tmp_path, "import")
+    assert status != 0 and f"spark-kafka-eos needs pyspark 4.2 or 4.3; this is pyspark {version}, which lacks" in stderr, stderr
+    source = kafka.create_topic(1, "compat-src")
+    status, result, stderr = job(venv, tmp_path, "lookup", kafka.bootstrap_servers, source)
+    assert status == 0 and result is not None, stderr
+    assert f"this is pyspark {version}, which lacks" in str(result["error"]), result  # not DATA_SOURCE_NOT_FOUND
