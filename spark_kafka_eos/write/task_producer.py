@@ -138,7 +138,7 @@ def write_task(
             if transaction is None:
                 transaction = _open_transaction(options, epoch, identity, timeout_ms)
                 transactional_id = transaction.transactional_id
-                guard.opened(options.connection, transactional_id, timeout_ms)
+                guard.opened(options.connection, transactional_id)
             transaction.produce(_records(batch, columns, options.topic, transactional_id))
             if not identified and transaction.identity is not None:
                 guard.identified(transactional_id, *transaction.identity)

@@ -42,9 +42,9 @@ class TransactionGuard:
         self._process: subprocess.Popen[bytes] | None = None
         self._broken = False
 
-    def opened(self, connection: KafkaConnection, transactional_id: str, transaction_timeout_ms: int) -> None:
-        self._send({"op": "open", "id": transactional_id, "timeout_ms": transaction_timeout_ms,
-                    "bootstrap_servers": connection.bootstrap_servers, "settings": list(connection.settings)})
+    def opened(self, connection: KafkaConnection, transactional_id: str) -> None:
+        self._send({"op": "open", "id": transactional_id, "bootstrap_servers": connection.bootstrap_servers,
+                    "settings": list(connection.settings)})
 
     def identified(self, transactional_id: str, producer_id: int, producer_epoch: int) -> None:
         """The open transaction's producer id and epoch: the guard then aborts that transaction only."""
@@ -89,14 +89,13 @@ class Abandoned:
 
     transactional_id: str
     connection: KafkaConnection
-    transaction_timeout_ms: int
     producer_id: int | None = None
     producer_epoch: int | None = None
 
     @classmethod
     def of(cls, opened: dict[str, Any]) -> Abandoned:
         return cls(opened["id"], KafkaConnection(opened["bootstrap_servers"], tuple((k, v) for k, v in opened["settings"])),
-                   opened["timeout_ms"], opened.get("producer_id"), opened.get("producer_epoch"))
+                   opened.get("producer_id"), opened.get("producer_epoch"))
 
 
 def abort_abandoned(abandoned: list[Abandoned]) -> list[str]:
@@ -105,6 +104,7 @@ def abort_abandoned(abandoned: list[Abandoned]) -> list[str]:
     Returns the ids aborted."""
     from spark_kafka_eos.cluster import cached_session
     from spark_kafka_eos.txn.session import TxnState
+    from spark_kafka_eos.write.recovery import abort_prepared
 
     aborted = []
     for txn in abandoned:
@@ -114,8 +114,7 @@ def abort_abandoned(abandoned: list[Abandoned]) -> list[str]:
             if now.state != TxnState.ONGOING or (
                     txn.producer_id is not None and (now.producer_id, now.producer_epoch) != (txn.producer_id, txn.producer_epoch)):
                 continue
-            # InitProducerId with the id's producer id and epoch aborts exactly that transaction.
-            session.init_producer_id(txn.transactional_id, txn.transaction_timeout_ms, now.producer_id, now.producer_epoch)
+            abort_prepared(session, [now.prepared_state()])
             aborted.append(txn.transactional_id)
         except Exception as err:  # noqa: BLE001 - the guard's last act: report, then go on with the next
             log.warning("Could not abort %s, abandoned by a killed task (%s): the driver's next sweep or its "

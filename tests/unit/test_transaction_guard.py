@@ -18,7 +18,7 @@ def messages(*lines: dict[str, object]) -> io.TextIOWrapper:
 
 
 def opened(txn_id: str) -> dict[str, object]:
-    return {"op": "open", "id": txn_id, "timeout_ms": 60_000, "bootstrap_servers": "b:9092",
+    return {"op": "open", "id": txn_id, "bootstrap_servers": "b:9092",
             "settings": [["security.protocol", "SASL_SSL"]]}
 
 
@@ -31,7 +31,7 @@ def test_only_transactions_opened_and_never_released_are_left_open(monkeypatch: 
     left = transaction_guard_process._listen()
     assert list(left) == ["p-2"]
     assert Abandoned.of(left["p-2"]) == Abandoned(
-        "p-2", KafkaConnection("b:9092", (("security.protocol", "SASL_SSL"),)), 60_000, 7, 3)
+        "p-2", KafkaConnection("b:9092", (("security.protocol", "SASL_SSL"),)), 7, 3)
 
 
 def test_a_worker_that_handed_everything_over_leaves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
