@@ -150,15 +150,22 @@ class DecisionLog:
         """Only ``compact`` keeps every prefix's last record for ever: ``delete`` (or ``compact,delete``)
         drops decisions after retention.ms, and with them what recovery and replays rely on."""
         resource = ConfigResource(ResourceType.TOPIC, self._topic)
-        try:
-            entries = self._admin.describe_configs([resource], request_timeout=_TIMEOUT_S)[resource].result(2 * _TIMEOUT_S)
-        except KafkaException as exc:
-            error: KafkaError = exc.args[0]
-            if error.code() not in _NOT_AUTHORIZED:
-                raise
-            log.warning("Cannot check the configuration of the decision log topic %s (%s): make sure its "
-                        "cleanup.policy is compact", self._topic, error.str())
-            return
+        deadline = time.monotonic() + _TIMEOUT_S
+        while True:
+            try:
+                entries = self._admin.describe_configs([resource], request_timeout=_TIMEOUT_S)[resource].result(2 * _TIMEOUT_S)
+                break
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART and time.monotonic() < deadline:
+                    # Just created (by us or another driver): the answering broker learns of it a moment later.
+                    time.sleep(0.1)
+                    continue
+                if error.code() not in _NOT_AUTHORIZED:
+                    raise
+                log.warning("Cannot check the configuration of the decision log topic %s (%s): make sure its "
+                            "cleanup.policy is compact", self._topic, error.str())
+                return
         policy = entries["cleanup.policy"].value or ""
         if [p.strip() for p in policy.split(",")] == ["compact"]:
             return

@@ -12,6 +12,7 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic, ResourceType
 from pyspark.sql import SparkSession
 
@@ -30,10 +31,18 @@ DEFAULT_DECISION_LOG = "_kafka_eos_decisions"
 
 
 def topic_config(kafka: KafkaTestCluster, topic: str, name: str) -> tuple[str, ConfigSource]:
-    """The value of one topic setting and where it comes from (topic override, broker default...)."""
+    """The value of one topic setting and where it comes from (topic override, broker default...), once the
+    answering broker knows the new topic (it may learn of it after the controller and the other brokers)."""
     resource = ConfigResource(ResourceType.TOPIC, topic)
-    entry = kafka.admin.describe_configs([resource], request_timeout=30)[resource].result(30)[name]
-    return entry.value, ConfigSource(entry.source)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            entry = kafka.admin.describe_configs([resource], request_timeout=30)[resource].result(30)[name]
+            return entry.value, ConfigSource(entry.source)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def replicas(kafka: KafkaTestCluster, topic: str) -> list[list[int]]:
