@@ -12,9 +12,10 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.read.reader import KafkaEosBatchReader, KafkaEosStreamReader
+from spark_kafka_eos.read.reader import KafkaEosBatchReader
 from spark_kafka_eos.read.reader_options import parse_reader_options
 from spark_kafka_eos.schema import record_schema
+from spark_kafka_eos.spark_support import has_read_limits
 from spark_kafka_eos.write.coordinator import settle_group
 from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
 from spark_kafka_eos.write.writer import open_batch_writer, open_stream_writer
@@ -38,7 +39,14 @@ class KafkaEosDataSource(DataSource):
         return KafkaEosBatchReader(parse_reader_options(self.options, streaming=False), group_guard=settle_group)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return KafkaEosStreamReader(parse_reader_options(self.options, streaming=True), group_guard=settle_group)
+        options = parse_reader_options(self.options, streaming=True)
+        if has_read_limits():
+            from spark_kafka_eos.read.admission_stream_reader import KafkaEosStreamReader
+
+            return KafkaEosStreamReader(options, group_guard=settle_group)
+        from spark_kafka_eos.read.legacy_stream_reader import KafkaEosLegacyStreamReader
+
+        return KafkaEosLegacyStreamReader(options, group_guard=settle_group)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:

@@ -7,7 +7,6 @@ It is the schema of Spark's built-in Kafka source, so moving from ``format("kafk
 from __future__ import annotations
 
 import pyarrow as pa
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -43,6 +42,19 @@ def record_schema(include_headers: bool) -> StructType:
     return schema.add("headers", HEADERS_TYPE) if include_headers else schema
 
 
+_ARROW_HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
 def arrow_record_schema(include_headers: bool) -> pa.Schema:
-    """The Arrow schema Spark expects from ``read()`` for :func:`record_schema` (UTC timestamps)."""
-    return to_arrow_schema(record_schema(include_headers), timezone="UTC")
+    """The Arrow schema Spark expects from ``read()`` for :func:`record_schema` (UTC timestamps).
+    Spelt out: pyspark's own converter changed its signature between 4.1 and 4.2."""
+    fields = [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("timestampType", pa.int32()),
+    ]
+    return pa.schema(fields + [("headers", _ARROW_HEADERS_TYPE)] if include_headers else fields)

@@ -1,13 +1,18 @@
-"""Which Spark this package runs on: pyspark 4.2 and 4.3, told by the features it needs, not by version
-strings (a vendor's build may carry another). Imports nothing of pyspark until asked."""
+"""Which Spark this package runs on: pyspark 4.0 to 4.3, told by the features it needs, not by version
+strings (a vendor's build may carry another). Imports nothing of pyspark until asked.
+
+Spark 4.2 added admission control for Python stream sources (read limits, Trigger.AvailableNow);
+on 4.0 and 4.1 the stream reader works without it (:mod:`spark_kafka_eos.read.legacy_stream_reader`).
+Spark 4.1 added Arrow stream writers; on 4.0 :mod:`spark_kafka_eos.write.legacy_stream_writer` gets
+record batches another way."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
 
-SUPPORTED = "pyspark 4.2 or 4.3"
-_FIX = ("On a cluster, use a runtime with Spark 4.2 or 4.3 (Databricks Runtime 19 and later); the package never "
+SUPPORTED = "pyspark 4.0 to 4.3"
+_FIX = ("On a cluster, use a runtime with Spark 4.0 to 4.3 (Databricks Runtime 17.3 LTS and later); the package never "
         "installs pyspark over a runtime's own. Locally: pip install 'spark-kafka-eos[spark]'.")
 
 
@@ -33,15 +38,23 @@ def require_supported_spark() -> None:
         raise ImportError(problem)
 
 
+def has_arrow_stream_writers() -> bool:
+    """Spark 4.1+: ``DataSourceStreamArrowWriter``."""
+    return hasattr(_module("pyspark.sql.datasource"), "DataSourceStreamArrowWriter")
+
+
+def has_read_limits() -> bool:
+    """Spark 4.2+: the engine passes read limits to Python stream sources and asks them for
+    Trigger.AvailableNow's target."""
+    streaming = _module("pyspark.sql.streaming.datasource")
+    return hasattr(streaming, "ReadLimit") and hasattr(streaming, "SupportsTriggerAvailableNow")
+
+
 def _features() -> list[tuple[str, bool]]:
     datasource = _module("pyspark.sql.datasource")
-    streaming = _module("pyspark.sql.streaming.datasource")
     return [
         ("Python data sources (pyspark.sql.datasource)", datasource is not None),
         ("Arrow batch writers (DataSourceArrowWriter)", hasattr(datasource, "DataSourceArrowWriter")),
-        ("Arrow stream writers (DataSourceStreamArrowWriter)", hasattr(datasource, "DataSourceStreamArrowWriter")),
-        ("stream read limits (pyspark.sql.streaming.datasource.ReadLimit)", hasattr(streaming, "ReadLimit")),
-        ("Trigger.AvailableNow for Python sources (SupportsTriggerAvailableNow)", hasattr(streaming, "SupportsTriggerAvailableNow")),
     ]
 
 

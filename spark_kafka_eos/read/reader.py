@@ -17,13 +17,6 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    ReadMinRows,
-    SupportsTriggerAvailableNow,
-)
 
 from spark_kafka_eos.read.data_loss import describe, moved_back_problem, report_data_loss
 from spark_kafka_eos.read.offset_lookup import GroupGuard, KafkaOffsetLookup
@@ -116,8 +109,11 @@ class KafkaEosBatchReader(_KafkaReaderBase, DataSourceReader):
         return planned
 
 
-class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """``spark.readStream.format("kafka_eos")``: micro-batches never planned past the LSO.
+class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
+    """``spark.readStream.format("kafka_eos")``: micro-batches never planned past the LSO. What every
+    Spark's stream reader shares; how Spark asks for the next end offset differs by version
+    (:mod:`~spark_kafka_eos.read.admission_stream_reader` on Spark 4.2+,
+    :mod:`~spark_kafka_eos.read.legacy_stream_reader` on 4.0 and 4.1).
 
     Whenever a partition is no longer where the query stands (deleted, re-created, truncated,
     records deleted below the position), ``failOnDataLoss`` decides: a loud error, or a warning
@@ -150,18 +146,10 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
             log.info("kafka_eos stream of %s starts at %s", opts.subscription.describe(), self._initial)
         return self._initial
 
-    def getDefaultReadLimit(self) -> ReadLimit:
-        if self.options.max_offsets_per_trigger is not None:
-            return ReadMaxRows(self.options.max_offsets_per_trigger)
-        if self.options.min_offsets_per_trigger is not None:
-            return ReadMinRows(self.options.min_offsets_per_trigger)
-        return ReadAllAvailable()
-
-    def prepareForTriggerAvailableNow(self) -> None:
-        tps = self.lookup.partitions(self.options.subscription, must_exist=False)
-        self._available_now_target = self.lookup.latest(tps)
-
-    def latestOffset(self, start: StreamOffset, limit: ReadLimit) -> StreamOffset:
+    def _next_end(self, start: StreamOffset, max_rows: int | None, min_rows: int | None) -> StreamOffset:
+        """The end of the next micro-batch from ``start``: at most ``max_rows`` offsets, none past the LSO
+        (or the Trigger.AvailableNow target); ``start`` itself when there is nothing new, or when
+        ``min_rows`` asks to wait."""
         # Spark plans from the end of the last committed micro-batch: that is the stream's progress.
         # (Spark calls commit() for a batch only when it plans the next one, so never for the last
         # batch of a Trigger.AvailableNow run.)
@@ -177,7 +165,6 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
         # Offsets beyond the LSO are not readable yet; a start past it (inside an open
         # transaction) waits.
         available = {tp: max(begin[tp], stable[tp]) for tp in begin}
-        max_rows, min_rows = self._limits(limit)
         backlog = sum(available[tp] - begin[tp] for tp in begin)
         if min_rows is not None and self._delay_batch(backlog, min_rows):
             return start
@@ -208,23 +195,6 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
             return True
         self._last_trigger_at = now
         return False
-
-    def _limits(self, limit: ReadLimit) -> tuple[int | None, int | None]:
-        """(max, min) offsets for this batch. The engine passes one limit; the other configured
-        bound applies too unless the engine asks for everything. Under Trigger.AvailableNow the
-        minimum never applies: the engine passes the default limit there, and waiting for more
-        would end the run with records below the minimum left unread."""
-        max_rows: int | None
-        min_rows: int | None
-        if isinstance(limit, ReadMaxRows):
-            max_rows, min_rows = limit.max_rows, self.options.min_offsets_per_trigger
-        elif isinstance(limit, ReadMinRows):
-            max_rows, min_rows = self.options.max_offsets_per_trigger, limit.min_rows
-        else:
-            if not isinstance(limit, ReadAllAvailable):
-                log.warning("kafka_eos ignores the read limit %r: Kafka offsets are neither files nor bytes", limit)
-            return None, None
-        return max_rows, None if self._available_now_target is not None else min_rows
 
     def _current_start(self, start: Offsets) -> Offsets:
         """``start`` for the partitions that exist now. Vanished ones follow failOnDataLoss;
@@ -266,9 +236,6 @@ class KafkaEosStreamReader(_KafkaReaderBase, DataSourceStreamReader, SupportsTri
         restarted = restart_moved_back(position, {tp: log_end[tp] for tp in below}, self.lookup.earliest(below), self.options.fail_on_data_loss)
         self._moved_back.update((tp, position[tp]) for tp in restarted)
         return restarted
-
-    def reportLatestOffset(self) -> StreamOffset | None:
-        return to_stream_offset(self._latest) if self._latest is not None else None
 
     def partitions(self, start: StreamOffset, end: StreamOffset) -> Sequence[InputPartition]:
         begin, finish = {**from_stream_offset(start), **origin_of(end)}, from_stream_offset(end)

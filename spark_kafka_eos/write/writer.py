@@ -10,10 +10,11 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from spark_kafka_eos.errors import KafkaEosCommitError
+from spark_kafka_eos.spark_support import has_arrow_stream_writers
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.consumer_group import check_group_has_no_members
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
@@ -31,12 +32,18 @@ QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 
 
-def open_stream_writer(raw_options: Mapping[str, str], schema: StructType, hooks: WriterHooks = NO_HOOKS) -> KafkaEosStreamWriter:
+def open_stream_writer(raw_options: Mapping[str, str], schema: StructType, hooks: WriterHooks = NO_HOOKS) -> DataSourceStreamWriter:
     """Validate on the driver, then fence other drivers of the prefix and roll its last decision
     forward, before any task of the query runs."""
     options, columns, timeout_ms, coordinator = _validated(raw_options, schema, True, hooks)
     coordinator.prepare()
-    return KafkaEosStreamWriter(options, columns, timeout_ms, hooks)
+    if has_arrow_stream_writers():
+        from spark_kafka_eos.write.arrow_stream_writer import KafkaEosStreamWriter
+
+        return KafkaEosStreamWriter(options, columns, timeout_ms, hooks)
+    from spark_kafka_eos.write.legacy_stream_writer import KafkaEosLegacyStreamWriter
+
+    return KafkaEosLegacyStreamWriter(options, columns, timeout_ms, hooks)
 
 
 def open_batch_writer(raw_options: Mapping[str, str], schema: StructType, hooks: WriterHooks = NO_HOOKS) -> KafkaEosBatchWriter:
@@ -75,9 +82,11 @@ class _KafkaEosWriterBase:
         return TwoPhaseCommitCoordinator(self.options, self.transaction_timeout_ms, self.hooks)
 
 
-class KafkaEosStreamWriter(_KafkaEosWriterBase, DataSourceStreamArrowWriter):
+class StreamWriterCore(_KafkaEosWriterBase):
     """``df.writeStream.format("kafka_eos")``: each micro-batch is one two-phase commit, identified by
-    the query id (stable across restarts of one checkpoint) and the batch id."""
+    the query id (stable across restarts of one checkpoint) and the batch id. Spark's writer class
+    differs by version (:mod:`~spark_kafka_eos.write.arrow_stream_writer` on Spark 4.1+,
+    :mod:`~spark_kafka_eos.write.legacy_stream_writer` on 4.0)."""
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         context = TaskContext.get()

@@ -3,8 +3,8 @@
     python -m tests.harness.compat_job batch BOOTSTRAP SOURCE SINK PREFIX
         a batch read of SOURCE, and an exactly-once batch write of it to SINK
     python -m tests.harness.compat_job stream BOOTSTRAP SOURCE SINK CHECKPOINT MAX_OFFSETS [FAIL_AT]
-        an AvailableNow stream from SOURCE (maxOffsetsPerTrigger) into the exactly-once sink; with FAIL_AT
-        (``after_decision:kill-driver``), its driver dies after its first decision
+        an AvailableNow stream from SOURCE (maxOffsetsPerTrigger, unless MAX_OFFSETS is "") into the
+        exactly-once sink; with FAIL_AT (``after_decision:kill-driver``), its driver dies after its first decision
     python -m tests.harness.compat_job import
         only ``import spark_kafka_eos``
     python -m tests.harness.compat_job lookup BOOTSTRAP SOURCE
@@ -46,8 +46,9 @@ def batch(bootstrap: str, source: str, sink: str, prefix: str) -> dict[str, Any]
 
 def stream(bootstrap: str, source: str, sink: str, checkpoint: str, max_offsets: str, fail_at: str = "") -> dict[str, Any]:
     spark = session()
-    df = (spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
-          .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", max_offsets).load())
+    reader = (spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
+              .option("startingOffsets", "earliest"))
+    df = (reader.option("maxOffsetsPerTrigger", max_offsets) if max_offsets else reader).load()
     writer = (df.selectExpr("key", "value").writeStream.format("kafka_eos_faults" if fail_at else "kafka_eos")
               .option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
               .option("checkpointLocation", checkpoint).trigger(availableNow=True))
