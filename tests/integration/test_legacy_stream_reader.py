@@ -1,0 +1,62 @@
+"""The stream reader of Spark 4.0 and 4.1, driven as their engine drives it (the call orders were
+recorded from pyspark 4.1.4): ``latestOffset()`` without a start, ``initialOffset()`` after it on a new
+query, ``partitions(end, end)`` for setLatestSeenOffset on a restart. End-to-end runs on those
+Sparks are in test_spark_versions.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_kafka_eos.errors import KafkaEosOptionError
+from spark_kafka_eos.read.legacy_stream_reader import KafkaEosLegacyStreamReader
+from spark_kafka_eos.read.reader import ORIGIN_KEY
+from spark_kafka_eos.read.reader_options import parse_reader_options
+from tests.harness.kafka import KafkaTestCluster, Sent
+
+pytestmark = [pytest.mark.kafka]
+
+
+def legacy_reader(kafka: KafkaTestCluster, **options: str) -> KafkaEosLegacyStreamReader:
+    raw = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "startingoffsets": "earliest", **{k.lower(): v for k, v in options.items()}}
+    return KafkaEosLegacyStreamReader(parse_reader_options(raw, streaming=True))
+
+
+def ranges(reader: KafkaEosLegacyStreamReader, start: dict, end: dict) -> list[tuple[int, int, int]]:
+    return [(r.partition, r.start, r.end) for r in reader.partitions(start, end)]
+
+
+def test_each_batch_starts_where_the_engine_last_planned_and_a_restart_where_the_checkpoint_ends(kafka: KafkaTestCluster) -> None:
+    topic = kafka.create_topic(2)
+    kafka.produce_plain(topic, [Sent(p, None, b"x") for p in (0, 1) for _ in range(5)])
+    reader = legacy_reader(kafka, subscribe=topic)
+    first_end = reader.latestOffset()  # a new query: asked before initialOffset()
+    start = reader.initialOffset()
+    assert start == {topic: {"0": 0, "1": 0}}
+    assert first_end == {topic: {"0": 5, "1": 5}, ORIGIN_KEY: start}
+    assert ranges(reader, start, first_end) == [(0, 0, 5), (1, 0, 5)]
+    assert reader.latestOffset() == first_end  # nothing new: the same end, so the engine plans no batch
+    kafka.produce_plain(topic, [Sent(0, None, b"y")] * 3)
+    second_end = reader.latestOffset()
+    assert second_end == {topic: {"0": 8, "1": 5}}
+    assert ranges(reader, first_end, second_end) == [(0, 5, 8)]
+
+    restarted = legacy_reader(kafka, subscribe=topic)
+    assert restarted.partitions(second_end, second_end) == []  # setLatestSeenOffset: a position, not a batch
+    kafka.produce_plain(topic, [Sent(1, None, b"z")])
+    assert restarted.latestOffset() == {topic: {"0": 8, "1": 6}}
+
+
+def test_the_first_trigger_never_waits_for_min_offsets_and_later_ones_do(kafka: KafkaTestCluster) -> None:
+    topic = kafka.create_topic(1)
+    kafka.produce_plain(topic, [Sent(0, None, b"x")] * 4)
+    reader = legacy_reader(kafka, subscribe=topic, minOffsetsPerTrigger="10", maxTriggerDelay="1h")
+    end = reader.latestOffset()  # the only trigger of a Trigger.AvailableNow run: reads what is there
+    assert end[topic] == {"0": 4}
+    reader.partitions(reader.initialOffset(), end)
+    kafka.produce_plain(topic, [Sent(0, None, b"y")] * 4)
+    assert reader.latestOffset() == end  # 4 < 10 and the delay has not passed: no batch yet
+
+
+def test_max_offsets_per_trigger_is_refused_naming_the_spark_that_has_it(kafka: KafkaTestCluster) -> None:
+    with pytest.raises(KafkaEosOptionError, match=r"Option 'maxOffsetsPerTrigger': needs Spark 4.2 or later; this is Spark .*AvailableNow"):
+        legacy_reader(kafka, subscribe="t", maxOffsetsPerTrigger="10")
