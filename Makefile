@@ -61,7 +61,18 @@ $(KAFKA_LIBS)/.resolved: conf/kafka-broker-pom.xml
 	@mvn -q -B -s conf/maven-settings.xml -f conf/kafka-broker-pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS)
 	@touch $@
 
-kafka-jars: java $(KAFKA_LIBS)/.resolved
+# A Kafka 3.x broker too: the sinks and the reader are tested against one (tests/integration/test_kafka3_broker.py).
+KAFKA3_VERSION := 3.9.1
+KAFKA3_LIBS := .cache/kafka-$(KAFKA3_VERSION)/libs
+
+$(KAFKA3_LIBS)/.resolved: conf/kafka-broker-pom.xml
+	@$(call REQUIRE_MAVEN,the Kafka $(KAFKA3_VERSION) broker jars)
+	@echo ">> resolving the Kafka $(KAFKA3_VERSION) broker (the 3.x compatibility test's) from Maven Central into $(KAFKA3_LIBS)"
+	@rm -rf $(KAFKA3_LIBS)
+	@mvn -q -B -s conf/maven-settings.xml -f conf/kafka-broker-pom.xml dependency:copy-dependencies -DincludeScope=runtime -Dkafka.version=$(KAFKA3_VERSION) -DoutputDirectory=$(CURDIR)/$(KAFKA3_LIBS)
+	@touch $@
+
+kafka-jars: java $(KAFKA_LIBS)/.resolved $(KAFKA3_LIBS)/.resolved
 
 kafka-start: venv kafka-jars
 	@$(PY) -m tests.harness.local_kafka start --port $(KAFKA_PORT) --data-dir $(KAFKA_DATA)

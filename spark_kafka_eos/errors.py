@@ -34,6 +34,10 @@ class KafkaEosUnavailableError(KafkaEosError, TimeoutError):
     """Kafka did not answer in time."""
 
 
+class KafkaEosUnsupportedBrokerError(KafkaEosError):
+    """The Kafka cluster lacks an API the sink needs (brokers before Kafka 3.0)."""
+
+
 class KafkaEosReadError(KafkaEosError):
     """Reading a planned offset range failed."""
 

@@ -15,6 +15,7 @@ from pyspark.sql.types import StructType
 
 from spark_kafka_eos.errors import KafkaEosCommitError
 from spark_kafka_eos.spark_support import has_arrow_stream_writers
+from spark_kafka_eos.write.broker_support import require_transaction_admin_apis
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.consumer_group import check_group_has_no_members
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
@@ -62,6 +63,7 @@ def _validated(raw_options: Mapping[str, str], schema: StructType, streaming: bo
     options = parse_writer_options(raw_options, streaming=streaming)
     columns = validate_input_schema(schema, options)
     timeout_ms = resolve_transaction_timeout_ms(options)
+    require_transaction_admin_apis(options.connection, options.bootstrap_servers)
     check_group_has_no_members(options)
     return options, columns, timeout_ms, TwoPhaseCommitCoordinator(options, timeout_ms, hooks)
 
