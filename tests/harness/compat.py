@@ -1,5 +1,6 @@
 """Virtualenvs with an older pyspark, for the Spark-version tier: pyspark is installed first (as a
 cluster's runtime provides it), then the package with a plain ``pip install``, which must keep it.
+Each runs the Python of the runtime it stands for (Databricks 17.3 LTS and 18 LTS run Python 3.12).
 
 The virtualenvs are kept under ``.cache/compat/`` (a cold build downloads pyspark, about 450 MB); the
 package itself is installed again on every use, so that it is the working tree's."""
@@ -7,13 +8,15 @@ package itself is installed again on every use, so that it is the working tree's
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[2]
 CACHE = PROJECT / ".cache" / "compat"
+# Without the test session's PYTHONPATH (the repository, whose spark_kafka_eos.egg-info would make pip
+# take the package for installed), its virtualenv and Spark's Python settings.
 CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV")}
 
 
@@ -43,14 +46,25 @@ def _pip(python: Path, *args: str) -> None:
         raise RuntimeError(f"pip {' '.join(args)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
 
 
-def compat_venv(pyspark_version: str) -> CompatVenv:
-    """The virtualenv for ``pyspark_version`` (made once), with the working tree's package installed by a
-    plain ``pip install`` (dependencies resolved as a user's would be), then reinstalled from this tree."""
-    path = CACHE / f"pyspark-{pyspark_version}"
+def find_python(minor: str) -> Path:
+    """A ``python<minor>`` (e.g. ``3.12``) on PATH, or one pyenv installed; a clear error without one."""
+    candidates = [shutil.which(f"python{minor}"), *sorted(str(p) for p in (Path.home() / ".pyenv" / "versions").glob(f"{minor}.*/bin/python{minor}"))]
+    for candidate in filter(None, candidates):
+        if subprocess.run([candidate, "--version"], capture_output=True, timeout=60).returncode == 0:
+            return Path(candidate)
+    raise RuntimeError(f"The Spark-version tier needs Python {minor} and found none (PATH, ~/.pyenv/versions). "
+                       f"Install it, e.g. `pyenv install {minor}` or `apt-get install python{minor}-venv`.")
+
+
+def compat_venv(pyspark_version: str, python_version: str) -> CompatVenv:
+    """The virtualenv for ``pyspark_version`` on Python ``python_version`` (made once), with the working
+    tree's package installed by a plain ``pip install`` (dependencies resolved as a user's would be),
+    then reinstalled from this tree."""
+    path = CACHE / f"pyspark-{pyspark_version}-py{python_version}"
     python = path / "bin" / "python"
     ready = path / ".pyspark-installed"
     if not ready.exists():
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(path)], check=True, timeout=300)
+        subprocess.run([str(find_python(python_version)), "-m", "venv", "--clear", str(path)], check=True, timeout=300)
         _pip(python, "install", f"pyspark=={pyspark_version}")
         ready.touch()
     _pip(python, "install", str(PROJECT))

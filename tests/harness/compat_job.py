@@ -1,16 +1,15 @@
 """Run by the Spark-version tier in a virtualenv with an older pyspark (tests/harness/compat.py).
 
-    python -m tests.harness.compat_job batch BOOTSTRAP SOURCE SINK PREFIX
-        a batch read of SOURCE, and an exactly-once batch write of it to SINK
-    python -m tests.harness.compat_job stream BOOTSTRAP SOURCE SINK CHECKPOINT MAX_OFFSETS [FAIL_AT]
-        an AvailableNow stream from SOURCE (maxOffsetsPerTrigger, unless MAX_OFFSETS is "") into the
-        exactly-once sink; with FAIL_AT (``after_decision:kill-driver``), its driver dies after its first decision
-    python -m tests.harness.compat_job import
-        only ``import spark_kafka_eos``
-    python -m tests.harness.compat_job lookup BOOTSTRAP SOURCE
-        ``format("kafka_eos")`` found by Spark's auto-registration alone (no register call): what it says
+    python -m tests.harness.compat_job first-run BOOTSTRAP SOURCE BATCH_SINK PREFIX STREAM_SINK CHECKPOINT MAX_OFFSETS
+        a batch read of SOURCE and an exactly-once batch write of it to BATCH_SINK; with MAX_OFFSETS "",
+        a stream with maxOffsetsPerTrigger is started too, to show its refusal. Prints a JSON line, then
+        starts an AvailableNow stream from SOURCE (maxOffsetsPerTrigger MAX_OFFSETS, unless "") into
+        the exactly-once sink STREAM_SINK, whose driver dies after its first decision
+    python -m tests.harness.compat_job restart BOOTSTRAP SOURCE STREAM_SINK CHECKPOINT MAX_OFFSETS
+        that stream again, from its checkpoint, to the end; prints a JSON line
 
-Prints one JSON line; the test counts the output with its own read_committed consumer.
+One Spark driver for everything before the crash: each costs a JVM start. The test counts the output
+with its own read_committed consumer.
 """
 
 from __future__ import annotations
@@ -19,6 +18,8 @@ import json
 import os
 import sys
 from typing import Any
+
+KILL_AFTER_DECISION = "after_decision:kill-driver"
 
 
 def session() -> Any:
@@ -35,17 +36,15 @@ def session() -> Any:
     return spark
 
 
-def batch(bootstrap: str, source: str, sink: str, prefix: str) -> dict[str, Any]:
-    spark = session()
+def batch(spark: Any, bootstrap: str, source: str, sink: str, prefix: str) -> int:
     df = spark.read.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source).load()
     read = df.count()
     (df.select("key", "value").write.format("kafka_eos").mode("append").option("kafka.bootstrap.servers", bootstrap)
      .option("topic", sink).option("transactional.id.prefix", prefix).save())
-    return {"read": read}
+    return int(read)
 
 
-def stream(bootstrap: str, source: str, sink: str, checkpoint: str, max_offsets: str, fail_at: str = "") -> dict[str, Any]:
-    spark = session()
+def start_stream(spark: Any, bootstrap: str, source: str, sink: str, checkpoint: str, max_offsets: str, fail_at: str = "") -> Any:
     reader = (spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
               .option("startingOffsets", "earliest"))
     df = (reader.option("maxOffsetsPerTrigger", max_offsets) if max_offsets else reader).load()
@@ -54,36 +53,35 @@ def stream(bootstrap: str, source: str, sink: str, checkpoint: str, max_offsets:
               .option("checkpointLocation", checkpoint).trigger(availableNow=True))
     if fail_at:
         writer = writer.option("testing.failAt", fail_at)
-    query = writer.start()
-    query.awaitTermination(300)
-    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
-    return {"batches": len(batches), "rows": [p["numInputRows"] for p in batches]}
+    return writer.start()
 
 
-def lookup(bootstrap: str, source: str) -> dict[str, Any]:
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+def refusal_of_max_offsets(spark: Any, bootstrap: str, source: str, sink: str, checkpoint: str) -> str | None:
+    """What a stream with maxOffsetsPerTrigger fails with (None if it runs)."""
     try:
-        spark.read.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source).load().count()
-        return {"error": None}
+        start_stream(spark, bootstrap, source, sink, checkpoint, "30").awaitTermination(120)
     except Exception as err:  # noqa: BLE001 - the error is the answer
-        return {"error": str(err)}
+        return str(err)
+    return None
 
 
 def main(argv: list[str]) -> dict[str, Any]:
     import pyspark
 
-    command, args = argv[0], argv[1:]
-    if command == "import":
-        import spark_kafka_eos  # noqa: F401 - the import is the test
-
-        return {"pyspark": pyspark.__version__}
-    if command == "lookup":
-        return {"pyspark": pyspark.__version__, **lookup(*args)}
-    result = batch(*args) if command == "batch" else stream(*args)
-    return {"pyspark": pyspark.__version__, **result}
+    spark = session()
+    versions = {"pyspark": pyspark.__version__, "python": f"{sys.version_info.major}.{sys.version_info.minor}"}
+    command, bootstrap, source = argv[:3]
+    if command == "first-run":
+        batch_sink, prefix, stream_sink, checkpoint, max_offsets = argv[3:]
+        read = batch(spark, bootstrap, source, batch_sink, prefix)
+        refusal = None if max_offsets else refusal_of_max_offsets(spark, bootstrap, source, stream_sink, checkpoint + "-refused")
+        print(json.dumps({**versions, "read": read, "refusal": refusal}), flush=True)
+        start_stream(spark, bootstrap, source, stream_sink, checkpoint, max_offsets, KILL_AFTER_DECISION).awaitTermination(300)
+        return {"error": "the driver outlived its kill"}
+    stream_sink, checkpoint, max_offsets = argv[3:]
+    query = start_stream(spark, bootstrap, source, stream_sink, checkpoint, max_offsets)
+    query.awaitTermination(300)
+    return {**versions, "rows": [p["numInputRows"] for p in query.recentProgress if p["numInputRows"] > 0]}
 
 
 if __name__ == "__main__":

@@ -41,33 +41,32 @@ def values(kafka: KafkaTestCluster, topic: str) -> list[bytes]:
     return sorted(r.value or b"" for r in kafka.read_committed(topic))
 
 
-# (pyspark version, maxOffsetsPerTrigger of the stream or "" for none)
-VERSIONS = [("4.2.1", "30"), ("4.1.4", ""), ("4.0.5", "")]
+# (pyspark, Python, maxOffsetsPerTrigger of the stream or "" for none). Databricks Runtime 17.3 LTS is
+# Spark 4.0 on Python 3.12, 18 LTS Spark 4.1 on 3.12; 4.2 runs on the newest Python, 3.13. The main suite
+# is pyspark 4.3 on Python 3.11, and the wheel test (long tier) installs on 3.10.
+VERSIONS = [("4.2.1", "3.13", "30"), ("4.1.4", "3.12", ""), ("4.0.5", "3.12", "")]
 
 
-@pytest.mark.parametrize(("version", "max_offsets"), VERSIONS, ids=[v for v, _ in VERSIONS])
+@pytest.mark.parametrize(("version", "python", "max_offsets"), VERSIONS, ids=[f"{v}-py{p}" for v, p, _ in VERSIONS])
 def test_a_plain_install_keeps_pyspark_and_reads_and_writes_exactly_once(kafka: KafkaTestCluster, tmp_path: Path, version: str,
-                                                                        max_offsets: str) -> None:
-    venv = compat_venv(version)
+                                                                        python: str, max_offsets: str) -> None:
+    venv = compat_venv(version, python)
     assert venv.pyspark_after_install == version  # pip kept the runtime's pyspark
     source, sent = source_with_an_aborted_transaction(kafka, 90)
+    batch_sink, stream_sink = kafka.create_topic(2, "compat-batch"), kafka.create_topic(2, "compat-stream")
+    checkpoint = str(tmp_path / "checkpoint")
 
-    batch_sink = kafka.create_topic(2, "compat-batch")
-    status, result, stderr = job(venv, tmp_path, "batch", kafka.bootstrap_servers, source, batch_sink, f"compat-{uuid.uuid4().hex[:6]}")
-    assert status == 0 and result is not None, stderr
-    assert result["pyspark"] == version and result["read"] == 90
-    assert values(kafka, batch_sink) == sent
-
-    stream_sink, checkpoint = kafka.create_topic(2, "compat-stream"), str(tmp_path / "checkpoint")
-    if not max_offsets:
-        status, _, stderr = job(venv, tmp_path, "stream", kafka.bootstrap_servers, source, stream_sink, checkpoint, "30")
-        assert status != 0 and f"Option 'maxOffsetsPerTrigger': needs Spark 4.2 or later; this is Spark {version}" in stderr, stderr
-        assert values(kafka, stream_sink) == []
     clear_fired()
-    status, _, stderr = job(venv, tmp_path, "stream", kafka.bootstrap_servers, source, stream_sink, checkpoint, max_offsets,
-                            "after_decision:kill-driver")
-    assert status != 0 and len(fired("after_decision:kill-driver")) == 1, stderr  # the driver died after a decision
-    status, result, stderr = job(venv, tmp_path, "stream", kafka.bootstrap_servers, source, stream_sink, checkpoint, max_offsets)
+    status, result, stderr = job(venv, tmp_path, "first-run", kafka.bootstrap_servers, source, batch_sink, f"compat-{uuid.uuid4().hex[:6]}",
+                                 stream_sink, checkpoint, max_offsets)
+    assert result is not None, stderr
+    assert (result["pyspark"], result["python"], result["read"]) == (version, python, 90)
+    assert values(kafka, batch_sink) == sent
+    if not max_offsets:
+        assert f"Option 'maxOffsetsPerTrigger': needs Spark 4.2 or later; this is Spark {version}" in str(result["refusal"]), result
+    assert status != 0 and len(fired("after_decision:kill-driver")) == 1, stderr  # the stream's driver died after a decision
+
+    status, result, stderr = job(venv, tmp_path, "restart", kafka.bootstrap_servers, source, stream_sink, checkpoint, max_offsets)
     assert status == 0 and result is not None, stderr
     if max_offsets:
         assert all(rows <= int(max_offsets) for rows in result["rows"]), result  # type: ignore[union-attr]

@@ -1,11 +1,10 @@
-"""``python -m build`` gives an sdist and a wheel; the wheel, installed into a fresh virtualenv,
-reads and writes with ``format("kafka_eos")`` and no registration call, with nothing from the
-repository on its path."""
+"""``python -m build`` gives an sdist and a wheel; the wheel, installed into a fresh virtualenv of the
+oldest Python the package declares (3.10), reads and writes with ``format("kafka_eos")`` and no
+registration call, with nothing from the repository on its path."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import zipfile
@@ -13,16 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.compat import CLEAN_ENV, PROJECT, find_python
 from tests.harness.kafka import KafkaTestCluster, Sent
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.long]
 
-PROJECT = Path(__file__).resolve().parents[2]
-
-
-# Without the test session's PYTHONPATH (the repository, whose spark_kafka_eos.egg-info would make pip
-# take the package for installed) and Spark's Python settings.
-CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+OLDEST_PYTHON = "3.10"  # requires-python in pyproject.toml
 
 
 def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -46,7 +41,7 @@ def test_the_wheel_alone_reads_and_writes(kafka: KafkaTestCluster, tmp_path: Pat
     assert "kafka-eos = spark_kafka_eos.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
     venv = tmp_path / "venv"
-    run([sys.executable, "-m", "venv", str(venv)])
+    run([str(find_python(OLDEST_PYTHON)), "-m", "venv", str(venv)])
     python = venv / "bin" / "python"
     run([str(python), "-m", "pip", "install", "--quiet", f"{wheel}[spark]"])  # a local user: no runtime provides pyspark
     assert "usage" in run([str(venv / "bin" / "kafka-eos"), "--help"]).stdout
@@ -59,5 +54,6 @@ def test_the_wheel_alone_reads_and_writes(kafka: KafkaTestCluster, tmp_path: Pat
     result = json.loads([line for line in job.stdout.splitlines() if line.startswith("{")][-1])
     assert result["package"].startswith(str(venv)), result  # the wheel's copy, not the repository's
     assert result["read"] == 20
+    assert run([str(python), "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"]).stdout.strip() == OLDEST_PYTHON
     assert result["version"] == metadata_version(sdist.name)
     assert sorted(r.value for r in kafka.read_committed(sink)) == sorted(b"v%d" % i for i in range(20))

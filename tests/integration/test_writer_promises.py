@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -111,10 +112,9 @@ def test_a_transaction_timeout_above_the_brokers_maximum_is_refused_before_any_d
     assert kafka.offsets(pipeline.sink, OffsetSpec.latest(), committed=False) == {0: 0}
 
 
-@pytest.mark.parametrize("password", [READER_PASSWORD, "a-wrong-password-0451"])
-def test_passwords_never_appear_in_logs_plans_or_errors(tmp_path_factory: pytest.TempPathFactory, password: str) -> None:
-    """A driver of its own reads and writes over SASL (right and wrong password), logging at DEBUG, with
-    plans and option reprs printed; the password is nowhere in its output."""
+@pytest.fixture(scope="module")
+def secured_with_topics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredKafka]:
+    """A SASL broker with the secret- topics, five records to read, and the reader's ACLs (one for both passwords)."""
     with SecuredKafka(tmp_path_factory.mktemp("secured")) as secured:
         admin = AdminClient({"bootstrap.servers": secured.bootstrap_servers})
         for topic in ("secret-src", "secret-sink"):
@@ -127,9 +127,16 @@ def test_passwords_never_appear_in_logs_plans_or_errors(tmp_path_factory: pytest
             for future in admin.create_acls([binding]).values():
                 future.result(30)
         KafkaTestCluster(secured.bootstrap_servers).produce_plain("secret-src", [Sent(0, None, f"v{i}".encode()) for i in range(5)])
-        options = {**secured.reader_options(), "kafka.sasl.password": password}
-        done = subprocess.run([sys.executable, "-m", "tests.harness.secret_job", json.dumps(options), "secret-src", "secret-sink", "secret-job"],
-                              capture_output=True, text=True, timeout=300, cwd=PROJECT)
+        yield secured
+
+
+@pytest.mark.parametrize("password", [READER_PASSWORD, "a-wrong-password-0451"])
+def test_passwords_never_appear_in_logs_plans_or_errors(secured_with_topics: SecuredKafka, password: str) -> None:
+    """A driver of its own reads and writes over SASL (right and wrong password), logging at DEBUG, with
+    plans and option reprs printed; the password is nowhere in its output."""
+    options = {**secured_with_topics.reader_options(), "kafka.sasl.password": password}
+    done = subprocess.run([sys.executable, "-m", "tests.harness.secret_job", json.dumps(options), "secret-src", "secret-sink", "secret-job"],
+                          capture_output=True, text=True, timeout=300, cwd=PROJECT)
     output = done.stdout + done.stderr
     assert ("read 5" in done.stdout and "written" in done.stdout) if password == READER_PASSWORD else "authentication failed" in output, output[-3000:]
     assert READER in output and "DEBUG" in output, "the job logged its options and its clients"
