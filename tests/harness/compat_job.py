@@ -69,7 +69,8 @@ def main(argv: list[str]) -> dict[str, Any]:
     import pyspark
 
     spark = session()
-    versions = {"pyspark": pyspark.__version__, "python": f"{sys.version_info.major}.{sys.version_info.minor}"}
+    java = str(spark.sparkContext._jvm.System.getProperty("java.specification.version"))
+    versions = {"pyspark": pyspark.__version__, "python": f"{sys.version_info.major}.{sys.version_info.minor}", "java": java}
     command, bootstrap, source = argv[:3]
     if command == "first-run":
         batch_sink, prefix, stream_sink, checkpoint, max_offsets = argv[3:]

@@ -14,7 +14,7 @@ from pyspark.sql.functions import udf
 from tests.harness.faults import FAIL_AT_OPTION, FAULTS_FORMAT, clear_fired, fired
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import assert_stable, open_transactions_by_kafka, transactions_by_kafka
-from tests.harness.notebook_runner import notebook_command
+from tests.harness.notebook_runner import notebook_command, run_notebook
 from tests.harness.pipeline import Pipeline
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -137,13 +137,15 @@ BACKFILL_NOTEBOOK = PROJECT / "notebooks" / "backfill.py"
 
 
 @pytest.mark.parametrize("point", ["before_decision", "after_decision", "during_phase2"])
-def test_a_backfill_whose_driver_is_killed_in_its_commit_is_finished_by_its_retry(kafka: KafkaTestCluster, tmp_path: Path, point: str) -> None:
+def test_a_backfill_whose_driver_is_killed_in_its_commit_is_finished_by_its_retry(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path,
+                                                                                 point: str) -> None:
     """A real crash of a batch job: the backfill notebook's driver JVM is SIGKILLed in its commit.
     Before the decision nothing is visible and the group has not moved; after it, the group has moved
     with the decision. The orchestrator's retry (same ``write_id``) ends with every record exactly once,
     nothing open, and the group at the source's ends; the next run (a new ``write_id``, which reads from
-    the group) writes nothing: run once, after the crash in phase 2 (a driver start costs 20 s; the group's
-    offsets, which decide it, are checked after every crash point)."""
+    the group) writes nothing: run once, after the crash in phase 2 (the group's offsets, which decide it,
+    are checked after every crash point). The retry and the next run are another driver: the test
+    session's own (a driver start costs 15 s)."""
     source, sink = kafka.create_topic(3, prefix="src"), kafka.create_topic(3, prefix="sink")
     produced = kafka.produce_plain(source, [Sent(i % 3, f"k{i}".encode(), f"row {i}".encode()) for i in range(600)])
     tag = uuid.uuid4().hex[:6]
@@ -168,12 +170,9 @@ def test_a_backfill_whose_driver_is_killed_in_its_commit_is_finished_by_its_retr
         assert group_now == kafka.offsets(source, OffsetSpec.latest())
         assert "Ongoing" in open_now.values()
 
-    retried = subprocess.run(job, capture_output=True, text=True, timeout=300, cwd=PROJECT)
-    assert retried.returncode == 0, retried.stderr[-2000:]
+    run_notebook(BACKFILL_NOTEBOOK, spark, widgets)  # the retry
     if point == "during_phase2":
-        next_run = subprocess.run(notebook_command(BACKFILL_NOTEBOOK, **{**widgets, "write_id": "2026-11-23"}),
-                                  capture_output=True, text=True, timeout=300, cwd=PROJECT)
-        assert next_run.returncode == 0, next_run.stderr[-2000:]
+        run_notebook(BACKFILL_NOTEBOOK, spark, {**widgets, "write_id": "2026-11-23"})  # the next run
     kafka.wait_until_stable(sink)
     assert sorted(r.value or b"" for r in kafka.read_committed(sink)) == sorted(b"backfilled:" + (s.value or b"") for s in produced)
     assert open_transactions_by_kafka(kafka.bootstrap_servers, prefix + "-") == []

@@ -43,7 +43,7 @@ def values(kafka: KafkaTestCluster, topic: str) -> list[bytes]:
 
 # (pyspark, Python, maxOffsetsPerTrigger of the stream or "" for none). Databricks Runtime 17.3 LTS is
 # Spark 4.0 on Python 3.12, 18 LTS Spark 4.1 on 3.12; 4.2 runs on the newest Python, 3.13. The main suite
-# is pyspark 4.3 on Python 3.11, and the wheel test (long tier) installs on 3.10.
+# is pyspark 4.3 on Python 3.11; the wheel test (long tier) installs on 3.10. Java is the machine's, 17.
 VERSIONS = [("4.2.1", "3.13", "30"), ("4.1.4", "3.12", ""), ("4.0.5", "3.12", "")]
 
 
@@ -60,7 +60,7 @@ def test_a_plain_install_keeps_pyspark_and_reads_and_writes_exactly_once(kafka: 
     status, result, stderr = job(venv, tmp_path, "first-run", kafka.bootstrap_servers, source, batch_sink, f"compat-{uuid.uuid4().hex[:6]}",
                                  stream_sink, checkpoint, max_offsets)
     assert result is not None, stderr
-    assert (result["pyspark"], result["python"], result["read"]) == (version, python, 90)
+    assert (result["pyspark"], result["python"], result["java"], result["read"]) == (version, python, "17", 90)
     assert values(kafka, batch_sink) == sent
     if not max_offsets:
         assert f"Option 'maxOffsetsPerTrigger': needs Spark 4.2 or later; this is Spark {version}" in str(result["refusal"]), result

@@ -16,7 +16,7 @@ from spark_kafka_eos.write.writer_options import derived_prefix, parse_writer_op
 from tests.harness.faults import clear_fired, fired
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import assert_stable, transactions_by_kafka
-from tests.harness.notebook_runner import notebook_command
+from tests.harness.notebook_runner import notebook_command, run_notebook
 from tests.harness.pipeline import Pipeline, open_transactions
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -24,9 +24,13 @@ PROJECT = Path(__file__).resolve().parents[2]
 PIPELINE_NOTEBOOK = PROJECT / "notebooks" / "eos_pipeline.py"
 
 
+def pipeline_widgets(bootstrap: str, source: str, sink: str, checkpoint: str, group: str) -> dict[str, str]:
+    return {"bootstrap_servers": bootstrap, "source": source, "sink": sink, "checkpoint": checkpoint, "consumer_group": group}
+
+
 def pipeline_job(bootstrap: str, source: str, sink: str, checkpoint: str, group: str) -> list[str]:
     """The pipeline notebook, run by the notebook runner in a driver process of its own."""
-    return notebook_command(PIPELINE_NOTEBOOK, bootstrap_servers=bootstrap, source=source, sink=sink, checkpoint=checkpoint, consumer_group=group)
+    return notebook_command(PIPELINE_NOTEBOOK, **pipeline_widgets(bootstrap, source, sink, checkpoint, group))
 
 
 def test_many_batches_exactly_once_in_order(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
@@ -107,12 +111,14 @@ def test_a_zombie_attempt_is_fenced_and_aborted(spark: SparkSession, kafka: Kafk
 
 
 @pytest.mark.parametrize("point", ["after_decision", "during_phase2"])
-def test_the_driver_killed_in_its_commit_is_rolled_forward_at_the_restart(kafka: KafkaTestCluster, tmp_path: Path, point: str) -> None:
+def test_the_driver_killed_in_its_commit_is_rolled_forward_at_the_restart(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path,
+                                                                          point: str) -> None:
     """A real crash: the pipeline's driver JVM is SIGKILLed right after the decision of its first
     micro-batch (``after_decision``), or after phase 2 committed its first participant only
     (``during_phase2``), so neither the rest of phase 2 nor Spark's abort runs. The state between the
-    crash and the restart is checked with Kafka's own tool; the restarted query rolls the decision
-    forward before its tasks run, and its replay of the batch is recognised and aborted."""
+    crash and the restart is checked with Kafka's own tool; the restarted query (the test session's
+    driver, on the same checkpoint) rolls the decision forward before its tasks run, and its replay of
+    the batch is recognised and aborted."""
     source, sink = kafka.create_topic(3, prefix="src"), kafka.create_topic(3, prefix="sink")
     sent = kafka.produce_plain(source, [Sent(i % 3, f"k{i}".encode(), f"order {i}".encode()) for i in range(2500)])
     group, checkpoint = f"g-{sink}", str(tmp_path / "checkpoint")
@@ -146,8 +152,7 @@ def test_the_driver_killed_in_its_commit_is_rolled_forward_at_the_restart(kafka:
         assert {r.partition for r in visible} <= {p for _, p, _ in first.records}
         assert len(visible) <= sum(n for _, _, n in first.records)
 
-    restarted = subprocess.run(job, capture_output=True, text=True, timeout=300, cwd=PROJECT)
-    assert restarted.returncode == 0, restarted.stderr[-2000:]
+    run_notebook(PIPELINE_NOTEBOOK, spark, pipeline_widgets(kafka.bootstrap_servers, source, sink, checkpoint, group))
     kafka.wait_until_stable(sink)
     out = kafka.read_committed(sink)
     assert sorted(r.value or b"" for r in out) == sorted(b"processed:" + (s.value or b"") for s in sent)
