@@ -6,8 +6,9 @@ module as a script and judges the outcome with its own read_committed consumer.
 
     python -m tests.harness.connect_job BOOTSTRAP SOURCE BATCH_SINK STREAM_SINK CHECKPOINT PREFIX [FAIL_AT]
 
-It prints one JSON line: what the Connect session saw (including what a batch write with
-``mode("overwrite")`` and with the default save mode did before the ``append`` one). ``FAIL_AT`` (test scaffolding, see
+It prints a JSON line once its batch part is done: what the Connect session saw (including what a batch
+write with ``mode("overwrite")`` and with the default save mode did before the ``append`` one); then,
+after the stream, one with the stream's outcome too. ``FAIL_AT`` (test scaffolding, see
 :mod:`tests.harness.faults`) makes the stream's sink fail there; ``<point>:kill-driver`` kills the
 Connect server's JVM, the driver of every query of the session.
 """
@@ -60,6 +61,8 @@ def main(bootstrap: str, source: str, batch_sink: str, stream_sink: str, checkpo
             except Exception as refusal:  # noqa: BLE001 - the error's text is the outcome reported
                 refused_modes[mode] = str(refusal)
         batch_write("append")
+        seen: dict[str, object] = {"session": type(spark).__module__, "batch_read": read_count, "refused_modes": refused_modes}
+        print(json.dumps(seen), flush=True)  # before the stream, whose driver a test may kill
         query = (
             kafka_eos_read(source, stream=True).select("key", "value").writeStream.format(FAULTS_FORMAT if fail_at else "kafka_eos")
             .option("kafka.bootstrap.servers", bootstrap).option("topic", stream_sink)
@@ -68,13 +71,8 @@ def main(bootstrap: str, source: str, batch_sink: str, stream_sink: str, checkpo
         )
         query.awaitTermination(300)
         error = query.exception()
-        return {
-            "session": type(spark).__module__,
-            "batch_read": read_count,
-            "refused_modes": refused_modes,
-            "stream_error": None if error is None else str(error),
-            "stream_batches": [p.batchId for p in query.recentProgress if p.numInputRows],
-        }
+        return {**seen, "stream_error": None if error is None else str(error),
+                "stream_batches": [p.batchId for p in query.recentProgress if p.numInputRows]}
     finally:
         spark.stop()
 
