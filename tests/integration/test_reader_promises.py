@@ -144,6 +144,7 @@ def test_a_record_without_a_timestamp_reads_as_null_with_type_minus_one(spark: S
     assert rows[b"stamped"].timestampType == 0 and rows[b"stamped"].timestamp is not None
 
 
+@pytest.mark.long  # a memory probe: the long tier's
 def test_a_tasks_memory_does_not_grow_with_the_partition(kafka: KafkaTestCluster) -> None:
     """Peak RSS of the reading task for 10k and 40k records of 1 KiB (one partition each). With batches
     unbounded (maxRecordsPerBatch=1000000, maxBytesPerBatch=1g) the same probe saw ~100 MiB of growth."""
