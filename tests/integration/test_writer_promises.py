@@ -82,7 +82,7 @@ def test_the_transaction_timeout_is_the_brokers_maximum_unless_set(spark: SparkS
     sent = pipeline.produce(40)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "5")
     try:
-        query = pipeline.start(maxOffsetsPerTrigger=40, **{"testing.failAt": "task_write:sleep20"})
+        query = pipeline.start(maxOffsetsPerTrigger=40, **{"testing.failAt": "task_write:sleep6"})
         try:
             deadline, ongoing = time.monotonic() + 120, []
             while not ongoing and time.monotonic() < deadline:
