@@ -49,6 +49,4 @@ class KafkaEosLegacyStreamReader(StreamReaderCore):
 
     def partitions(self, start: StreamOffset, end: StreamOffset) -> Sequence[InputPartition]:
         self._planned_end = end
-        if start == end:
-            return []  # setLatestSeenOffset on a restart: the position, not a batch to plan
         return super().partitions(start, end)

@@ -238,6 +238,11 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         return restarted
 
     def partitions(self, start: StreamOffset, end: StreamOffset) -> Sequence[InputPartition]:
+        if start == end:
+            # Nothing to read. Spark asks this on a restart (setLatestSeenOffset, the checkpoint's last end)
+            # and throws the plan away: planning it from a first batch's recorded origin would report
+            # records that retention deleted since that batch committed as lost.
+            return []
         begin, finish = {**from_stream_offset(start), **origin_of(end)}, from_stream_offset(end)
         existing = set(self.lookup.partitions(self.options.subscription, must_exist=False)) if finish else set()
         gone = sorted(set(finish) - existing)

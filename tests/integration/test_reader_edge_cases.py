@@ -41,6 +41,19 @@ def test_the_initial_offset_is_resolved_once(kafka: KafkaTestCluster) -> None:
     assert reader.latestOffset(first, ReadAllAvailable()) == {topic: {"0": 5}, ORIGIN_KEY: first}
 
 
+def test_a_restart_after_retention_passed_a_committed_first_batch_is_not_data_loss(kafka: KafkaTestCluster) -> None:
+    """On a restart Spark hands the checkpoint's last end to the reader as ``partitions(end, end)``
+    (setLatestSeenOffset) and throws the plan away. When that end is a committed first batch's, it
+    carries the batch's origin; retention that since deleted the batch's records is no data loss."""
+    topic = kafka.create_topic(1)
+    produce(kafka, topic, 10)
+    first_run = stream_reader(kafka, subscribe=topic)
+    end = first_run.latestOffset(first_run.initialOffset(), ReadAllAvailable())
+    assert end == {topic: {"0": 10}, ORIGIN_KEY: {topic: {"0": 0}}}
+    kafka.delete_records(topic, {0: 10})  # batch 0 committed; retention passed it while the query was down
+    assert stream_reader(kafka, subscribe=topic).partitions(end, end) == []
+
+
 def test_a_first_batch_replayed_after_a_restart_keeps_its_start(kafka: KafkaTestCluster) -> None:
     """After a crash before batch 0 commits, Spark replays it with its planned end (from the
     checkpoint) and a start from initialOffset() resolved anew. A `latest` start now lies past
