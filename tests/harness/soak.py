@@ -150,19 +150,26 @@ def broker_moment(moment: str) -> tuple[list[str], str | None]:
 
 
 class SoakKafka(StartStop):
-    """The soak's Kafka: one broker, or a cluster of ``size`` nodes; finds the node in a role, crashes it
-    (SIGKILL) and restarts it on its data directory."""
+    """The soak's Kafka: one broker, or a cluster of ``size`` nodes, of its own or ``existing`` (a test
+    session's cluster, which it neither starts nor stops); finds the node in a role, crashes it (SIGKILL)
+    and restarts it on its data directory."""
 
-    def __init__(self, workdir: Path, size: int) -> None:
+    def __init__(self, workdir: Path, size: int, existing: LocalKafka | LocalCluster | None = None) -> None:
+        if existing is not None:
+            size = existing.size if isinstance(existing, LocalCluster) else 1
         self.size = size
-        self._kafka: LocalKafka | LocalCluster = LocalKafka(workdir / "broker") if size == 1 else LocalCluster(workdir / "cluster", size=size)
+        self._kafka: LocalKafka | LocalCluster = existing or (
+            LocalKafka(workdir / "broker") if size == 1 else LocalCluster(workdir / "cluster", size=size))
+        self._owned = existing is None
 
     def start(self) -> SoakKafka:
-        self._kafka.start()
+        if self._owned:
+            self._kafka.start()
         return self
 
     def stop(self) -> None:
-        self._kafka.stop()
+        if self._owned:
+            self._kafka.stop()
 
     @property
     def bootstrap_servers(self) -> str:
@@ -324,14 +331,16 @@ def run_once(index: int, kind: str, rng: random.Random, soak_kafka: SoakKafka, w
 
 
 def soak(seed: int, runs: int, max_minutes: float, records: int, workdir: Path, brokers: int = 3,
-         kinds: tuple[str, ...] = KINDS, broker_moments: tuple[str, ...] = BROKER_MOMENTS) -> list[RunResult]:
-    """``runs`` seeded runs on a Kafka of their own (``brokers`` nodes), stopping early when ``max_minutes`` are used up."""
+         kinds: tuple[str, ...] = KINDS, broker_moments: tuple[str, ...] = BROKER_MOMENTS,
+         existing: LocalKafka | LocalCluster | None = None) -> list[RunResult]:
+    """``runs`` seeded runs on a Kafka of their own (``brokers`` nodes) or on ``existing``, stopping early
+    when ``max_minutes`` are used up."""
     rng = random.Random(seed)
     order = kinds_in_turns(rng, runs, kinds)
     os.environ.setdefault(MARKERS_ENV, tempfile.mkdtemp(prefix="soak-markers-"))
     deadline = time.monotonic() + max_minutes * 60
     results: list[RunResult] = []
-    with SoakKafka(workdir, brokers) as soak_kafka:
+    with SoakKafka(workdir, brokers, existing) as soak_kafka:
         for index in range(runs):
             if time.monotonic() > deadline:
                 break
