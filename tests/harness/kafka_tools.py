@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import subprocess
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -25,6 +26,8 @@ from tests.harness.local_kafka import DEFAULT_LIBS_DIR, java_executable
 CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
 DECIDED_STATES = {"Empty", "CompleteCommit", "CompleteAbort", "Dead"}
 """States of a transactional id with no transaction in flight (anything else pins partitions)."""
+COMPLETING_STATES = {"PrepareCommit", "PrepareAbort"}
+"""States of a decided transaction whose markers the coordinator is still writing."""
 
 
 def run_kafka_tool(main_class: str, *args: str, stdin: str = "", timeout_s: float = 120.0) -> str:
@@ -96,9 +99,20 @@ def transactions_by_kafka(bootstrap_servers: str, prefix: str) -> dict[str, str]
     return {row[0]: row[3] for row in rows if row[0].startswith(prefix)}
 
 
-def open_transactions_by_kafka(bootstrap_servers: str, prefix: str) -> list[str]:
-    """The transactional ids of ``prefix`` whose transaction Kafka still holds open, sorted."""
-    return sorted(tid for tid, state in transactions_by_kafka(bootstrap_servers, prefix).items() if state not in DECIDED_STATES)
+def open_transactions_by_kafka(bootstrap_servers: str, prefix: str, settle_s: float = 15.0) -> list[str]:
+    """The transactional ids of ``prefix`` whose transaction Kafka still holds open, sorted.
+
+    A transaction in ``PrepareCommit`` or ``PrepareAbort`` is decided: EndTxn has returned and the
+    coordinator writes its markers on its own. Such a state is listed again (for up to ``settle_s``) until
+    it completes, so a judge called just after a commit does not count it as open; one that never
+    completes is reported open.
+    """
+    deadline = time.monotonic() + settle_s
+    while True:
+        states = transactions_by_kafka(bootstrap_servers, prefix)
+        if not any(state in COMPLETING_STATES for state in states.values()) or time.monotonic() > deadline:
+            return sorted(tid for tid, state in states.items() if state not in DECIDED_STATES)
+        time.sleep(0.2)
 
 
 def console_produce(bootstrap_servers: str, topic: str, keyed_values: Iterable[tuple[str, str]]) -> None:
