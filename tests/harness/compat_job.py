@@ -6,7 +6,8 @@
         starts an AvailableNow stream from SOURCE (maxOffsetsPerTrigger MAX_OFFSETS, unless "") into
         the exactly-once sink STREAM_SINK, whose driver dies after its first decision
     python -m tests.harness.compat_job restart BOOTSTRAP SOURCE STREAM_SINK CHECKPOINT MAX_OFFSETS
-        that stream again, from its checkpoint, to the end; prints a JSON line
+        that stream again, from its checkpoint, to the end, with Spark's Trigger.AvailableNow wrapper
+        off (the default) and then on; prints a JSON line with the rows of each run's micro-batches
 
 One Spark driver for everything before the crash: each costs a JVM start. The test counts the output
 with its own read_committed consumer.
@@ -20,6 +21,9 @@ import sys
 from typing import Any
 
 KILL_AFTER_DECISION = "after_decision:kill-driver"
+# Spark 4.0 and 4.1 run Trigger.AvailableNow on a source without it (a Python one) as Trigger.Once unless
+# this is true: one micro-batch, or only the interrupted one on a restart.
+AVAILABLE_NOW_WRAPPER = "spark.sql.streaming.triggerAvailableNowWrapper.enabled"
 
 
 def session() -> Any:
@@ -80,9 +84,13 @@ def main(argv: list[str]) -> dict[str, Any]:
         start_stream(spark, bootstrap, source, stream_sink, checkpoint, max_offsets, KILL_AFTER_DECISION).awaitTermination(300)
         return {"error": "the driver outlived its kill"}
     stream_sink, checkpoint, max_offsets = argv[3:]
-    query = start_stream(spark, bootstrap, source, stream_sink, checkpoint, max_offsets)
-    query.awaitTermination(300)
-    return {**versions, "rows": [p["numInputRows"] for p in query.recentProgress if p["numInputRows"] > 0]}
+    rows = {}
+    for wrapper in ("false", "true"):
+        spark.conf.set(AVAILABLE_NOW_WRAPPER, wrapper)
+        query = start_stream(spark, bootstrap, source, stream_sink, checkpoint, max_offsets)
+        query.awaitTermination(300)
+        rows[wrapper] = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"] > 0]
+    return {**versions, "rows": rows["false"], "rows_with_wrapper": rows["true"]}
 
 
 if __name__ == "__main__":

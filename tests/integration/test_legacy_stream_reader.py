@@ -9,7 +9,7 @@ import pytest
 
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.read.legacy_stream_reader import KafkaEosLegacyStreamReader
-from spark_kafka_eos.read.reader import ORIGIN_KEY
+from spark_kafka_eos.read.reader import ORIGIN_KEY, from_stream_offset
 from spark_kafka_eos.read.reader_options import parse_reader_options
 from tests.harness.kafka import KafkaTestCluster, Sent
 
@@ -44,6 +44,27 @@ def test_each_batch_starts_where_the_engine_last_planned_and_a_restart_where_the
     assert restarted.partitions(second_end, second_end) == []  # setLatestSeenOffset: a position, not a batch
     kafka.produce_plain(topic, [Sent(1, None, b"z")])
     assert restarted.latestOffset() == {topic: {"0": 8, "1": 6}}
+
+
+def test_an_available_now_restart_through_spark_s_wrapper_reads_on_from_the_checkpoint_not_from_the_origin(
+        kafka: KafkaTestCluster) -> None:
+    """With spark.sql.streaming.triggerAvailableNowWrapper.enabled, a restart of Spark 4.0/4.1 asks for the
+    run's target (``latestOffset()``) before anything else, then replays the interrupted first batch from
+    ``initialOffset()``, then plans from that batch's end to the target (call order recorded from pyspark
+    4.0.5). The target carries an origin; the batch after the replay must not read from it again."""
+    topic = kafka.create_topic(2)
+    kafka.produce_plain(topic, [Sent(p, None, b"x") for p in (0, 1) for _ in range(5)])
+    first_run = legacy_reader(kafka, subscribe=topic)
+    first_end = first_run.latestOffset()
+    assert ranges(first_run, first_run.initialOffset(), first_end) == [(0, 0, 5), (1, 0, 5)]  # then the driver died
+    kafka.produce_plain(topic, [Sent(p, None, b"y") for p in (0, 1) for _ in range(3)])
+
+    restarted = legacy_reader(kafka, subscribe=topic)
+    target = restarted.latestOffset()  # the wrapper's prepareForTriggerAvailableNow
+    assert from_stream_offset(target) == {(topic, 0): 8, (topic, 1): 8}
+    assert restarted.partitions(first_end, first_end) == []  # setLatestSeenOffset
+    assert ranges(restarted, restarted.initialOffset(), first_end) == [(0, 0, 5), (1, 0, 5)]  # the replay
+    assert ranges(restarted, first_end, target) == [(0, 5, 8), (1, 5, 8)]  # on from the replayed end, not from 0
 
 
 def test_the_first_trigger_never_waits_for_min_offsets_and_later_ones_do(kafka: KafkaTestCluster) -> None:
