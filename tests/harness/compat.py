@@ -1,5 +1,5 @@
-"""Virtualenvs with an older pyspark, for the Spark-version tier: pyspark is installed first (as a
-cluster's runtime provides it), then the package with a plain ``pip install``, which must keep it.
+"""Virtualenvs with an older pyspark, for the Spark-version tier: pyspark (with its Connect client's
+dependencies) is installed first (as a cluster's runtime provides it), then the package with a plain ``pip install``, which must keep it.
 Each runs the Python of the runtime it stands for (Databricks 17.3 LTS and 18 LTS run Python 3.12).
 
 The virtualenvs are kept under ``.cache/compat/`` (a cold build downloads pyspark, about 450 MB); the
@@ -15,6 +15,10 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[2]
 CACHE = PROJECT / ".cache" / "compat"
+# (pyspark, Python) of the tier. Databricks Runtime 17.3 LTS is Spark 4.0 on Python 3.12, 18 LTS Spark 4.1
+# on 3.12; 4.2 runs on the newest Python, 3.13. The main suite is pyspark 4.3 on Python 3.11; the wheel
+# test (long tier) installs on 3.10. Java is the machine's, 17.
+OLDER_SPARKS = [("4.2.1", "3.13"), ("4.1.4", "3.12"), ("4.0.5", "3.12")]
 # Without the test session's PYTHONPATH (the repository, whose spark_kafka_eos.egg-info would make pip
 # take the package for installed), its virtualenv and Spark's Python settings.
 CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV")}
@@ -60,12 +64,13 @@ def compat_venv(pyspark_version: str, python_version: str) -> CompatVenv:
     """The virtualenv for ``pyspark_version`` on Python ``python_version`` (made once), with the working
     tree's package installed by a plain ``pip install`` (dependencies resolved as a user's would be),
     then reinstalled from this tree."""
-    path = CACHE / f"pyspark-{pyspark_version}-py{python_version}"
+    path = CACHE / f"pyspark-connect-{pyspark_version}-py{python_version}"
     python = path / "bin" / "python"
-    ready = path / ".pyspark-installed"
+    ready = path / ".pyspark-connect-installed"
     if not ready.exists():
         subprocess.run([str(find_python(python_version)), "-m", "venv", "--clear", str(path)], check=True, timeout=300)
-        _pip(python, "install", f"pyspark=={pyspark_version}")
+        # With the Connect client's dependencies, as the runtimes have them (Databricks' shared clusters).
+        _pip(python, "install", f"pyspark[connect]=={pyspark_version}")
         ready.touch()
     _pip(python, "install", str(PROJECT))
     _pip(python, "install", "--no-deps", "--force-reinstall", str(PROJECT))

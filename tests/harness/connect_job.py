@@ -32,7 +32,10 @@ def main(bootstrap: str, source: str, batch_sink: str, stream_sink: str, checkpo
 
     if fail_at:
         os.environ[FAIL_AT_ENV] = fail_at  # before the server starts: its Python workers inherit it
-    spark = SparkSession.builder.remote("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+    # On Spark 4.0/4.1 Trigger.AvailableNow reads on after a restart's replay only with Spark's wrapper
+    # (without it: Trigger.Once, see the README); no effect on 4.2+, where the source has AvailableNow.
+    spark = (SparkSession.builder.remote("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.sql.streaming.triggerAvailableNowWrapper.enabled", "true").getOrCreate())
     # The Connect client retries a dead server for minutes; once the server's JVM is gone, end as a
     # client whose driver crashed would.
     threading.Thread(target=_exit_when_the_server_dies, daemon=True).start()
