@@ -32,6 +32,9 @@ def main(bootstrap: str, source: str, batch_sink: str, stream_sink: str, checkpo
 
     if fail_at:
         os.environ[FAIL_AT_ENV] = fail_at  # before the server starts: its Python workers inherit it
+    # pyspark's test mode: the local server binds a free port and the client asks it which (not 15002,
+    # which another Connect server on the machine may hold).
+    os.environ["SPARK_TESTING"] = "1"
     # On Spark 4.0/4.1 Trigger.AvailableNow reads on after a restart's replay only with Spark's wrapper
     # (without it: Trigger.Once, see the README); no effect on 4.2+, where the source has AvailableNow.
     spark = (SparkSession.builder.remote("local[2]").config("spark.ui.enabled", "false")
