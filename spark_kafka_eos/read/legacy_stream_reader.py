@@ -44,8 +44,12 @@ class KafkaEosLegacyStreamReader(StreamReaderCore):
         super().__init__(options, group_guard)
 
     def latestOffset(self) -> StreamOffset:  # type: ignore[override]  # Spark 4.0/4.1 call it without arguments
-        start = self._planned_end if self._planned_end is not None else self.initialOffset()
-        return self._next_end(start, None, self.options.min_offsets_per_trigger)
+        if self._planned_end is not None:
+            return self._next_end(self._planned_end, None, self.options.min_offsets_per_trigger)
+        # Nothing planned yet in this run: a new query, or a restart whose first question comes before
+        # the checkpoint's position (Spark's AvailableNow wrapper asks for its target first). The initial
+        # offset stands in for the start; it is no position to report to progressGroup.
+        return self._next_end(self.initialOffset(), None, self.options.min_offsets_per_trigger, progress=False)
 
     def partitions(self, start: StreamOffset, end: StreamOffset) -> Sequence[InputPartition]:
         self._planned_end = end

@@ -146,15 +146,17 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
             log.info("kafka_eos stream of %s starts at %s", opts.subscription.describe(), self._initial)
         return self._initial
 
-    def _next_end(self, start: StreamOffset, max_rows: int | None, min_rows: int | None) -> StreamOffset:
+    def _next_end(self, start: StreamOffset, max_rows: int | None, min_rows: int | None, progress: bool = True) -> StreamOffset:
         """The end of the next micro-batch from ``start``: at most ``max_rows`` offsets, none past the LSO
         (or the Trigger.AvailableNow target); ``start`` itself when there is nothing new, or when
-        ``min_rows`` asks to wait."""
+        ``min_rows`` asks to wait. ``progress``: ``start`` is the stream's position, to report to
+        progressGroup."""
         # Spark plans from the end of the last committed micro-batch: that is the stream's progress.
         # (Spark calls commit() for a batch only when it plans the next one, so never for the last
         # batch of a Trigger.AvailableNow run.)
         position = from_stream_offset(start)
-        self._commit_progress(position)
+        if progress:
+            self._commit_progress(position)
         begin = self._current_start(position)
         stable = self.lookup.latest(list(begin))
         begin.update(self._restart_moved_back(begin, stable))

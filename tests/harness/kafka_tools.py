@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from tests.harness.kafka import KafkaTestCluster
@@ -130,3 +131,12 @@ def assert_stable(kafka: KafkaTestCluster, *topics: str) -> None:
         stable = kafka.offsets(topic, OffsetSpec.latest())
         written = kafka.offsets(topic, OffsetSpec.latest(), committed=False)
         assert stable == written, f"{topic}: the last stable offsets {stable} are behind the high watermarks {written}"
+
+
+def group_offsets(kafka: KafkaTestCluster, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's committed offsets, as an independent consumer sees them."""
+    reader = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
+    try:
+        return {tp.partition: tp.offset for tp in reader.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)}
+    finally:
+        reader.close()

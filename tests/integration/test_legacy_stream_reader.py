@@ -5,6 +5,8 @@ Sparks are in test_spark_versions.py."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from spark_kafka_eos.errors import KafkaEosOptionError
@@ -12,6 +14,7 @@ from spark_kafka_eos.read.legacy_stream_reader import KafkaEosLegacyStreamReader
 from spark_kafka_eos.read.reader import ORIGIN_KEY, from_stream_offset
 from spark_kafka_eos.read.reader_options import parse_reader_options
 from tests.harness.kafka import KafkaTestCluster, Sent
+from tests.harness.kafka_tools import group_offsets
 
 pytestmark = [pytest.mark.kafka]
 
@@ -65,6 +68,21 @@ def test_an_available_now_restart_through_spark_s_wrapper_reads_on_from_the_chec
     assert restarted.partitions(first_end, first_end) == []  # setLatestSeenOffset
     assert ranges(restarted, restarted.initialOffset(), first_end) == [(0, 0, 5), (1, 0, 5)]  # the replay
     assert ranges(restarted, first_end, target) == [(0, 5, 8), (1, 5, 8)]  # on from the replayed end, not from 0
+
+
+def test_a_restart_s_first_question_does_not_move_the_progress_group_back_to_the_initial_offset(kafka: KafkaTestCluster) -> None:
+    topic, group = kafka.create_topic(1), f"progress-{uuid.uuid4().hex[:8]}"
+    kafka.produce_plain(topic, [Sent(0, None, b"x")] * 5)
+    first_run = legacy_reader(kafka, subscribe=topic, progressGroup=group)
+    first_end = first_run.latestOffset()
+    ranges(first_run, first_run.initialOffset(), first_end)
+    kafka.produce_plain(topic, [Sent(0, None, b"y")] * 2)
+    first_run.latestOffset()  # plans the next batch: the stream stands at 5
+    assert group_offsets(kafka, group, topic, 1) == {0: 5}
+
+    restarted = legacy_reader(kafka, subscribe=topic, progressGroup=group)
+    restarted.latestOffset()  # asked before the checkpoint's position is known (the AvailableNow wrapper)
+    assert group_offsets(kafka, group, topic, 1) == {0: 5}  # not 0, the initial offset
 
 
 def test_the_first_trigger_never_waits_for_min_offsets_and_later_ones_do(kafka: KafkaTestCluster) -> None:

@@ -7,24 +7,15 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import SparkSession
 
 from spark_kafka_eos import cli
 from tests.harness.kafka import KafkaTestCluster, Sent
+from tests.harness.kafka_tools import group_offsets
 from tests.harness.spark import kafka_eos
 from tests.harness.stream import stream, to_memory
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-
-
-def group_offsets(kafka: KafkaTestCluster, group: str, topic: str, partitions: int) -> dict[int, int]:
-    """The group's committed offsets, as an independent consumer sees them."""
-    reader = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
-    try:
-        return {tp.partition: tp.offset for tp in reader.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)}
-    finally:
-        reader.close()
 
 
 def test_a_stream_commits_its_progress_and_lag_shows_it(
