@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 
 import kafka.errors as Errors
 from kafka.net import KafkaConnectionManager, NetworkSelector
+from kafka.protocol.admin.groups import DescribeGroupsRequest
 from kafka.protocol.admin.transactions import DescribeTransactionsRequest, ListTransactionsRequest
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.group import OffsetFetchRequest
@@ -65,6 +66,7 @@ ADD_OFFSETS_TO_TXN_MAX_VERSION = 3
 TXN_OFFSET_COMMIT_MAX_VERSION = 3
 INIT_PRODUCER_ID_MAX_VERSION = 4
 OFFSET_FETCH_MAX_VERSION = 7  # the last with one group and a top-level error code
+DESCRIBE_GROUPS_MAX_VERSION = 5
 INIT_PRODUCER_ID_2PC_VERSION = 6
 _MAX_BACKOFF_S = 1.0
 
@@ -366,6 +368,17 @@ class TransactionSession:
 
         key = (int(CoordinatorType.GROUP), group_id)
         self._run(f"OffsetFetch(group {group_id})", None, lambda: self._request_on(key, build, lambda r: [r.error_code]), [key])
+
+    def describe_group(self, group_id: str) -> tuple[str, int]:
+        """DescribeGroups at the group's coordinator: its state and how many members it has."""
+        def build() -> DescribeGroupsRequest:
+            return DescribeGroupsRequest(groups=[group_id], max_version=DESCRIBE_GROUPS_MAX_VERSION)
+
+        key = (int(CoordinatorType.GROUP), group_id)
+        response = self._run(f"DescribeGroups(group {group_id})", None,
+                             lambda: self._request_on(key, build, lambda r: [g.error_code for g in r.groups]), [key])
+        [group] = response.groups
+        return str(group.group_state), len(group.members)
 
     def wait_settled(self, transactional_ids: Sequence[str],
                      timeout_s: float | None = None) -> dict[str, TxnDescription]:

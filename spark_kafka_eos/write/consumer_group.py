@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import ConsumerGroupDescription
 
-from spark_kafka_eos.cluster import COORDINATOR_MOVING, admin_client
+from spark_kafka_eos.cluster import shared_session
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosOptionError
 from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.write.writer_options import WriterOptions
@@ -22,10 +20,10 @@ def check_group_has_no_members(options: WriterOptions) -> None:
     group = options.consumer_group
     if group is None:
         return
-    described = _describe(options, group)
-    if described.members:
+    state, members = _describe(options, group)
+    if members:
         raise KafkaEosOptionError(
-            "consumerGroup", f"is '{group}', a group with {len(described.members)} active member(s) (state {described.state}): "
+            "consumerGroup", f"is '{group}', a group with {members} active member(s) (state {state}): "
             "the sink would overwrite the offsets of another application.",
             "name a group of its own for the sink (e.g. '<query>-sink'), or stop that group's consumers.",
         )
@@ -70,12 +68,8 @@ def check_group_position(options: WriterOptions, starts: Mapping[tuple[str, int]
     return list(found)
 
 
-def _describe(options: WriterOptions, group: str) -> ConsumerGroupDescription:
-    deadline = time.monotonic() + _TIMEOUT_S
-    while True:
-        try:
-            return admin_client(options.connection).describe_consumer_groups([group], request_timeout=_TIMEOUT_S)[group].result(_TIMEOUT_S)
-        except KafkaException as err:
-            if err.args[0].code() not in COORDINATOR_MOVING or time.monotonic() > deadline:
-                raise
-        time.sleep(0.5)
+def _describe(options: WriterOptions, group: str) -> tuple[str, int]:
+    """The group's (state, member count), over kafka-python: librdkafka's admin DescribeGroups, timed out while
+    the group coordinator is down, can abort the process later (librdkafka issues #4605, #3663)."""
+    with shared_session(options.connection) as session:
+        return session.describe_group(group)
