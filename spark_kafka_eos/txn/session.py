@@ -45,7 +45,6 @@ from kafka.net import KafkaConnectionManager, NetworkSelector
 from kafka.protocol.admin.groups import DescribeGroupsRequest
 from kafka.protocol.admin.transactions import DescribeTransactionsRequest, ListTransactionsRequest
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.consumer.group import OffsetFetchRequest
 from kafka.protocol.metadata import CoordinatorType, FindCoordinatorRequest
 from kafka.protocol.producer.transaction import (
     AddOffsetsToTxnRequest,
@@ -65,7 +64,6 @@ END_TXN_MAX_VERSION = 3
 ADD_OFFSETS_TO_TXN_MAX_VERSION = 3
 TXN_OFFSET_COMMIT_MAX_VERSION = 3
 INIT_PRODUCER_ID_MAX_VERSION = 4
-OFFSET_FETCH_MAX_VERSION = 7  # the last with one group and a top-level error code
 DESCRIBE_GROUPS_MAX_VERSION = 5
 INIT_PRODUCER_ID_2PC_VERSION = 6
 _MAX_BACKOFF_S = 1.0
@@ -359,15 +357,6 @@ class TransactionSession:
         key = (int(CoordinatorType.GROUP), group_id)
         self._run(f"TxnOffsetCommit(group {group_id})", state.transactional_id,
                   lambda: self._request_on(key, build, errors), [key])
-
-    def fetch_group_offsets(self, group_id: str) -> None:
-        """OffsetFetch of ``group_id`` at its coordinator, for what the group refuses (e.g.
-        GROUP_AUTHORIZATION_FAILED, raised as :class:`TxnFatalError`); the offsets are not returned."""
-        def build() -> OffsetFetchRequest:
-            return OffsetFetchRequest(group_id=group_id, topics=None, max_version=OFFSET_FETCH_MAX_VERSION)
-
-        key = (int(CoordinatorType.GROUP), group_id)
-        self._run(f"OffsetFetch(group {group_id})", None, lambda: self._request_on(key, build, lambda r: [r.error_code]), [key])
 
     def describe_group(self, group_id: str) -> tuple[str, int]:
         """DescribeGroups at the group's coordinator: its state and how many members it has."""

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, Message, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
 
@@ -48,7 +48,6 @@ from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.read.reader_options import Subscription, internal_read_options
-from spark_kafka_eos.txn.session import TransactionSession, TxnSessionError
 from spark_kafka_eos.txn.transactional_producer import start_transactional_producer
 from spark_kafka_eos.write.group_marker import GroupMarker
 from spark_kafka_eos.write.log_envelope import Manifest, chunk_key, digest, head_key, is_chunk_of, join, parse_head, split
@@ -232,10 +231,10 @@ class DecisionLog:
                 if time.monotonic() > deadline:
                     raise _index_timeout(prefix, group, self._settle_timeout_s, error) from None
                 if error.code() not in COORDINATOR_MOVING | {KafkaError._TIMED_OUT} and not error.retriable():
-                    raise _index_kafka_error(group, error) from None
+                    raise _index_error(group, error) from None
                 time.sleep(0.1)
         if tp.error is not None:
-            raise _index_kafka_error(group, tp.error)
+            raise _index_error(group, tp.error)
         return (tp.offset - 1, tp.metadata or "") if tp.offset > 0 else None
 
     def _scanned_head(self, prefix: str) -> bytes | None:
@@ -306,7 +305,7 @@ class DecisionLog:
                 metadata = group_offset_reader(self._connection, group).consumer_group_metadata()
                 producer.send_offsets_to_transaction([index], metadata, _TIMEOUT_S)
             except KafkaException as exc:
-                raise _index_kafka_error(group, exc.args[0]) from None
+                raise _index_error(group, exc.args[0]) from None
             if group_offsets and record.consumer_group:
                 marker = GroupMarker(self._topic, record.prefix, record.epoch_id).to_metadata()
                 producer.send_offsets_to_transaction(
@@ -460,28 +459,19 @@ def _index_timeout(prefix: str, group: str, waited_s: float, error: KafkaError) 
 
 def _refuse_if_group_unauthorized(connection: KafkaConnection, group: str) -> None:
     """librdkafka's consumer retries a group it may not use until its timeout, then says only "timed out";
-    an OffsetFetch says why at once. Anything but an authorization failure is left to the wait.
-
-    Sent over kafka-python, not librdkafka's admin API: an admin OffsetFetch that times out while the group
-    coordinator is down (this probe's usual moment) can abort the process later (librdkafka issues #4605, #3663)."""
+    the admin API's OffsetFetch says why at once. Anything but an authorization failure is left to the wait."""
     try:
-        with TransactionSession(connection.bootstrap_servers, connection.client_config(), request_timeout_s=_INDEX_PROBE_S,
-                                operation_timeout_s=_INDEX_PROBE_S) as session:
-            session.fetch_group_offsets(group)
-    except TxnSessionError as err:
-        if err.error == "GROUP_AUTHORIZATION_FAILED":
-            raise _index_error(group, f"Group authorization failed ({err.error})", unauthorized=True) from None
+        admin_client(connection).list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=_INDEX_PROBE_S)[group].result()
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            raise _index_error(group, exc.args[0]) from None
 
 
-def _index_error(group: str, description: str, unauthorized: bool) -> KafkaEosDecisionLogError:
+def _index_error(group: str, error: KafkaError) -> KafkaEosDecisionLogError:
     fix = (f" Fix: allow the sink's principal to Read group {group} (e.g. a prefixed ACL on the transactional id prefix: "
            "kafka-acls --add --allow-principal ... --operation Read --group <prefix> --resource-pattern-type prefixed)."
-           if unauthorized else "")
-    return KafkaEosDecisionLogError(f"The decision log index group {group} could not be used: {description}.{fix}")
-
-
-def _index_kafka_error(group: str, error: KafkaError) -> KafkaEosDecisionLogError:
-    return _index_error(group, error.str(), error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED)
+           if error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED else "")
+    return KafkaEosDecisionLogError(f"The decision log index group {group} could not be used: {error.str()}.{fix}")
 
 
 def _group_metadata(connection: KafkaConnection, group: str) -> object:
