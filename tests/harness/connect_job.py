@@ -28,6 +28,7 @@ def main(bootstrap: str, source: str, batch_sink: str, stream_sink: str, checkpo
     os.environ["PYSPARK_PYTHON"] = sys.executable  # the server's Python workers need this package
     from pyspark.sql import SparkSession
 
+    from tests.harness.compat_job import AVAILABLE_NOW_WRAPPER
     from tests.harness.faults import FAIL_AT_ENV, FAULTS_FORMAT, FaultInjectingDataSource
 
     if fail_at:
@@ -38,7 +39,7 @@ def main(bootstrap: str, source: str, batch_sink: str, stream_sink: str, checkpo
     # On Spark 4.0/4.1 Trigger.AvailableNow reads on after a restart's replay only with Spark's wrapper
     # (without it: Trigger.Once, see the README); no effect on 4.2+, where the source has AvailableNow.
     spark = (SparkSession.builder.remote("local[2]").config("spark.ui.enabled", "false")
-             .config("spark.sql.streaming.triggerAvailableNowWrapper.enabled", "true").getOrCreate())
+             .config(AVAILABLE_NOW_WRAPPER, "true").getOrCreate())
     # The Connect client retries a dead server for minutes; once the server's JVM is gone, end as a
     # client whose driver crashed would.
     threading.Thread(target=_exit_when_the_server_dies, daemon=True).start()
