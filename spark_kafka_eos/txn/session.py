@@ -67,6 +67,9 @@ INIT_PRODUCER_ID_MAX_VERSION = 4
 DESCRIBE_GROUPS_MAX_VERSION = 5
 INIT_PRODUCER_ID_2PC_VERSION = 6
 _MAX_BACKOFF_S = 1.0
+# Long enough for a crashed broker to be fenced (broker.session.timeout.ms, 9 s by default) and for the
+# brokers taking over its transaction coordinators to load them.
+_LIST_SETTLE_S = 30.0
 
 
 class TxnState(str, Enum):
@@ -465,26 +468,54 @@ class TransactionSession:
         return out
 
     async def _list(self, request: dict[str, Any]) -> list[TxnListing]:
-        found: dict[str, TxnListing] = {}
-        brokers = list(self._manager.cluster.brokers())
-        failures: list[tuple[Any, Exception]] = []
-        for broker in brokers:
-            try:
-                response = await self._send(ListTransactionsRequest(**request), broker.node_id)
-                _raise_for(response.error_code)
+        """Ask every broker in the metadata, in rounds, until one round in which all answer.
+
+        A crashed broker stays in the metadata until the controller fences it; only then do its
+        transactions move, with the leadership of __transaction_state, to brokers that answer
+        COORDINATOR_LOAD_IN_PROGRESS while they load them. Each round is asked on fresh metadata;
+        after ``_LIST_SETTLE_S``, what the last round's brokers listed is used (the rest are left to
+        their transaction timeout) and a warning names them.
+        """
+        deadline = time.monotonic() + min(self._operation_timeout_s, _LIST_SETTLE_S)
+        failed: dict[int, Exception] = {}
+        retry = 0
+        while True:
+            try:  # a cached session's metadata may predate a broker's restart or crash
+                await self._manager.cluster.refresh_metadata()
             except Errors.KafkaError as exc:
-                # A broker that is down coordinates nothing now (its transactions moved with the
-                # leadership of __transaction_state): what the others list is what can be aborted.
-                failures.append((broker.node_id, exc))
-                continue
-            for txn in response.transaction_states:
-                found[txn.transactional_id] = TxnListing(txn.transactional_id, txn.producer_id,
-                                                         _state(txn.transaction_state))
-        if failures and len(failures) == len(brokers):
-            raise failures[0][1]
-        if failures:
-            log.warning("ListTransactions failed on broker(s) %s (%s); using what the other brokers listed",
-                        ", ".join(str(node) for node, _ in failures), failures[0][1])
+                log.debug("Metadata refresh before ListTransactions failed: %s", exc)
+            found: dict[str, TxnListing] = {}
+            answered: list[int] = []
+            unanswered: list[int] = []
+            for broker in self._manager.cluster.brokers():
+                try:
+                    response = await self._send(ListTransactionsRequest(**request), broker.node_id)
+                    _raise_for(response.error_code)
+                except Errors.KafkaError as exc:
+                    failed[broker.node_id] = exc
+                    unanswered.append(broker.node_id)
+                    continue
+                answered.append(broker.node_id)
+                for txn in response.transaction_states:
+                    found[txn.transactional_id] = TxnListing(txn.transactional_id, txn.producer_id,
+                                                             _state(txn.transaction_state))
+            log.debug("ListTransactions round %d: answered by %s, not by %s", retry + 1, sorted(answered),
+                      sorted(unanswered))
+            delay = min(self._retry_backoff_s * 2 ** retry, _MAX_BACKOFF_S)
+            if not unanswered or time.monotonic() + delay > deadline:
+                break
+            await self._net.sleep(delay)
+            retry += 1
+        if not answered:
+            raise failed[unanswered[0]]
+        if failed:
+            names = ", ".join(str(node) for node in sorted(failed))
+            if unanswered:
+                outcome = (f"still failing on {', '.join(map(str, unanswered))} after {_LIST_SETTLE_S:.0f}s: "
+                           "the transactions they coordinate are left to their timeout")
+            else:
+                outcome = f"listed again once every broker in the metadata answered ({', '.join(map(str, answered))})"
+            log.warning("ListTransactions failed on broker(s) %s (%s); %s", names, next(iter(failed.values())), outcome)
         return sorted(found.values(), key=lambda t: t.transactional_id)
 
     # -- retries and error classification -----------------------------------------------------------------
