@@ -133,7 +133,7 @@ clean:
 bench-commit: venv kafka-jars
 	$(PY) -m tests.benchmarks.bench_commit
 
-# The fault soak: seeded, bounded in runs and minutes (a short one is part of `make test`).
+# The fault soak: seeded, bounded in runs and minutes (two short ones are in `make test-all`, the long tier).
 SOAK_SEED ?= 1
 SOAK_RUNS ?= 25
 SOAK_MINUTES ?= 60
