@@ -506,7 +506,7 @@ class TransactionSession:
                 break
             await self._net.sleep(delay)
             retry += 1
-        if not answered:
+        if unanswered and not answered:
             raise failed[unanswered[0]]
         if failed:
             names = ", ".join(str(node) for node in sorted(failed))
