@@ -11,7 +11,7 @@ CLUSTER_DATA := .cache/kafka/cluster
 CLUSTER_PORT ?= 9093
 PYTEST_ARGS ?=
 
-.PHONY: help venv java kafka-jars kafka-start kafka-stop cluster-start cluster-stop lint test test-all unit demo bench-read bench-write bench-latency bench-memory soak clean
+.PHONY: help venv native java kafka-jars kafka-start kafka-stop cluster-start cluster-stop lint test test-all unit demo bench-read bench-write bench-latency bench-memory soak clean
 
 help:
 	@echo "make test         install everything, start a local Kafka, run the tests but the long tier (Spark's Kafka source is the readers' oracle)"
@@ -20,6 +20,7 @@ help:
 	@echo "make kafka-start  start a local Kafka on 127.0.0.1:$(KAFKA_PORT) (make kafka-stop stops it)"
 	@echo "make cluster-start start a 3-broker KRaft cluster on 127.0.0.1:$(CLUSTER_PORT)-$$(($(CLUSTER_PORT)+2)) (make cluster-stop stops it)"
 	@echo "make unit         run only the tests that need no broker"
+	@echo "make native       build the compiled read path (native/, Rust) and install its wheel into the venv (make venv does)"
 	@echo "make lint         ruff (pyflakes, pycodestyle, isort, pyupgrade) and mypy; make test runs it first"
 	@echo "make bench-read   batch read throughput: kafka_eos vs Spark's Kafka source vs raw client"
 	@echo "make bench-write  streaming write throughput vs Spark's Kafka sink and raw producer; commit latency"
@@ -45,7 +46,21 @@ $(VENV)/.installed: $(VENV)/.deps $(PACKAGE_SOURCES)
 	@rm -rf build
 	@touch $@
 
-venv: $(VENV)/.installed
+# The compiled read path (native/: Rust, librdkafka built from source by cargo), as a wheel in the venv.
+NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock native/pyproject.toml native/spark_kafka_eos_native.pyi $(wildcard native/src/*.rs)
+NATIVE_WHEELS := .cache/native-wheel
+
+$(VENV)/.native: $(VENV)/.deps $(NATIVE_SOURCES)
+	@command -v cargo >/dev/null 2>&1 || { echo "error: cargo (Rust 1.75+) is required to build the compiled read path (native/). Install it with rustup (https://rustup.rs) or apt-get install cargo" >&2; exit 1; }
+	@echo ">> building the compiled read path (native/: Rust, librdkafka from source) into $(NATIVE_WHEELS)"
+	@rm -rf $(NATIVE_WHEELS)
+	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" CARGO_TARGET_DIR=$(CURDIR)/.cache/cargo-target $(VENV)/bin/maturin build --release --quiet -m native/Cargo.toml --out $(NATIVE_WHEELS) -i $(PY)
+	@$(PY) -m pip install --quiet --force-reinstall --no-deps $(NATIVE_WHEELS)/*.whl
+	@touch $@
+
+native: $(VENV)/.native
+
+venv: $(VENV)/.installed $(VENV)/.native
 
 java:
 	@command -v java >/dev/null 2>&1 || [ -n "$$JAVA_HOME" ] || { echo "error: Java 17+ is required (for Kafka and Spark) and was not found on PATH or JAVA_HOME. Install a JDK 17, e.g. apt-get install openjdk-17-jdk-headless" >&2; exit 1; }

@@ -39,6 +39,7 @@ READER_OPTIONS = (
     "fetchOffset.retryIntervalMs",
     "maxRecordsPerBatch",
     "maxBytesPerBatch",
+    "readEngine",
     "consumerGroup",
     "progressGroup",
 )

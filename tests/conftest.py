@@ -107,3 +107,11 @@ def spark_kafka_source(spark: object) -> object:
             "Run `make test` (it resolves conf/spark-kafka-connector-pom.xml), or that file's mvn command."
         )
     return spark
+
+
+@pytest.fixture(params=["native", "python"])
+def read_engine(request: pytest.FixtureRequest) -> str:
+    """Both read paths, as the ``readEngine`` option: the compiled consumer (``make test`` builds it,
+    so a missing one fails the test) and confluent-kafka's."""
+    engine: str = request.param
+    return engine

@@ -19,15 +19,17 @@ import time
 from collections.abc import Callable, Iterator
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message
-from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException
 
 from spark_kafka_eos.errors import KafkaEosOptionError, KafkaEosReadError
 from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.read.authorization import topic_authorization_error
 from spark_kafka_eos.read.data_loss import moved_back_problem, report_data_loss
+from spark_kafka_eos.read.native_fetcher import open_native_fetcher
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.read.progress import FetchProgress, StallWatch, statistics_interval_ms
+from spark_kafka_eos.read.python_fetcher import PythonFetcher
+from spark_kafka_eos.read.range_fetcher import FetchError, RangeFetcher
 from spark_kafka_eos.read.reader_options import ReaderOptions
 from spark_kafka_eos.read.record_batch import RecordBatchBuilder
 
@@ -44,11 +46,28 @@ def read_offset_range(options: ReaderOptions, offset_range: OffsetRange) -> Iter
     if offset_range.size <= 0:
         return
     fetch_progress = FetchProgress(offset_range.topic, offset_range.partition)
-    consumer = open_consumer(options, fetch_progress.on_statistics, statistics_interval_ms(options.poll_timeout_ms))
+    fetcher = open_fetcher(options, offset_range, fetch_progress.on_statistics)
     try:
-        yield from _RangeReader(options, offset_range, consumer, fetch_progress).batches()
+        yield from _RangeReader(options, offset_range, fetcher, fetch_progress).batches()
     finally:
-        consumer.close()
+        fetcher.close()
+
+
+def open_fetcher(options: ReaderOptions, offset_range: OffsetRange, on_statistics: Callable[[str], None]) -> RangeFetcher:
+    """By ``readEngine``: the compiled fetcher (``auto``: where it is installed and can run the
+    configuration), else the pure-Python one."""
+    interval_ms = statistics_interval_ms(options.poll_timeout_ms)
+    topic, partition = offset_range.topic, offset_range.partition
+    if options.read_engine != "python":
+        native = open_native_fetcher(
+            for_librdkafka({**options.consumer_config(), "statistics.interval.ms": interval_ms}), topic, partition,
+            options.include_headers, options.max_records_per_batch, options.max_bytes_per_batch, on_statistics,
+            required=options.read_engine == "native",
+        )
+        if native is not None:
+            return native
+    builder = RecordBatchBuilder(topic, partition, options.include_headers, options.max_records_per_batch, options.max_bytes_per_batch)
+    return PythonFetcher(open_consumer(options, on_statistics, interval_ms), topic, partition, builder)
 
 
 def open_consumer(
@@ -72,18 +91,13 @@ def check_consumer_config(options: ReaderOptions) -> None:
 
 
 class _RangeReader:
-    def __init__(self, options: ReaderOptions, offset_range: OffsetRange, consumer: Consumer, fetch_progress: FetchProgress) -> None:
+    def __init__(self, options: ReaderOptions, offset_range: OffsetRange, fetcher: RangeFetcher, fetch_progress: FetchProgress) -> None:
         self._options = options
         self._range = offset_range
-        self._consumer = consumer
+        self._fetcher = fetcher
         self._fetch_progress = fetch_progress
-        self._tp = KafkaTopicPartition(offset_range.topic, offset_range.partition)
         self._position = offset_range.start
         self._group_refused = False
-        self._builder = RecordBatchBuilder(
-            offset_range.topic, offset_range.partition, options.include_headers,
-            options.max_records_per_batch, options.max_bytes_per_batch,
-        )
 
     @property
     def _name(self) -> str:
@@ -92,45 +106,36 @@ class _RangeReader:
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         end = self._range.end
-        self._consumer.assign([KafkaTopicPartition(self._range.topic, self._range.partition, self._range.start)])
+        self._fetcher.assign(self._range.start)
         per_poll = min(self._options.max_records_per_batch, _MAX_MESSAGES_PER_POLL)
         watch = StallWatch(self._options.poll_timeout_ms / 1000.0, time.monotonic())
         while self._position < end:
-            # Ask for no more than the range holds: consume() waits for the whole count (or the
+            # Ask for no more than the range holds: a fetch waits for the whole count (or the
             # timeout), and markers or aborted records in the range make it return fewer.
-            for message in self._consumer.consume(min(per_poll, end - self._position), _POLL_TIMEOUT_S):
-                if message.error():
-                    self._on_error(message)
-                    continue
-                offset = message.offset()
-                assert offset is not None  # a fetched record always has one
-                if offset >= end:
-                    self._position = end
-                    break
-                self._builder.add(message, offset)
-                self._position = offset + 1
-                if self._builder.full():
-                    yield self._builder.build()
+            step = self._fetcher.step(min(per_poll, end - self._position), _POLL_TIMEOUT_S, end)
+            if step.last_offset is not None:
+                self._position = step.last_offset + 1
+            if step.past_end:
+                self._position = end
+            yield from self._fetcher.batches(flush=False)
+            if step.error is not None:
+                self._on_error(step.error)
             if self._position < end:
                 # Markers and aborted records are not returned, but they move the position.
-                consumer_position = self._consumer.position([self._tp])[0].offset
-                self._position = max(self._position, consumer_position)
+                self._position = max(self._position, self._fetcher.position())
             if self._position < end and watch.stalled(self._position, self._fetch_progress.next_offset, time.monotonic()):
                 raise KafkaEosReadError(
                     f"Reading {self._name} made no progress at offset {self._position} for "
                     f"{watch.limit_s:g}s (kafkaConsumer.pollTimeoutMs). Check that the brokers at "
                     f"{self._options.bootstrap_servers} are reachable from the executors."
                 )
-        if len(self._builder):
-            yield self._builder.build()
+        yield from self._fetcher.batches(flush=True)
 
-    def _on_error(self, message: Message) -> None:
-        error = message.error()
-        assert error is not None  # called for error events only
-        code = error.code()
+    def _on_error(self, error: FetchError) -> None:
+        code = error.code
         if code == KafkaError._PARTITION_EOF:
             # Everything below the EOF offset was fetched, and delivered before this event.
-            self._position = max(self._position, message.offset() or 0)
+            self._position = max(self._position, error.offset or 0)
         elif code in _OUT_OF_RANGE:
             self._skip_lost_offsets(error)
         elif code in _VANISHED:
@@ -139,31 +144,31 @@ class _RangeReader:
             # librdkafka looks up the coordinator of the consumer's group, which this reader never
             # uses (explicit offsets, no commits); like Spark's assign-only consumer, read on.
             if not self._group_refused:
-                log.warning("Reading %s: %s; the source uses no consumer group, so this is ignored.", self._name, error.str())
+                log.warning("Reading %s: %s; the source uses no consumer group, so this is ignored.", self._name, error.reason)
             self._group_refused = True
         elif code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-            raise topic_authorization_error(self._options, [self._range.topic], f"{error.str()} while reading {self._name}")
-        elif code > 0 or error.fatal():
-            raise KafkaEosReadError(f"Reading {self._name} failed at offset {self._position}: {error.str()}")
+            raise topic_authorization_error(self._options, [self._range.topic], f"{error.reason} while reading {self._name}")
+        elif code > 0 or error.fatal:
+            raise KafkaEosReadError(f"Reading {self._name} failed at offset {self._position}: {error.reason}")
         else:
             # Local, transient conditions (broker down, transport): librdkafka retries; the
             # stall limit turns a lasting one into an error.
-            log.info("Reading %s: %s", self._name, error.str())
+            log.info("Reading %s: %s", self._name, error.reason)
 
-    def _skip_lost_offsets(self, error: KafkaError) -> None:
-        low, high = self._consumer.get_watermark_offsets(self._tp, timeout=self._options.request_timeout_s)
+    def _skip_lost_offsets(self, error: FetchError) -> None:
+        low, high = self._fetcher.watermarks(self._options.request_timeout_s)
         tp = (self._range.topic, self._range.partition)
         if self._position >= high:
             # The log now ends below the position: re-created topic or truncated log. Nothing of
             # the rest of this range exists; the next micro-batch plans from the new offsets.
             report_data_loss(
-                moved_back_problem(tp, self._position, high) + f" Reading {self._name} failed: {error.str()}.",
+                moved_back_problem(tp, self._position, high) + f" Reading {self._name} failed: {error.reason}.",
                 self._options.fail_on_data_loss, f"Skipping the rest of {self._name}",
             )
             self._position = self._range.end
             return
         report_data_loss(
-            f"{self._name}: offset {self._position} no longer exists ({error.str()}); the earliest available "
+            f"{self._name}: offset {self._position} no longer exists ({error.reason}); the earliest available "
             f"offset is {low}, so offsets {self._position} to {low - 1} were deleted (retention or deleteRecords) "
             "before they were read.",
             self._options.fail_on_data_loss, f"Skipping them and reading on from offset {low}",
@@ -172,11 +177,11 @@ class _RangeReader:
         if self._position < self._range.end:
             # After an offset-reset error the partition's fetcher is stopped and seek() refuses
             # ("erroneous state"); a fresh assignment restarts it.
-            self._consumer.assign([KafkaTopicPartition(self._range.topic, self._range.partition, self._position)])
+            self._fetcher.assign(self._position)
 
-    def _on_vanished(self, error: KafkaError) -> None:
+    def _on_vanished(self, error: FetchError) -> None:
         report_data_loss(
-            f"{self._name}: the topic or partition is gone ({error.str()}) at offset {self._position}.",
+            f"{self._name}: the topic or partition is gone ({error.reason}) at offset {self._position}.",
             self._options.fail_on_data_loss, "Skipping what is left of the range",
         )
         self._position = self._range.end

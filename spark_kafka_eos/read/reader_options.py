@@ -8,6 +8,7 @@ pass-through, bootstrap) are in :mod:`spark_kafka_eos.kafka_options`.
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 from collections.abc import Callable, Mapping
@@ -17,6 +18,7 @@ from typing import Literal, TypeVar
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.kafka_options import canonical_name, parse_common
+from spark_kafka_eos.read.native_fetcher import native_installed
 from spark_kafka_eos.secrets import redact
 
 T = TypeVar("T")
@@ -25,6 +27,9 @@ TopicPartition = tuple[str, int]
 
 EARLIEST = -2
 LATEST = -1
+ReadEngine = Literal["auto", "native", "python"]
+READ_ENGINE_VARIABLE = "KAFKA_EOS_READ_ENGINE"
+"""The driver's default for ``readEngine``, where a read does not set it."""
 
 DEFAULT_MAX_RECORDS_PER_BATCH = 10_000
 DEFAULT_MAX_BYTES_PER_BATCH = 32 * 1024 * 1024
@@ -102,6 +107,9 @@ class ReaderOptions:
     kafka_config: Mapping[str, str]
     progress_group: str | None = None
     """Streams: the group that each committed micro-batch's end offsets are committed to (for lag tools)."""
+    read_engine: ReadEngine = "auto"
+    """Which consumer reads the ranges: the compiled one (``native``), confluent-kafka's (``python``), or the
+    compiled one where it is installed and can run the configuration (``auto``)."""
 
     @property
     def bootstrap_servers(self) -> str:
@@ -205,7 +213,24 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
         group_id=group_id,
         kafka_config=kafka_config,
         progress_group=progress_group,
+        read_engine=_read_engine(opts),
     )
+
+
+def _read_engine(opts: Mapping[str, str]) -> ReadEngine:
+    """The option, else the driver's environment variable (a default for every read of a deployment), else auto."""
+    given = opts.get("readengine")
+    origin = "" if given is not None else f" (from the environment variable {READ_ENGINE_VARIABLE})"
+    engine = (given if given is not None else os.environ.get(READ_ENGINE_VARIABLE, "auto")).strip().lower()
+    engines: dict[str, ReadEngine] = {"auto": "auto", "native": "native", "python": "python"}
+    if engine not in engines:
+        raise KafkaEosOptionError("readEngine", f"is {engine!r}{origin}.", "use auto (the default), native or python.")
+    if engine == "native" and not native_installed():
+        raise KafkaEosOptionError(
+            "readEngine", f"is native{origin}, but the compiled read path (spark-kafka-eos-native) is not installed.",
+            "install its wheel on the driver and the executors (make native builds it), or use readEngine=auto.",
+        )
+    return engines[engine]
 
 
 def internal_read_options(

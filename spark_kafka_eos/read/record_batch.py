@@ -64,8 +64,7 @@ class RecordBatchBuilder:
         columns = [
             pa.array(self._keys, pa.binary()),
             pa.array(self._values, pa.binary()),
-            pa.array([self._topic] * n, pa.string()),
-            pa.array([self._partition] * n, pa.int32()),
+            *constant_columns(self._topic, self._partition, n),
             pa.array(self._offsets, pa.int64()),
             pa.array(self._timestamps, pa.timestamp("us", tz="UTC")),
             pa.array(self._timestamp_types, pa.int32()),
@@ -75,3 +74,8 @@ class RecordBatchBuilder:
         batch = pa.RecordBatch.from_arrays(columns, schema=self._schema)
         self._reset()
         return batch
+
+
+def constant_columns(topic: str, partition: int, rows: int) -> tuple[pa.Array, pa.Array]:
+    """The topic and partition columns of a batch of ``rows`` records of one partition."""
+    return pa.repeat(pa.scalar(topic, pa.string()), rows), pa.repeat(pa.scalar(partition, pa.int32()), rows)

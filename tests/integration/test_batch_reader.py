@@ -46,14 +46,16 @@ def test_every_single_offset_range_including_markers(spark: SparkSession, kafka:
     assert_same_records(df, committed)
 
 
-def test_any_range_inside_or_across_transactions(kafka: KafkaTestCluster) -> None:
+def test_any_range_inside_or_across_transactions(kafka: KafkaTestCluster, read_engine: str) -> None:
     """The executor-side range reader, for every [start, end) of a partition where two
     transactions (one committed, one aborted) interleave with plain records."""
     topic = kafka.create_topic(1)
     kafka.write_interleaved(topic, [0], producers=2, transactions=2, records_per_transaction=2, plain_between=1)
     committed = {r.offset: r for r in kafka.read_committed(topic)}
     lso = kafka.offsets(topic, OffsetSpec.latest())[0]
-    options = parse_reader_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic}, streaming=False)
+    options = parse_reader_options(
+        {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic, "readEngine": read_engine}, streaming=False
+    )
     for start in range(lso + 1):
         for end in sorted({start, start + 1, start + 2, start + 5, lso} - set(range(lso + 1, lso + 6))):
             got = [

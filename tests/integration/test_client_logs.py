@@ -14,11 +14,12 @@ from tests.harness.local_kafka import free_loopback_port
 
 
 def test_a_refused_connection_is_logged_as_an_error_not_printed(
-    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str], read_engine: str
 ) -> None:
     nobody = f"127.0.0.1:{free_loopback_port()}"  # nothing listens there
     options = parse_reader_options(
-        {"kafka.bootstrap.servers": nobody, "subscribe": "t", "kafkaConsumer.pollTimeoutMs": "1500"}, streaming=False
+        {"kafka.bootstrap.servers": nobody, "subscribe": "t", "kafkaConsumer.pollTimeoutMs": "1500",
+         "readEngine": read_engine}, streaming=False
     )
     with caplog.at_level(logging.INFO, logger="spark_kafka_eos.librdkafka"):
         with pytest.raises(KafkaEosReadError, match="made no progress"):

@@ -48,10 +48,12 @@ def test_the_statistics_report_the_fetch_offset_past_aborted_records(kafka: Kafk
     assert progress.next_offset == end
 
 
-def test_a_range_of_aborted_records_reads_as_empty(kafka: KafkaTestCluster) -> None:
+def test_a_range_of_aborted_records_reads_as_empty(kafka: KafkaTestCluster, read_engine: str) -> None:
     topic = kafka.create_topic(1)
     kafka.open_transaction(topic, (Sent(0, None, b"a") for _ in range(5_000))).abort()
     kafka.produce_plain(topic, [Sent(0, None, b"committed")])
-    options = parse_reader_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic}, streaming=False)
+    options = parse_reader_options(
+        {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic, "readEngine": read_engine}, streaming=False
+    )
     batches = list(read_offset_range(options, OffsetRange(topic, 0, 0, 5_002)))
     assert [v for b in batches for v in b.column("value").to_pylist()] == [b"committed"]

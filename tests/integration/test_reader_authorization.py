@@ -61,7 +61,7 @@ def test_a_topic_the_principal_may_not_describe_is_an_error_not_an_empty_stream(
         assigned.initialOffset()
 
 
-def test_a_refused_consumer_group_does_not_fail_a_read(secured: SecuredKafka, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_refused_consumer_group_does_not_fail_a_read(secured: SecuredKafka, caplog: pytest.LogCaptureFixture, read_engine: str) -> None:
     """The reader's consumer has a random group it never uses; the principal has no ACL on it.
     The range waits on an open transaction until the group refusal has arrived, then completes."""
     producer = Producer({"bootstrap.servers": secured.bootstrap_servers, "transactional.id": "acl-test"})
@@ -69,7 +69,7 @@ def test_a_refused_consumer_group_does_not_fail_a_read(secured: SecuredKafka, ca
     producer.begin_transaction()
     producer.produce(OPEN, b"late", partition=0)
     assert producer.flush(30) == 0
-    read_options = parse_reader_options(options(secured, subscribe=OPEN, **{"kafkaConsumer.pollTimeoutMs": "60000"}), streaming=False)
+    read_options = parse_reader_options(options(secured, subscribe=OPEN, readEngine=read_engine, **{"kafkaConsumer.pollTimeoutMs": "60000"}), streaming=False)
     rows: list[bytes] = []
     failures: list[BaseException] = []
 

@@ -168,10 +168,11 @@ def test_an_assigned_partition_that_vanished_follows_fail_on_data_loss(kafka: Ka
     assert lenient.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 2}}
 
 
-def test_max_bytes_per_batch_counts_header_bytes(kafka: KafkaTestCluster) -> None:
+def test_max_bytes_per_batch_counts_header_bytes(kafka: KafkaTestCluster, read_engine: str) -> None:
     topic = kafka.create_topic(1)
     kafka.produce_plain(topic, [Sent(0, None, b"v", headers=(("h", b"x" * 400),)) for _ in range(6)])
-    raw = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic, "includeheaders": "true", "maxbytesperbatch": "1000"}
+    raw = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic, "includeheaders": "true", "maxbytesperbatch": "1000",
+           "readEngine": read_engine}
     options = parse_reader_options(raw, streaming=False)
     batches = list(read_offset_range(options, OffsetRange(topic, 0, 0, 6)))
     # 401 bytes a record: a batch is full after three of them.

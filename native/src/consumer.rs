@@ -1,0 +1,395 @@
+//! A librdkafka consumer of one assigned partition, filling Arrow buffers with what it delivers.
+//!
+//! It uses librdkafka the way confluent-kafka's `Consumer.consume()` does (the consumer queue, the
+//! main queue forwarded to it, callbacks served while consuming), so a read behaves the same on
+//! both paths. Errors come back as librdkafka's codes, which are confluent-kafka's `KafkaError` codes.
+
+use std::collections::VecDeque;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ptr;
+use std::sync::Mutex;
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+use rdkafka_sys as rd;
+
+use crate::arrow_buffers::BatchBuilder;
+
+/// librdkafka log lines kept between two drains; the rest are counted, not kept.
+const MAX_KEPT_LOG_LINES: usize = 1_000;
+const ERRSTR_SIZE: usize = 512;
+
+/// What librdkafka's threads hand over: the latest statistics and log lines.
+#[derive(Default)]
+struct Callbacks {
+    statistics: Mutex<Option<String>>,
+    logs: Mutex<Vec<(i32, String, String, String)>>,
+}
+
+unsafe extern "C" fn on_statistics(_rk: *mut rd::rd_kafka_t, json: *mut c_char, len: usize, opaque: *mut c_void) -> c_int {
+    if !opaque.is_null() {
+        let callbacks = &*opaque.cast::<Callbacks>();
+        let text = String::from_utf8_lossy(std::slice::from_raw_parts(json.cast::<u8>(), len)).into_owned();
+        if let Ok(mut latest) = callbacks.statistics.lock() {
+            *latest = Some(text);
+        }
+    }
+    0 // librdkafka frees the JSON
+}
+
+unsafe extern "C" fn on_log(rk: *const rd::rd_kafka_t, level: c_int, facility: *const c_char, line: *const c_char) {
+    if rk.is_null() {
+        return;
+    }
+    let opaque = rd::rd_kafka_opaque(rk);
+    if opaque.is_null() {
+        return;
+    }
+    let callbacks = &*opaque.cast::<Callbacks>();
+    if let Ok(mut logs) = callbacks.logs.lock() {
+        if logs.len() < MAX_KEPT_LOG_LINES {
+            logs.push((level, c_text(facility), c_text(rd::rd_kafka_name(rk)), c_text(line)));
+        }
+    }
+}
+
+unsafe fn c_text(text: *const c_char) -> String {
+    if text.is_null() {
+        String::new()
+    } else {
+        CStr::from_ptr(text).to_string_lossy().into_owned()
+    }
+}
+
+pub fn librdkafka_version() -> String {
+    unsafe { c_text(rd::rd_kafka_version_str()) }
+}
+
+/// The librdkafka handle, its consumer queue and the callbacks' state (freed after the handle).
+struct Client {
+    rk: *mut rd::rd_kafka_t,
+    queue: *mut rd::rd_kafka_queue_t,
+    callbacks: Box<Callbacks>,
+}
+
+/// Raw pointers moved into a section that runs without the GIL; only this consumer's thread uses them.
+struct Unshared<T>(T);
+unsafe impl<T> Send for Unshared<T> {}
+
+impl Client {
+    fn open(config: &[(String, String)]) -> PyResult<Client> {
+        let mut errstr = vec![0 as c_char; ERRSTR_SIZE];
+        let mut callbacks = Box::<Callbacks>::default();
+        unsafe {
+            let conf = rd::rd_kafka_conf_new();
+            for (name, value) in config {
+                let (c_name, c_value) = (c_string(name)?, c_string(value)?);
+                let result = rd::rd_kafka_conf_set(conf, c_name.as_ptr(), c_value.as_ptr(), errstr.as_mut_ptr(), ERRSTR_SIZE);
+                if result != rd::rd_kafka_conf_res_t::RD_KAFKA_CONF_OK {
+                    rd::rd_kafka_conf_destroy(conf);
+                    // librdkafka's message can quote the value; name only the setting.
+                    return Err(PyValueError::new_err(format!("librdkafka rejected the setting {name}")));
+                }
+            }
+            rd::rd_kafka_conf_set_opaque(conf, (&mut *callbacks as *mut Callbacks).cast());
+            rd::rd_kafka_conf_set_stats_cb(conf, Some(on_statistics));
+            rd::rd_kafka_conf_set_log_cb(conf, Some(on_log));
+            let rk = rd::rd_kafka_new(rd::rd_kafka_type_t::RD_KAFKA_CONSUMER, conf, errstr.as_mut_ptr(), ERRSTR_SIZE);
+            if rk.is_null() {
+                // rd_kafka_new takes conf only on success.
+                rd::rd_kafka_conf_destroy(conf);
+                return Err(PyValueError::new_err(format!("librdkafka could not start a consumer: {}", c_text(errstr.as_ptr()))));
+            }
+            rd::rd_kafka_poll_set_consumer(rk);
+            let queue = rd::rd_kafka_queue_get_consumer(rk);
+            Ok(Client { rk, queue, callbacks })
+        }
+    }
+
+    fn shut_down(&mut self) {
+        if self.rk.is_null() {
+            return;
+        }
+        unsafe {
+            rd::rd_kafka_queue_destroy(self.queue);
+            rd::rd_kafka_consumer_close(self.rk);
+            rd::rd_kafka_destroy(self.rk);
+        }
+        self.rk = ptr::null_mut();
+    }
+
+    fn take_logs(&self) -> Vec<(i32, String, String, String)> {
+        self.callbacks.logs.lock().map(|mut logs| std::mem::take(&mut *logs)).unwrap_or_default()
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+fn c_string(text: &str) -> PyResult<CString> {
+    CString::new(text).map_err(|_| PyValueError::new_err("a librdkafka setting contains a NUL character"))
+}
+
+/// One step's outcome: the offset of the last record taken, whether a record at or past `end` was
+/// delivered, and the first error event (code, reason, offset, fatal), at which the step stopped.
+type Step = (Option<i64>, bool, Option<(i32, String, i64, bool)>);
+
+#[pyclass(unsendable)]
+pub struct RangeConsumer {
+    client: Option<Client>,
+    topic: CString,
+    partition: i32,
+    timestamp_types: (i32, i32, i32),
+    max_records: usize,
+    max_bytes: usize,
+    include_headers: bool,
+    current: BatchBuilder,
+    sealed: Vec<BatchBuilder>,
+    /// Delivered by librdkafka but not yet looked at: a step stops at an error event.
+    pending: VecDeque<Unshared<*mut rd::rd_kafka_message_t>>,
+}
+
+#[pymethods]
+impl RangeConsumer {
+    /// `timestamp_types`: Spark's codes for (CreateTime, LogAppendTime, no timestamp).
+    #[new]
+    fn new(
+        config: Vec<(String, String)>,
+        topic: &str,
+        partition: i32,
+        include_headers: bool,
+        max_records: usize,
+        max_bytes: usize,
+        timestamp_types: (i32, i32, i32),
+    ) -> PyResult<Self> {
+        Ok(RangeConsumer {
+            client: Some(Client::open(&config)?),
+            topic: c_string(topic)?,
+            partition,
+            timestamp_types,
+            max_records: max_records.max(1),
+            max_bytes,
+            include_headers,
+            current: BatchBuilder::new(include_headers),
+            sealed: Vec::new(),
+            pending: VecDeque::new(),
+        })
+    }
+
+    /// Start fetching at `offset`; librdkafka's error code (0: none).
+    fn assign(&mut self, offset: i64) -> PyResult<i32> {
+        let client = self.client()?;
+        unsafe {
+            let partitions = self.partition_list(offset);
+            let err = rd::rd_kafka_assign(client.rk, partitions);
+            rd::rd_kafka_topic_partition_list_destroy(partitions);
+            Ok(err as i32)
+        }
+    }
+
+    /// Take up to `max_records` delivered records (waiting at most `timeout_ms` for the first)
+    /// into the batches, stopping at the first error event or at a record at or past `end`.
+    fn step(&mut self, py: Python<'_>, max_records: usize, timeout_ms: i32, end: i64) -> PyResult<Step> {
+        if self.pending.is_empty() {
+            self.fetch(py, max_records.max(1), timeout_ms)?;
+        }
+        let mut last = None;
+        while let Some(Unshared(message)) = self.pending.pop_front() {
+            let outcome = unsafe { self.take(message, end) };
+            unsafe { rd::rd_kafka_message_destroy(message) };
+            match outcome {
+                Taken::Record(offset) => last = Some(offset),
+                Taken::PastEnd => {
+                    self.discard_pending();
+                    return Ok((last, true, None));
+                }
+                Taken::Error(error) => return Ok((last, false, Some(error))),
+            }
+        }
+        Ok((last, false, None))
+    }
+
+    /// Records taken but not yet in a full batch.
+    fn buffered(&self) -> usize {
+        self.current.len()
+    }
+
+    /// The full batches, and with `flush` the partial one too, as Arrow buffers (see `arrow_buffers`).
+    fn take_batches<'py>(&mut self, py: Python<'py>, flush: bool) -> PyResult<Bound<'py, PyList>> {
+        if flush && self.current.len() > 0 {
+            self.seal();
+        }
+        let batches = PyList::empty(py);
+        for batch in self.sealed.drain(..) {
+            batches.append(batch.to_python(py)?)?;
+        }
+        Ok(batches)
+    }
+
+    /// librdkafka's consume position of the partition: (error code, offset).
+    fn position(&self) -> PyResult<(i32, i64)> {
+        let client = self.client()?;
+        unsafe {
+            let partitions = self.partition_list(rd::RD_KAFKA_OFFSET_INVALID as i64);
+            let err = rd::rd_kafka_position(client.rk, partitions);
+            let offset = (*(*partitions).elems).offset;
+            rd::rd_kafka_topic_partition_list_destroy(partitions);
+            Ok((err as i32, offset))
+        }
+    }
+
+    /// The partition's watermarks from its leader: (error code, low, high).
+    fn watermarks(&self, py: Python<'_>, timeout_ms: i32) -> PyResult<(i32, i64, i64)> {
+        let client = self.client()?;
+        let (rk, topic, partition) = (Unshared(client.rk), Unshared(self.topic.as_ptr()), self.partition);
+        Ok(py.allow_threads(move || {
+            let (rk, topic) = (rk, topic);
+            let (mut low, mut high) = (0i64, 0i64);
+            let err = unsafe { rd::rd_kafka_query_watermark_offsets(rk.0, topic.0, partition, &mut low, &mut high, timeout_ms) };
+            (err as i32, low, high)
+        }))
+    }
+
+    /// The statistics JSON delivered since the last call, if any.
+    fn take_statistics(&self) -> PyResult<Option<String>> {
+        Ok(self.client()?.callbacks.statistics.lock().ok().and_then(|mut latest| latest.take()))
+    }
+
+    /// librdkafka's log lines since the last call: (syslog level, facility, client name, line).
+    fn take_logs(&self) -> PyResult<Vec<(i32, String, String, String)>> {
+        Ok(self.client()?.take_logs())
+    }
+
+    /// Leave the partition and free the client; later calls raise. Returns the last log lines.
+    fn close(&mut self, py: Python<'_>) -> Vec<(i32, String, String, String)> {
+        self.discard_pending();
+        let Some(client) = self.client.take() else { return Vec::new() };
+        let client = Unshared(client);
+        let client = py.allow_threads(move || {
+            let mut client = client;
+            client.0.shut_down();
+            client
+        });
+        client.0.take_logs()
+    }
+}
+
+enum Taken {
+    Record(i64),
+    PastEnd,
+    Error((i32, String, i64, bool)),
+}
+
+impl RangeConsumer {
+    fn client(&self) -> PyResult<&Client> {
+        self.client.as_ref().ok_or_else(|| PyRuntimeError::new_err("the range consumer is closed"))
+    }
+
+    /// A one-element list of this consumer's partition; the caller destroys it.
+    unsafe fn partition_list(&self, offset: i64) -> *mut rd::rd_kafka_topic_partition_list_t {
+        let partitions = rd::rd_kafka_topic_partition_list_new(1);
+        let element = rd::rd_kafka_topic_partition_list_add(partitions, self.topic.as_ptr(), self.partition);
+        (*element).offset = offset;
+        partitions
+    }
+
+    fn fetch(&mut self, py: Python<'_>, max_records: usize, timeout_ms: i32) -> PyResult<()> {
+        let queue = Unshared(self.client()?.queue);
+        let delivered = py.allow_threads(move || {
+            let queue = queue;
+            let mut messages: Vec<*mut rd::rd_kafka_message_t> = vec![ptr::null_mut(); max_records];
+            let count = unsafe { rd::rd_kafka_consume_batch_queue(queue.0, timeout_ms, messages.as_mut_ptr(), max_records) };
+            messages.truncate(count.max(0) as usize);
+            Unshared(messages)
+        });
+        self.pending.extend(delivered.0.into_iter().map(Unshared));
+        Ok(())
+    }
+
+    unsafe fn take(&mut self, message: *mut rd::rd_kafka_message_t, end: i64) -> Taken {
+        let m = &*message;
+        if m.err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            let reason = if m.payload.is_null() {
+                c_text(rd::rd_kafka_err2str(m.err))
+            } else {
+                String::from_utf8_lossy(bytes(m.payload, m.len)).into_owned()
+            };
+            let fatal = m.err == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__FATAL;
+            return Taken::Error((m.err as i32, reason, m.offset, fatal));
+        }
+        if m.offset >= end {
+            return Taken::PastEnd;
+        }
+        let mut timestamp_type = rd::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
+        let timestamp_ms = rd::rd_kafka_message_timestamp(message, &mut timestamp_type);
+        let (create_time, log_append_time, no_timestamp) = self.timestamp_types;
+        // A v2 batch keeps a producer's "no timestamp" (-1) and the broker labels it CreateTime.
+        let spark_type = match timestamp_type {
+            _ if timestamp_ms == -1 => no_timestamp,
+            rd::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_CREATE_TIME => create_time,
+            rd::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME => log_append_time,
+            _ => no_timestamp,
+        };
+        let timestamp_us = (spark_type != no_timestamp).then(|| timestamp_ms * 1000);
+        let key = (!m.key.is_null()).then(|| bytes(m.key, m.key_len));
+        let value = (!m.payload.is_null()).then(|| bytes(m.payload, m.len));
+        self.current.push_record(key, value, m.offset, timestamp_us, spark_type);
+        if self.include_headers {
+            let headers = record_headers(message);
+            self.current.push_headers((!headers.is_empty()).then_some(headers.as_slice()));
+        }
+        if self.current.len() >= self.max_records || self.current.bytes >= self.max_bytes {
+            self.seal();
+        }
+        Taken::Record(m.offset)
+    }
+
+    fn seal(&mut self) {
+        let full = std::mem::replace(&mut self.current, BatchBuilder::new(self.include_headers));
+        self.sealed.push(full);
+    }
+
+    fn discard_pending(&mut self) {
+        for Unshared(message) in self.pending.drain(..) {
+            unsafe { rd::rd_kafka_message_destroy(message) };
+        }
+    }
+}
+
+impl Drop for RangeConsumer {
+    fn drop(&mut self) {
+        self.discard_pending();
+        self.client.take();
+    }
+}
+
+unsafe fn bytes<'a>(data: *const c_void, len: usize) -> &'a [u8] {
+    if len == 0 {
+        &[]
+    } else {
+        std::slice::from_raw_parts(data.cast::<u8>(), len)
+    }
+}
+
+/// A record's headers as (name, value) pairs, in order; empty when it has none.
+unsafe fn record_headers<'a>(message: *mut rd::rd_kafka_message_t) -> Vec<(&'a [u8], Option<&'a [u8]>)> {
+    let mut headers = ptr::null_mut();
+    let mut pairs = Vec::new();
+    if rd::rd_kafka_message_headers(message, &mut headers) != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+        return pairs;
+    }
+    let mut index = 0;
+    loop {
+        let (mut name, mut value, mut size) = (ptr::null(), ptr::null(), 0usize);
+        if rd::rd_kafka_header_get_all(headers, index, &mut name, &mut value, &mut size) != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            return pairs;
+        }
+        let name = CStr::from_ptr(name).to_bytes();
+        pairs.push((name, (!value.is_null()).then(|| bytes(value, size))));
+        index += 1;
+    }
+}

@@ -1,0 +1,187 @@
+"""The compiled :class:`~spark_kafka_eos.read.range_fetcher.RangeFetcher`, from the optional
+``spark-kafka-eos-native`` wheel: librdkafka fills Arrow buffers in Rust, with no Python object per
+record.
+
+It takes the same librdkafka settings as the pure-Python consumer. With ``readEngine=auto`` (the
+default), a configuration it cannot run (a Python callback such as AWS MSK IAM's token signer, or a
+SASL mechanism it is built without, such as GSSAPI) or a missing wheel makes
+:func:`open_native_fetcher` return None, and the read takes the pure-Python path; with
+``readEngine=native`` either is an error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable, Mapping
+from types import ModuleType
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import KafkaError, KafkaException
+
+from spark_kafka_eos.errors import KafkaEosOptionError
+from spark_kafka_eos.librdkafka_config import LIBRDKAFKA_LOGGER
+from spark_kafka_eos.read.range_fetcher import FetchError, FetchStep
+from spark_kafka_eos.read.record_batch import constant_columns
+from spark_kafka_eos.schema import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE, arrow_record_schema
+
+log = logging.getLogger(__name__)
+
+
+def _compiled_module() -> ModuleType | None:
+    try:
+        return importlib.import_module("spark_kafka_eos_native")
+    except ImportError:  # the wheel is optional
+        return None
+
+
+native = _compiled_module()
+
+# librdkafka's syslog levels, as confluent-kafka maps them for its ``logger``.
+_LOG_LEVELS = {0: logging.CRITICAL, 1: logging.CRITICAL, 2: logging.CRITICAL, 3: logging.ERROR, 4: logging.WARNING, 5: logging.INFO, 6: logging.INFO}
+# Settings the Python client handles itself, not librdkafka.
+_PYTHON_SETTINGS = {"logger", "stats_cb"}
+
+
+def native_installed() -> bool:
+    """Whether the compiled read path (the ``spark-kafka-eos-native`` wheel) is importable here."""
+    return native is not None
+
+
+def open_native_fetcher(
+    config: Mapping[str, Any], topic: str, partition: int, include_headers: bool, max_records: int, max_bytes: int,
+    on_statistics: Callable[[str], None], required: bool,
+) -> NativeFetcher | None:
+    """A compiled fetcher for ``config`` (what :func:`for_librdkafka` made); None where it cannot run it,
+    unless ``required`` (``readEngine=native``), which makes that an error."""
+    settings = _librdkafka_settings(config)
+    if native is None or settings is None:
+        if required:
+            raise KafkaEosOptionError(
+                "readEngine", "is native, but " + ("spark-kafka-eos-native is not installed where this task runs."
+                                                   if native is None else "these kafka.* settings need a Python callback."),
+                "install the spark-kafka-eos-native wheel on the driver and the executors, or use readEngine=auto.",
+            )
+        return None
+    try:
+        consumer = native.RangeConsumer(
+            settings, topic, partition, include_headers, max_records, max_bytes, (CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE)
+        )
+    except ValueError as err:
+        if required:
+            raise KafkaEosOptionError("readEngine", f"is native, but the compiled path refused the configuration: {err}.",
+                                      "use readEngine=auto or python.") from None
+        log.debug("The compiled read path cannot run this configuration (%s); reading with the pure-Python path.", err)
+        return None
+    return NativeFetcher(consumer, topic, partition, include_headers, on_statistics)
+
+
+def _librdkafka_settings(config: Mapping[str, Any]) -> list[tuple[str, str]] | None:
+    settings = []
+    for name, value in config.items():
+        if name in _PYTHON_SETTINGS:
+            continue
+        if callable(value) or isinstance(value, Mapping):
+            return None
+        settings.append((name, ("true" if value else "false") if isinstance(value, bool) else str(value)))
+    return settings
+
+
+class NativeFetcher:
+    """Reads one partition with the compiled consumer; its statistics and logs reach Python after each call."""
+
+    def __init__(
+        self, consumer: Any, topic: str, partition: int, include_headers: bool, on_statistics: Callable[[str], None]
+    ) -> None:
+        self._consumer = consumer
+        self._topic, self._partition = topic, partition
+        self._schema = arrow_record_schema(include_headers)
+        self._on_statistics = on_statistics
+
+    def assign(self, offset: int) -> None:
+        _raise_on(self._consumer.assign(offset))
+
+    def step(self, max_records: int, timeout_s: float, end: int) -> FetchStep:
+        try:
+            last_offset, past_end, error = self._consumer.step(max_records, int(timeout_s * 1000), end)
+        finally:
+            self._hand_over_callbacks()
+        return FetchStep(last_offset, past_end, FetchError(*error) if error is not None else None)
+
+    def buffered(self) -> int:
+        buffered: int = self._consumer.buffered()
+        return buffered
+
+    def batches(self, flush: bool) -> list[pa.RecordBatch]:
+        return [self._record_batch(*parts) for parts in self._consumer.take_batches(flush)]
+
+    def position(self) -> int:
+        err, offset = self._consumer.position()
+        _raise_on(err)
+        return int(offset)
+
+    def watermarks(self, timeout_s: float) -> tuple[int, int]:
+        err, low, high = self._consumer.watermarks(int(timeout_s * 1000))
+        _raise_on(err)
+        return low, high
+
+    def close(self) -> None:
+        _log(self._consumer.close())
+
+    def _hand_over_callbacks(self) -> None:
+        statistics = self._consumer.take_statistics()
+        if statistics is not None:
+            self._on_statistics(statistics)
+        _log(self._consumer.take_logs())
+
+    def _record_batch(
+        self, rows: int, keys: tuple[bytes | None, bytes, bytes], values: tuple[bytes | None, bytes, bytes], offsets: bytes,
+        timestamps: tuple[bytes | None, bytes], timestamp_types: bytes, headers: tuple[Any, ...] | None,
+    ) -> pa.RecordBatch:
+        schema = self._schema
+        columns = [
+            _variable_width(schema.field("key").type, rows, keys),
+            _variable_width(schema.field("value").type, rows, values),
+            *constant_columns(self._topic, self._partition, rows),
+            pa.Array.from_buffers(schema.field("offset").type, rows, [None, pa.py_buffer(offsets)]),
+            pa.Array.from_buffers(schema.field("timestamp").type, rows, [_bitmap(timestamps[0]), pa.py_buffer(timestamps[1])]),
+            pa.Array.from_buffers(schema.field("timestampType").type, rows, [None, pa.py_buffer(timestamp_types)]),
+        ]
+        if headers is not None:
+            columns.append(_headers(schema.field("headers").type, rows, *headers))
+        return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _log(lines: list[tuple[int, str, str, str]]) -> None:
+    for level, facility, client, line in lines:
+        LIBRDKAFKA_LOGGER.log(_LOG_LEVELS.get(level, logging.DEBUG), "%s [%s] %s", facility, client, line)
+
+
+def _raise_on(code: int) -> None:
+    if code:
+        raise KafkaException(KafkaError(code))
+
+
+def _bitmap(bits: bytes | None) -> pa.Buffer | None:
+    return None if bits is None else pa.py_buffer(bits)
+
+
+def _variable_width(arrow_type: pa.DataType, rows: int, parts: tuple[bytes | None, bytes, bytes]) -> pa.Array:
+    validity, offsets, data = parts
+    return pa.Array.from_buffers(arrow_type, rows, [_bitmap(validity), pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _headers(
+    list_type: pa.ListType, rows: int, validity: bytes | None, offsets: bytes,
+    names: tuple[bytes | None, bytes, bytes], values: tuple[bytes | None, bytes, bytes],
+) -> pa.Array:
+    entry_type = list_type.value_type
+    count = len(offsets) // 4 and int.from_bytes(offsets[-4:], "little")
+    entries = pa.StructArray.from_arrays(
+        [_variable_width(entry_type.field(0).type, count, names), _variable_width(entry_type.field(1).type, count, values)],
+        fields=[entry_type.field(0), entry_type.field(1)],
+    )
+    # Header names are UTF-8 strings in Spark's schema; the broker does not check that.
+    entries.field(0).validate(full=True)
+    return pa.Array.from_buffers(list_type, rows, [_bitmap(validity), pa.py_buffer(offsets)], children=[entries])

@@ -1,0 +1,72 @@
+"""The pure-Python :class:`~spark_kafka_eos.read.range_fetcher.RangeFetcher`: confluent-kafka's
+consumer and a Python record batch builder. It is the path wherever the compiled one is missing."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, Message
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from spark_kafka_eos.read.range_fetcher import FetchError, FetchStep
+from spark_kafka_eos.read.record_batch import RecordBatchBuilder
+
+
+class PythonFetcher:
+    """Reads one partition with ``consumer``, into ``builder``'s batches."""
+
+    def __init__(self, consumer: Consumer, topic: str, partition: int, builder: RecordBatchBuilder) -> None:
+        self._consumer = consumer
+        self._topic, self._partition = topic, partition
+        self._builder = builder
+        self._full: list[pa.RecordBatch] = []
+        self._pending: deque[Message] = deque()
+
+    def assign(self, offset: int) -> None:
+        self._consumer.assign([KafkaTopicPartition(self._topic, self._partition, offset)])
+
+    def step(self, max_records: int, timeout_s: float, end: int) -> FetchStep:
+        if not self._pending:
+            self._pending.extend(self._consumer.consume(max_records, timeout_s))
+        last_offset = None
+        while self._pending:
+            message = self._pending.popleft()
+            error = message.error()
+            if error is not None:
+                return FetchStep(last_offset, False, _fetch_error(error, message))
+            offset = message.offset()
+            assert offset is not None  # a fetched record always has one
+            if offset >= end:
+                self._pending.clear()
+                return FetchStep(last_offset, True, None)
+            self._builder.add(message, offset)
+            last_offset = offset
+            if self._builder.full():
+                self._full.append(self._builder.build())
+        return FetchStep(last_offset, False, None)
+
+    def buffered(self) -> int:
+        return len(self._builder)
+
+    def batches(self, flush: bool) -> list[pa.RecordBatch]:
+        if flush and len(self._builder):
+            self._full.append(self._builder.build())
+        full, self._full = self._full, []
+        return full
+
+    def position(self) -> int:
+        offset: int = self._consumer.position([KafkaTopicPartition(self._topic, self._partition)])[0].offset
+        return offset
+
+    def watermarks(self, timeout_s: float) -> tuple[int, int]:
+        low, high = self._consumer.get_watermark_offsets(KafkaTopicPartition(self._topic, self._partition), timeout=timeout_s)
+        return low, high
+
+    def close(self) -> None:
+        self._pending.clear()
+        self._consumer.close()
+
+
+def _fetch_error(error: KafkaError, message: Message) -> FetchError:
+    return FetchError(error.code(), error.str(), message.offset(), error.fatal())

@@ -1,0 +1,135 @@
+"""The compiled read path and the pure-Python one give the same record batches, and ``readEngine`` picks.
+
+The range rules are shared (``read/partition_reader.py``); what differs is the consumer and the batch
+builder, so these tests compare whole batches, schema and boundaries included, on records that use every
+column's corner: null and empty keys and values, headers with null values and non-ASCII names, records
+without headers, create-time and log-append-time timestamps, aborted transactions in between, and
+every compression codec a producer may have used.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from confluent_kafka.admin import OffsetSpec
+
+from spark_kafka_eos.errors import KafkaEosOptionError
+from spark_kafka_eos.read import native_fetcher
+from spark_kafka_eos.read.native_fetcher import NativeFetcher
+from spark_kafka_eos.read.partition_reader import open_fetcher, read_offset_range
+from spark_kafka_eos.read.planner import OffsetRange
+from spark_kafka_eos.read.python_fetcher import PythonFetcher
+from spark_kafka_eos.read.reader_options import READ_ENGINE_VARIABLE, ReaderOptions, parse_reader_options
+from tests.harness.kafka import KafkaTestCluster, Sent
+
+CORNERS = [
+    Sent(0, None, None),
+    Sent(0, b"", b""),
+    Sent(0, b"k", b"v" * 3000, headers=(("h", b"x"), ("h", None), ("n\u00e4me", b""))),
+    Sent(0, b"\x00\xff", b"\x00", timestamp_ms=1_700_000_000_123),
+    Sent(0, None, b"no headers", headers=()),
+]
+
+
+def read_all(options: ReaderOptions, topic: str, end: int) -> list[pa.RecordBatch]:
+    return list(read_offset_range(options, OffsetRange(topic, 0, 0, end)))
+
+
+def both_engines(kafka: KafkaTestCluster, topic: str, **extra: str) -> tuple[list[pa.RecordBatch], list[pa.RecordBatch]]:
+    end = kafka.offsets(topic, OffsetSpec.latest())[0]
+    raw = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic, **extra}
+    native = read_all(parse_reader_options({**raw, "readEngine": "native"}, streaming=False), topic, end)
+    python = read_all(parse_reader_options({**raw, "readEngine": "python"}, streaming=False), topic, end)
+    return native, python
+
+
+def assert_same_batches(native: list[pa.RecordBatch], python: list[pa.RecordBatch]) -> None:
+    assert [b.num_rows for b in native] == [b.num_rows for b in python]
+    for got, expected in zip(native, python):
+        assert got.schema == expected.schema
+        assert got.to_pylist() == expected.to_pylist()
+        got.validate(full=True)
+
+
+@pytest.mark.parametrize("timestamp_type", ["CreateTime", "LogAppendTime"])
+def test_both_engines_give_the_same_batches(kafka: KafkaTestCluster, timestamp_type: str) -> None:
+    topic = kafka.create_topic(1, config={"message.timestamp.type": timestamp_type})
+    kafka.produce_plain(topic, CORNERS)
+    kafka.write_interleaved(topic, [0], producers=2, transactions=2, records_per_transaction=3, plain_between=1)
+    kafka.produce_plain(topic, CORNERS)
+    committed = kafka.read_committed(topic)
+    native, python = both_engines(kafka, topic, includeHeaders="true", maxRecordsPerBatch="4")
+    assert_same_batches(native, python)
+    assert [o for b in native for o in b.column("offset").to_pylist()] == [r.offset for r in committed]
+    assert [v for b in native for v in b.column("value").to_pylist()] == [r.value for r in committed]
+    headers = [h for b in native for h in b.column("headers").to_pylist()]
+    assert headers[2] == [{"key": "h", "value": b"x"}, {"key": "h", "value": None}, {"key": "n\u00e4me", "value": b""}]
+    assert headers[0] is None and headers[4] is None
+
+
+def test_without_the_headers_column_too(kafka: KafkaTestCluster) -> None:
+    topic = kafka.create_topic(1)
+    kafka.produce_plain(topic, CORNERS * 3)
+    native, python = both_engines(kafka, topic, maxBytesPerBatch="3500")
+    assert "headers" not in native[0].schema.names
+    assert len(native) > 1
+    assert_same_batches(native, python)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_every_compression_codec(kafka: KafkaTestCluster, codec: str) -> None:
+    topic = kafka.create_topic(1)
+    producer = kafka.producer(compression_type=codec, linger_ms=50)
+    for i in range(500):
+        producer.produce(topic, value=b"%05d" % i + b"-" * 200, key=b"k%d" % (i % 7), partition=0)
+    assert producer.flush(30) == 0
+    native, python = both_engines(kafka, topic)
+    assert_same_batches(native, python)
+    assert sum(b.num_rows for b in native) == 500
+
+
+def test_read_engine_picks_the_fetcher(kafka: KafkaTestCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": "t"}
+    cases = {"native": NativeFetcher, "python": PythonFetcher, "auto": NativeFetcher}
+    for engine, fetcher_type in cases.items():
+        fetcher = open_fetcher(parse_reader_options({**raw, "readEngine": engine}, streaming=False), OffsetRange("t", 0, 0, 1), print)
+        try:
+            assert type(fetcher) is fetcher_type, engine
+        finally:
+            fetcher.close()
+    monkeypatch.setenv(READ_ENGINE_VARIABLE, "python")
+    assert parse_reader_options(raw, streaming=False).read_engine == "python"
+    assert parse_reader_options({**raw, "readEngine": "native"}, streaming=False).read_engine == "native"
+
+
+def test_auto_reads_with_python_what_the_compiled_path_cannot_run(kafka: KafkaTestCluster) -> None:
+    """The compiled librdkafka is built without libcurl, so without OAUTHBEARER OIDC: auto falls back to the
+    pure-Python path, native says so before reading."""
+    oidc = {
+        "kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": "t", "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": "OAUTHBEARER", "kafka.sasl.oauthbearer.method": "oidc", "kafka.sasl.oauthbearer.client.id": "c",
+        "kafka.sasl.oauthbearer.client.secret": "s3cret", "kafka.sasl.oauthbearer.token.endpoint.url": "http://127.0.0.1:9/token",
+    }
+    fetcher = open_fetcher(parse_reader_options(oidc, streaming=False), OffsetRange("t", 0, 0, 1), print)
+    try:
+        assert type(fetcher) is PythonFetcher
+    finally:
+        fetcher.close()
+    native = parse_reader_options({**oidc, "readEngine": "native"}, streaming=False)
+    with pytest.raises(KafkaEosOptionError, match="readEngine.*is native, but the compiled path refused the configuration.*sasl.oauthbearer.method") as refused:
+        open_fetcher(native, OffsetRange("t", 0, 0, 1), print)
+    assert "s3cret" not in str(refused.value)
+
+
+def test_read_engine_errors_name_the_option_and_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t"}
+    with pytest.raises(KafkaEosOptionError, match=r"readEngine.*'rust'.*use auto \(the default\), native or python"):
+        parse_reader_options({**raw, "readEngine": "rust"}, streaming=False)
+    monkeypatch.setenv(READ_ENGINE_VARIABLE, "fast")
+    with pytest.raises(KafkaEosOptionError, match=f"readEngine.*'fast' \\(from the environment variable {READ_ENGINE_VARIABLE}\\)"):
+        parse_reader_options(raw, streaming=False)
+    monkeypatch.delenv(READ_ENGINE_VARIABLE)
+    monkeypatch.setattr(native_fetcher, "native", None)
+    with pytest.raises(KafkaEosOptionError, match="readEngine.*spark-kafka-eos-native\\) is not installed.*make native"):
+        parse_reader_options({**raw, "readEngine": "native"}, streaming=False)
+    assert parse_reader_options(raw, streaming=False).read_engine == "auto"
