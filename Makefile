@@ -15,14 +15,14 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make test         install everything, start a local Kafka, run the tests but the long tier (Spark's Kafka source is the readers' oracle)"
-	@echo "make test-all     make test and the long tier: the soak, leader kills, benchmark smoke and memory probes, the wheel build"
+	@echo "make test-all     make test and the long tier: the soak, leader kills, benchmark smoke and memory probes, the wheel build; the reader's suites again on the pure-Python path"
 	@echo "make demo         install everything, run the demo on an embedded local Kafka + local Spark"
 	@echo "make kafka-start  start a local Kafka on 127.0.0.1:$(KAFKA_PORT) (make kafka-stop stops it)"
 	@echo "make cluster-start start a 3-broker KRaft cluster on 127.0.0.1:$(CLUSTER_PORT)-$$(($(CLUSTER_PORT)+2)) (make cluster-stop stops it)"
 	@echo "make unit         run only the tests that need no broker"
 	@echo "make native       build the compiled read path (native/, Rust) and install its wheel into the venv (make venv does)"
 	@echo "make lint         ruff (pyflakes, pycodestyle, isort, pyupgrade) and mypy; make test runs it first"
-	@echo "make bench-read   batch read throughput: kafka_eos vs Spark's Kafka source vs raw client"
+	@echo "make bench-read   batch read throughput at 2M and 4M records: kafka_eos (both read paths) vs Spark's Kafka source, the raw client and the Arrow ceiling"
 	@echo "make bench-write  streaming write throughput vs Spark's Kafka sink and raw producer; commit latency"
 	@echo "make soak         seeded fault soak on 3 brokers: SOAK_SEED=1 SOAK_RUNS=25 SOAK_MINUTES=60 SOAK_BROKERS=3 (pipelines and backfills; driver, task, executor and broker kills)"
 	@echo "make bench-latency per-micro-batch time of the exactly-once sink vs Spark's Kafka sink (2, 8, 32 partitions)"
@@ -115,9 +115,15 @@ test: lint kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 	@echo ">> running tests but the long tier (a local Kafka is started on a free loopback port unless KAFKA_EOS_BOOTSTRAP_SERVERS is set)"
 	$(PY) -m pytest -m "not long" --durations=25 $(PYTEST_ARGS)
 
+# The reader's suites, run a second time in make test-all on the pure-Python path (make test runs the compiled
+# one, and the range-level and differential tests on both).
+READER_SUITES := $(wildcard tests/integration/test_reader_*.py) tests/integration/test_batch_reader.py tests/integration/test_stream_reader.py tests/integration/test_legacy_stream_reader.py
+
 test-all: lint kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 	@echo ">> running every test, the long tier too (the soak, leader kills, benchmark smoke and memory probes, the wheel build)"
 	$(PY) -m pytest --durations=25 $(PYTEST_ARGS)
+	@echo ">> the reader's suites again, on the pure-Python read path (KAFKA_EOS_READ_ENGINE=python)"
+	KAFKA_EOS_READ_ENGINE=python $(PY) -m pytest -m "not long" $(READER_SUITES) $(PYTEST_ARGS)
 
 demo: venv kafka-jars
 	$(PY) notebooks/demo.py

@@ -108,6 +108,17 @@ def test_headers_are_the_same(spark_kafka_source: SparkSession, kafka: KafkaTest
     assert assert_identical(oracle, ours, headers=True) == 12
 
 
+def test_each_read_engine_returns_the_same_rows(
+    spark_kafka_source: SparkSession, kafka: KafkaTestCluster, topics: Topics, read_engine: str
+) -> None:
+    """The compiled and the pure-Python path each against the oracle (the tests above read with the default)."""
+    for subscribe, headers in ((topics.txn, False), (topics.plain, True)):
+        options = {**COMMON, "subscribe": subscribe, "includeHeaders": str(headers).lower()}
+        oracle = batch_read(spark_kafka_source, kafka, "kafka", **options)
+        ours = batch_read(spark_kafka_source, kafka, "kafka_eos", **options, readEngine=read_engine)
+        assert assert_identical(oracle, ours, headers=headers) > 0
+
+
 def rows_read(df: DataFrame) -> set[tuple[int, int]]:
     """(partition, offset) of every row of ``df``."""
     return {(r.partition, r.offset) for r in df.select("partition", "offset").collect()}

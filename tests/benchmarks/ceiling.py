@@ -1,0 +1,57 @@
+"""What Spark allows a Python data source at most: a source that yields pre-built Arrow batches of the Kafka
+schema (no Kafka at all), so the benchmarks show every figure against this ceiling too."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from spark_kafka_eos.schema import arrow_record_schema, record_schema
+
+CEILING_SOURCE = "bench_arrow_ceiling"
+_BATCH_ROWS = 10_000
+
+
+class ArrowCeilingSource(DataSource):
+    """Options: ``rows`` (in all), ``partitions``, ``valueBytes``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return CEILING_SOURCE
+
+    def schema(self) -> StructType:
+        return record_schema(False)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _CeilingReader(int(self.options["rows"]), int(self.options.get("partitions", "2")), int(self.options.get("valueBytes", "100")))
+
+
+class _CeilingReader(DataSourceReader):
+    def __init__(self, rows: int, partitions: int, value_bytes: int) -> None:
+        self._rows, self._partitions, self._value_bytes = rows, partitions, value_bytes
+
+    def partitions(self) -> list[InputPartition]:
+        share, rest = divmod(self._rows, self._partitions)
+        return [InputPartition((p, share + (1 if p < rest else 0))) for p in range(self._partitions)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        number, rows = partition.value
+        batch = _batch(number, min(rows, _BATCH_ROWS), self._value_bytes)
+        for start in range(0, rows, _BATCH_ROWS):
+            yield batch.slice(0, min(_BATCH_ROWS, rows - start))
+
+
+def _batch(partition: int, rows: int, value_bytes: int) -> pa.RecordBatch:
+    columns = [
+        pa.array([str(i).encode() for i in range(rows)], pa.binary()),
+        pa.array([b"v" * value_bytes] * rows, pa.binary()),
+        pa.array(["ceiling"] * rows, pa.string()),
+        pa.array([partition] * rows, pa.int32()),
+        pa.array(range(rows), pa.int64()),
+        pa.array([1_700_000_000_000_000] * rows, pa.timestamp("us", tz="UTC")),
+        pa.array([0] * rows, pa.int32()),
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=arrow_record_schema(False))
