@@ -42,6 +42,19 @@ impl BinaryColumn {
         BinaryColumn { validity: Validity::default(), offsets: vec![0], data: Vec::new() }
     }
 
+    /// Empty, with room for as much as `like` holds.
+    fn sized_like(like: &BinaryColumn) -> Self {
+        BinaryColumn {
+            validity: Validity { bits: Vec::with_capacity(like.validity.bits.len()), len: 0, nulls: 0 },
+            offsets: {
+                let mut offsets = Vec::with_capacity(like.offsets.len());
+                offsets.push(0);
+                offsets
+            },
+            data: Vec::with_capacity(like.data.len()),
+        }
+    }
+
     fn push(&mut self, value: Option<&[u8]>) {
         self.validity.push(value.is_some());
         if let Some(bytes) = value {
@@ -112,6 +125,21 @@ impl BatchBuilder {
             timestamp_validity: Validity::default(),
             timestamp_types: Vec::new(),
             headers: include_headers.then(HeaderColumn::new),
+            bytes: 0,
+        }
+    }
+
+    /// Empty, with room for as many records and bytes as `like` holds: batches of a range are alike.
+    pub fn sized_like(like: &BatchBuilder) -> Self {
+        let records = like.len();
+        BatchBuilder {
+            keys: BinaryColumn::sized_like(&like.keys),
+            values: BinaryColumn::sized_like(&like.values),
+            offsets: Vec::with_capacity(records),
+            timestamps: Vec::with_capacity(records),
+            timestamp_validity: Validity { bits: Vec::with_capacity(like.timestamp_validity.bits.len()), len: 0, nulls: 0 },
+            timestamp_types: Vec::with_capacity(records),
+            headers: like.headers.as_ref().map(|_| HeaderColumn::new()),
             bytes: 0,
         }
     }

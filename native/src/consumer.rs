@@ -112,8 +112,8 @@ impl Client {
             return;
         }
         unsafe {
-            rd::rd_kafka_queue_destroy(self.queue);
             rd::rd_kafka_consumer_close(self.rk);
+            rd::rd_kafka_queue_destroy(self.queue);
             rd::rd_kafka_destroy(self.rk);
         }
         self.rk = ptr::null_mut();
@@ -349,7 +349,8 @@ impl RangeConsumer {
     }
 
     fn seal(&mut self) {
-        let full = std::mem::replace(&mut self.current, BatchBuilder::new(self.include_headers));
+        let next = BatchBuilder::sized_like(&self.current);
+        let full = std::mem::replace(&mut self.current, next);
         self.sealed.push(full);
     }
 

@@ -23,7 +23,7 @@ from confluent_kafka import KafkaError, KafkaException
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.librdkafka_config import LIBRDKAFKA_LOGGER
 from spark_kafka_eos.read.range_fetcher import FetchError, FetchStep
-from spark_kafka_eos.read.record_batch import constant_columns
+from spark_kafka_eos.read.record_batch import ConstantColumns
 from spark_kafka_eos.schema import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE, arrow_record_schema
 
 log = logging.getLogger(__name__)
@@ -95,8 +95,8 @@ class NativeFetcher:
         self, consumer: Any, topic: str, partition: int, include_headers: bool, on_statistics: Callable[[str], None]
     ) -> None:
         self._consumer = consumer
-        self._topic, self._partition = topic, partition
         self._schema = arrow_record_schema(include_headers)
+        self._constant = ConstantColumns(topic, partition)
         self._on_statistics = on_statistics
 
     def assign(self, offset: int) -> None:
@@ -143,7 +143,7 @@ class NativeFetcher:
         columns = [
             _variable_width(schema.field("key").type, rows, keys),
             _variable_width(schema.field("value").type, rows, values),
-            *constant_columns(self._topic, self._partition, rows),
+            *self._constant.for_rows(rows),
             pa.Array.from_buffers(schema.field("offset").type, rows, [None, pa.py_buffer(offsets)]),
             pa.Array.from_buffers(schema.field("timestamp").type, rows, [_bitmap(timestamps[0]), pa.py_buffer(timestamps[1])]),
             pa.Array.from_buffers(schema.field("timestampType").type, rows, [None, pa.py_buffer(timestamp_types)]),

@@ -31,13 +31,15 @@ ReadEngine = Literal["auto", "native", "python"]
 READ_ENGINE_VARIABLE = "KAFKA_EOS_READ_ENGINE"
 """The driver's default for ``readEngine``, where a read does not set it."""
 
-DEFAULT_MAX_RECORDS_PER_BATCH = 10_000
+DEFAULT_MAX_RECORDS_PER_BATCH = 50_000
+"""Fewer, larger Arrow batches cost Spark less per record; memory stays bounded by maxBytesPerBatch."""
 DEFAULT_MAX_BYTES_PER_BATCH = 32 * 1024 * 1024
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 DEFAULT_FETCH_OFFSET_RETRIES = 3
 DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS = 1000
 """Spark's default: long enough to outlast a leader election."""
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000
+FETCH_QUEUE_BACKOFF_MS = 10
 INTERNAL_READ_GROUP = "kafka-eos-internal-reader"
 """The group id of the package's own range reads (never joined, nothing committed)."""
 
@@ -137,6 +139,9 @@ class ReaderOptions:
         # librdkafka prefetches up to 64 MiB per partition by default; keep a task's memory
         # bounded by the Arrow batch rather than by that queue.
         config.setdefault("queued.max.messages.kbytes", str(max(1024, self.max_bytes_per_batch // 1024)))
+        # Once that queue holds queued.min.messages, librdkafka waits this long before it fetches again
+        # (default 1000 ms): a read that drains the queue in milliseconds would sit idle for most of a second.
+        config.setdefault("fetch.queue.backoff.ms", str(FETCH_QUEUE_BACKOFF_MS))
         return config
 
     def admin_config(self) -> dict[str, object]:

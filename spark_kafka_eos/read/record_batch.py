@@ -15,12 +15,11 @@ class RecordBatchBuilder:
     """Collects the messages of one topic-partition until :meth:`full`, then :meth:`build`."""
 
     def __init__(self, topic: str, partition: int, include_headers: bool, max_records: int, max_bytes: int) -> None:
-        self._topic = topic
-        self._partition = partition
         self._include_headers = include_headers
         self._max_records = max_records
         self._max_bytes = max_bytes
         self._schema = arrow_record_schema(include_headers)
+        self._constant = ConstantColumns(topic, partition)
         self._reset()
 
     def _reset(self) -> None:
@@ -64,7 +63,7 @@ class RecordBatchBuilder:
         columns = [
             pa.array(self._keys, pa.binary()),
             pa.array(self._values, pa.binary()),
-            *constant_columns(self._topic, self._partition, n),
+            *self._constant.for_rows(n),
             pa.array(self._offsets, pa.int64()),
             pa.array(self._timestamps, pa.timestamp("us", tz="UTC")),
             pa.array(self._timestamp_types, pa.int32()),
@@ -76,6 +75,19 @@ class RecordBatchBuilder:
         return batch
 
 
-def constant_columns(topic: str, partition: int, rows: int) -> tuple[pa.Array, pa.Array]:
-    """The topic and partition columns of a batch of ``rows`` records of one partition."""
-    return pa.repeat(pa.scalar(topic, pa.string()), rows), pa.repeat(pa.scalar(partition, pa.int32()), rows)
+class ConstantColumns:
+    """The topic and partition columns of one partition's batches: built once, at the largest size asked
+    for so far, and sliced (no copy) for each batch."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self._topic, self._partition = topic, partition
+        self._columns: tuple[pa.Array, pa.Array] = self._build(0)
+
+    def _build(self, rows: int) -> tuple[pa.Array, pa.Array]:
+        return pa.repeat(pa.scalar(self._topic, pa.string()), rows), pa.repeat(pa.scalar(self._partition, pa.int32()), rows)
+
+    def for_rows(self, rows: int) -> tuple[pa.Array, pa.Array]:
+        if rows > len(self._columns[0]):
+            self._columns = self._build(rows)
+        topic, partition = self._columns
+        return topic.slice(0, rows), partition.slice(0, rows)

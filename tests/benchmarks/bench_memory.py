@@ -4,7 +4,7 @@
     BENCH_SIZES=1000000,2000000 make bench-memory
 
 For each size, one source topic with a single partition: a batch ``spark.read.format("kafka_eos")`` of
-all of it (one task reads the whole partition), then ``readStream`` -> ``writeStream.format("kafka_eos")``
+all of it (one task reads the whole partition), once on each read path (``readEngine``), then ``readStream`` -> ``writeStream.format("kafka_eos")``
 of all of it in one micro-batch (one task reads and writes the whole partition). The Python workers'
 RSS is sampled throughout; every count is checked against what was produced.
 """
@@ -40,7 +40,7 @@ def main() -> None:
 
         spark = bench_spark("bench-memory", connector_jars(), spark__driver__memory="4g")
         print(f">> pyspark {spark.version}, local[2]; one partition, {len(VALUE)}-byte values")
-        print(f"{'records in the partition':>26}  {'read: peak worker RSS':>22}  {'write: peak worker RSS':>23}")
+        print(f"{'records in the partition':>26}  {'read, compiled: peak worker RSS':>32}  {'read, pure-Python':>18}  {'write':>9}")
         for size in SIZES:
             source = new_topic("src")
             producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
@@ -48,11 +48,15 @@ def main() -> None:
                 produce_one(producer, source, VALUE, str(i).encode(), 0)
             producer.flush(120)
 
-            with PythonWorkerMemory() as reading:
-                row = (spark.read.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
-                       .load().selectExpr("count(*) AS n", "coalesce(sum(length(value)), 0) AS bytes").collect()[0])
-            check_count("kafka_eos read", row.n, size)
-            check_count("kafka_eos read (value bytes / value size)", row.bytes // len(VALUE), size)
+            peaks = {}
+            for engine in ("native", "python"):
+                with PythonWorkerMemory() as reading:
+                    row = (spark.read.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
+                           .option("readEngine", engine).load()
+                           .selectExpr("count(*) AS n", "coalesce(sum(length(value)), 0) AS bytes").collect()[0])
+                check_count(f"kafka_eos read ({engine})", row.n, size)
+                check_count(f"kafka_eos read ({engine}; value bytes / value size)", row.bytes // len(VALUE), size)
+                peaks[engine] = reading.peak_mib
 
             sink = new_topic("sink")
             with PythonWorkerMemory() as writing:
@@ -62,7 +66,7 @@ def main() -> None:
                  .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-memory-")).trigger(availableNow=True)
                  .start().awaitTermination())
             check_count("kafka_eos write", count_committed(bootstrap, sink, 1), size)
-            print(f"{size:>26,}  {reading.peak_mib:>18.0f} MiB  {writing.peak_mib:>19.0f} MiB")
+            print(f"{size:>26,}  {peaks['native']:>28.0f} MiB  {peaks['python']:>14.0f} MiB  {writing.peak_mib:>5.0f} MiB")
         spark.stop()
 
 

@@ -7,6 +7,7 @@ One run measures, on the same data:
 * a streaming query kafka_eos -> kafka_eos (exactly-once), Trigger.AvailableNow;
 * the same query writing with Spark's own Kafka sink (format("kafka"), at-least-once);
 * a raw transactional confluent-kafka producer in one process;
+* the ceiling: the same query into a Python stream sink that counts its Arrow batches and drops them;
 * the median and p90 of TwoPhaseCommitCoordinator.commit for 3 prepared tasks, outside Spark.
 
 Each system is warmed up once on a small topic, then the three take turns over BENCH_ROUNDS rounds (3 by
@@ -23,11 +24,13 @@ import tempfile
 import time
 import uuid
 from contextlib import ExitStack
+from pathlib import Path
 
 import pyarrow as pa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.benchmarks.ceiling import CEILING_SINK, DiscardingSink
 from tests.benchmarks.common import Count, PythonWorkerMemory, Run, alternate, bench_spark, bootstrap_servers, connector_jars, count_committed, report
 from tests.benchmarks.common import produce as produce_one
 
@@ -38,6 +41,7 @@ PARTITIONS = 3
 VALUE = b"v" * 100
 EOS, SPARK, RAW = ("kafka_eos stream -> kafka_eos sink (exactly-once)", "kafka_eos stream -> Spark kafka sink (at-least-once)",
                    "raw transactional producer (1 process)")
+CEILING = "ceiling: kafka_eos stream -> a sink that drops its input"
 
 
 def fill(bootstrap: str, topic: str, records: int) -> None:
@@ -99,17 +103,23 @@ def main() -> None:
         spark = bench_spark("bench-write", jars, spark__driver__memory="4g")
         print(f">> pyspark {spark.version}, local[2]; Spark's Kafka sink from {', '.join(j.name for j in jars)}")
 
+        spark.dataSource.register(DiscardingSink)
+
         def stream_to(fmt: str, from_topic: str, records: int) -> Run:
             def run() -> Count:
-                sink = new_topic(fmt)
+                sink = new_topic(fmt) if fmt != CEILING_SINK else ""
+                count_file = Path(tempfile.mkdtemp(prefix="bench-ceiling-")) / "rows"
                 df = (
                     spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("subscribe", from_topic)
                     .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", max(records // 5, 1)).load()
                     .selectExpr("key", "value", "partition")
                 )
                 (df.writeStream.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
+                 .option("countFile", str(count_file))
                  .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-checkpoint-")).trigger(availableNow=True)
                  .start().awaitTermination())
+                if fmt == CEILING_SINK:
+                    return lambda: int(count_file.read_text())
                 return lambda: count_committed(bootstrap, sink, PARTITIONS)
 
             return run
@@ -137,14 +147,16 @@ def main() -> None:
         print(f">> one warm-up run each ({WARM_UP_RECORDS:,} records), then {ROUNDS} alternating rounds; "
               f"every run's output must count {RECORDS:,} records")
         seconds = alternate(
-            {EOS: measured(stream_to("kafka_eos", source, RECORDS)), SPARK: stream_to("kafka", source, RECORDS), RAW: raw(RECORDS)}, RECORDS, ROUNDS,
+            {EOS: measured(stream_to("kafka_eos", source, RECORDS)), SPARK: stream_to("kafka", source, RECORDS), RAW: raw(RECORDS),
+             CEILING: stream_to(CEILING_SINK, source, RECORDS)}, RECORDS, ROUNDS,
             warm_up={EOS: stream_to("kafka_eos", warm_up_source, WARM_UP_RECORDS), SPARK: stream_to("kafka", warm_up_source, WARM_UP_RECORDS),
-                     RAW: raw(WARM_UP_RECORDS)},
+                     RAW: raw(WARM_UP_RECORDS), CEILING: stream_to(CEILING_SINK, warm_up_source, WARM_UP_RECORDS)},
             warm_up_expected=WARM_UP_RECORDS,
         )
         rate = report(seconds, RECORDS)
         print(f">> kafka_eos sink / Spark's Kafka sink throughput ratio (medians): {rate[EOS] / rate[SPARK]:.2f}")
         print(f">> kafka_eos sink / raw transactional producer ratio (medians):    {rate[EOS] / rate[RAW]:.2f}")
+        print(f">> ceiling (same query, a sink that drops its input) / Spark's Kafka sink throughput ratio (medians): {rate[CEILING] / rate[SPARK]:.2f}")
         print(f">> kafka_eos peak memory of one Spark Python worker (kafka_eos source and sink): {max(eos_peak_mib):.0f} MiB "
               f"(for {RECORDS // PARTITIONS:,} records per partition)")
         spark.stop()

@@ -1,17 +1,21 @@
-"""What Spark allows a Python data source at most: a source that yields pre-built Arrow batches of the Kafka
-schema (no Kafka at all), so the benchmarks show every figure against this ceiling too."""
+"""What Spark allows a Python data source at most, with no Kafka at all: a source that yields pre-built Arrow
+batches of the Kafka schema, and a stream sink that counts its Arrow batches and drops them. The benchmarks
+show every figure against these ceilings too."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamArrowWriter, InputPartition, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from spark_kafka_eos.schema import arrow_record_schema, record_schema
 
 CEILING_SOURCE = "bench_arrow_ceiling"
+CEILING_SINK = "bench_discarding_sink"
 _BATCH_ROWS = 10_000
 
 
@@ -55,3 +59,34 @@ def _batch(partition: int, rows: int, value_bytes: int) -> pa.RecordBatch:
         pa.array([0] * rows, pa.int32()),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=arrow_record_schema(False))
+
+
+class DiscardingSink(DataSource):
+    """A stream sink that drops what it gets; each micro-batch adds its row count to the file ``countFile``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return CEILING_SINK
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
+        return _DiscardingWriter(Path(self.options["countFile"]))
+
+
+@dataclass
+class _Rows(WriterCommitMessage):
+    rows: int
+
+
+class _DiscardingWriter(DataSourceStreamArrowWriter):
+    def __init__(self, count_file: Path) -> None:
+        self._count_file = count_file
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> _Rows:
+        return _Rows(sum(batch.num_rows for batch in iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        before = int(self._count_file.read_text()) if self._count_file.exists() else 0
+        self._count_file.write_text(str(before + sum(m.rows for m in messages if isinstance(m, _Rows))))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass

@@ -36,7 +36,7 @@ def test_the_count_is_read_committed_and_a_short_count_stops_the_benchmark(kafka
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize(("benchmark", "systems"), [("bench_read", 5), ("bench_write", 3)])
+@pytest.mark.parametrize(("benchmark", "systems"), [("bench_read", 5), ("bench_write", 4)])
 def test_a_small_benchmark_run_counts_every_system_in_every_round(benchmark: str, systems: int, kafka: KafkaTestCluster) -> None:
     env = {**os.environ, "KAFKA_EOS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers, "BENCH_RECORDS": "3000", "BENCH_ROUNDS": "2",
            "PYTHONPATH": str(PROJECT)}
