@@ -9,6 +9,8 @@ every compression codec a producer may have used.
 
 from __future__ import annotations
 
+import time
+
 import pyarrow as pa
 import pytest
 from confluent_kafka.admin import OffsetSpec
@@ -18,6 +20,7 @@ from spark_kafka_eos.read import native_fetcher
 from spark_kafka_eos.read.native_fetcher import NativeFetcher
 from spark_kafka_eos.read.partition_reader import open_fetcher, read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
+from spark_kafka_eos.read.progress import FetchProgress
 from spark_kafka_eos.read.python_fetcher import PythonFetcher
 from spark_kafka_eos.read.reader_options import READ_ENGINE_VARIABLE, ReaderOptions, parse_reader_options
 from tests.harness.kafka import KafkaTestCluster, Sent
@@ -86,6 +89,25 @@ def test_every_compression_codec(kafka: KafkaTestCluster, codec: str) -> None:
     native, python = both_engines(kafka, topic)
     assert_same_batches(native, python)
     assert sum(b.num_rows for b in native) == 500
+
+
+def test_statistics_report_the_fetch_offset_on_both_paths(kafka: KafkaTestCluster, read_engine: str) -> None:
+    """The stall watch needs librdkafka's statistics (the fetch offset moves through aborted records that
+    deliver nothing): both fetchers must hand them over while they fetch."""
+    topic = kafka.create_topic(1)
+    kafka.open_transaction(topic, (Sent(0, None, b"a") for _ in range(2_000))).abort()
+    end = kafka.offsets(topic, OffsetSpec.latest())[0]
+    raw = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic, "readEngine": read_engine, "kafkaConsumer.pollTimeoutMs": "1000"}
+    progress = FetchProgress(topic, 0)
+    fetcher = open_fetcher(parse_reader_options(raw, streaming=False), OffsetRange(topic, 0, 0, end), progress.on_statistics)
+    try:
+        fetcher.assign(0)
+        deadline = time.monotonic() + 30
+        while progress.next_offset < end and time.monotonic() < deadline:
+            assert fetcher.step(100, 0.05, end).last_offset is None  # nothing but aborted records and a marker
+    finally:
+        fetcher.close()
+    assert progress.next_offset == end
 
 
 def test_read_engine_picks_the_fetcher(kafka: KafkaTestCluster, monkeypatch: pytest.MonkeyPatch) -> None:
