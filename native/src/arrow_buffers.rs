@@ -60,7 +60,7 @@ impl BinaryColumn {
         if let Some(bytes) = value {
             self.data.extend_from_slice(bytes);
         }
-        self.offsets.push(self.data.len() as i32);
+        self.offsets.push(arrow_offset(self.data.len()));
     }
 
     fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
@@ -167,7 +167,7 @@ impl BatchBuilder {
             column.values.push(*value);
             self.bytes += name.len() + value.map_or(0, <[u8]>::len);
         }
-        column.offsets.push(column.names.offsets.len() as i32 - 1);
+        column.offsets.push(arrow_offset(column.names.offsets.len() - 1));
     }
 
     /// `(rows, keys, values, offsets, (timestamp validity, timestamps), timestamp types, headers or None)`.
@@ -196,6 +196,11 @@ impl BatchBuilder {
             ],
         )
     }
+}
+
+/// A 32-bit Arrow offset; the consumer seals a batch before any column passes 2 GiB.
+fn arrow_offset(position: usize) -> i32 {
+    i32::try_from(position).expect("an Arrow column of a batch passed 2 GiB")
 }
 
 /// The bytes of a slice of plain integers, in native (little-endian on every supported platform) order, as Arrow lays them out.

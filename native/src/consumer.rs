@@ -16,6 +16,25 @@ use rdkafka_sys as rd;
 
 use crate::arrow_buffers::BatchBuilder;
 
+// librdkafka functions whose error code is taken as a plain integer: librdkafka passes broker error codes
+// through unchanged, and rdkafka-sys's enum does not declare them all (an undeclared value in it is
+// undefined behaviour).
+#[allow(clashing_extern_declarations)]
+extern "C" {
+    #[link_name = "rd_kafka_assign"]
+    fn assign_partitions(rk: *mut rd::rd_kafka_t, partitions: *const rd::rd_kafka_topic_partition_list_t) -> c_int;
+    #[link_name = "rd_kafka_position"]
+    fn consume_position(rk: *mut rd::rd_kafka_t, partitions: *mut rd::rd_kafka_topic_partition_list_t) -> c_int;
+    #[link_name = "rd_kafka_query_watermark_offsets"]
+    fn query_watermarks(rk: *mut rd::rd_kafka_t, topic: *const c_char, partition: i32, low: *mut i64, high: *mut i64, timeout_ms: c_int) -> c_int;
+    #[link_name = "rd_kafka_err2str"]
+    fn error_text(err: c_int) -> *const c_char;
+}
+
+const NO_ERROR: c_int = 0;
+const MAX_BATCH_BYTES: usize = i32::MAX as usize;
+const FATAL_ERROR: c_int = rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__FATAL as c_int;
+
 /// librdkafka log lines kept between two drains; the rest are counted, not kept.
 const MAX_KEPT_LOG_LINES: usize = 1_000;
 const ERRSTR_SIZE: usize = 512;
@@ -66,11 +85,12 @@ pub fn librdkafka_version() -> String {
     unsafe { c_text(rd::rd_kafka_version_str()) }
 }
 
-/// The librdkafka handle, its consumer queue and the callbacks' state (freed after the handle).
+/// The librdkafka handle, its consumer queue and the callbacks' state (freed after the handle, whose
+/// threads use it until `rd_kafka_destroy` has joined them).
 struct Client {
     rk: *mut rd::rd_kafka_t,
     queue: *mut rd::rd_kafka_queue_t,
-    callbacks: Box<Callbacks>,
+    callbacks: *mut Callbacks,
 }
 
 /// Raw pointers moved into a section that runs without the GIL; only this consumer's thread uses them.
@@ -80,7 +100,6 @@ unsafe impl<T> Send for Unshared<T> {}
 impl Client {
     fn open(config: &[(String, String)]) -> PyResult<Client> {
         let mut errstr = vec![0 as c_char; ERRSTR_SIZE];
-        let mut callbacks = Box::<Callbacks>::default();
         unsafe {
             let conf = rd::rd_kafka_conf_new();
             for (name, value) in config {
@@ -92,13 +111,15 @@ impl Client {
                     return Err(PyValueError::new_err(format!("librdkafka rejected the setting {name}")));
                 }
             }
-            rd::rd_kafka_conf_set_opaque(conf, (&mut *callbacks as *mut Callbacks).cast());
+            let callbacks = Box::into_raw(Box::<Callbacks>::default());
+            rd::rd_kafka_conf_set_opaque(conf, callbacks.cast());
             rd::rd_kafka_conf_set_stats_cb(conf, Some(on_statistics));
             rd::rd_kafka_conf_set_log_cb(conf, Some(on_log));
             let rk = rd::rd_kafka_new(rd::rd_kafka_type_t::RD_KAFKA_CONSUMER, conf, errstr.as_mut_ptr(), ERRSTR_SIZE);
             if rk.is_null() {
                 // rd_kafka_new takes conf only on success.
                 rd::rd_kafka_conf_destroy(conf);
+                drop(Box::from_raw(callbacks));
                 return Err(PyValueError::new_err(format!("librdkafka could not start a consumer: {}", c_text(errstr.as_ptr()))));
             }
             rd::rd_kafka_poll_set_consumer(rk);
@@ -119,14 +140,21 @@ impl Client {
         self.rk = ptr::null_mut();
     }
 
+    fn callbacks(&self) -> &Callbacks {
+        // SAFETY: freed only in drop.
+        unsafe { &*self.callbacks }
+    }
+
     fn take_logs(&self) -> Vec<(i32, String, String, String)> {
-        self.callbacks.logs.lock().map(|mut logs| std::mem::take(&mut *logs)).unwrap_or_default()
+        self.callbacks().logs.lock().map(|mut logs| std::mem::take(&mut *logs)).unwrap_or_default()
     }
 }
 
 impl Drop for Client {
     fn drop(&mut self) {
         self.shut_down();
+        // SAFETY: allocated by Box::into_raw in open; librdkafka's threads are gone.
+        unsafe { drop(Box::from_raw(self.callbacks)) };
     }
 }
 
@@ -185,9 +213,9 @@ impl RangeConsumer {
         let client = self.client()?;
         unsafe {
             let partitions = self.partition_list(offset);
-            let err = rd::rd_kafka_assign(client.rk, partitions);
+            let err = assign_partitions(client.rk, partitions);
             rd::rd_kafka_topic_partition_list_destroy(partitions);
-            Ok(err as i32)
+            Ok(err)
         }
     }
 
@@ -213,6 +241,11 @@ impl RangeConsumer {
         Ok((last, false, None))
     }
 
+    /// Messages delivered (so past librdkafka's position) that no step has looked at yet.
+    fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
     /// Records taken but not yet in a full batch.
     fn buffered(&self) -> usize {
         self.current.len()
@@ -235,10 +268,10 @@ impl RangeConsumer {
         let client = self.client()?;
         unsafe {
             let partitions = self.partition_list(rd::RD_KAFKA_OFFSET_INVALID as i64);
-            let err = rd::rd_kafka_position(client.rk, partitions);
+            let err = consume_position(client.rk, partitions);
             let offset = (*(*partitions).elems).offset;
             rd::rd_kafka_topic_partition_list_destroy(partitions);
-            Ok((err as i32, offset))
+            Ok((err, offset))
         }
     }
 
@@ -249,14 +282,14 @@ impl RangeConsumer {
         Ok(py.allow_threads(move || {
             let (rk, topic) = (rk, topic);
             let (mut low, mut high) = (0i64, 0i64);
-            let err = unsafe { rd::rd_kafka_query_watermark_offsets(rk.0, topic.0, partition, &mut low, &mut high, timeout_ms) };
-            (err as i32, low, high)
+            let err = unsafe { query_watermarks(rk.0, topic.0, partition, &mut low, &mut high, timeout_ms) };
+            (err, low, high)
         }))
     }
 
     /// The statistics JSON delivered since the last call, if any.
     fn take_statistics(&self) -> PyResult<Option<String>> {
-        Ok(self.client()?.callbacks.statistics.lock().ok().and_then(|mut latest| latest.take()))
+        Ok(self.client()?.callbacks().statistics.lock().ok().and_then(|mut latest| latest.take()))
     }
 
     /// librdkafka's log lines since the last call: (syslog level, facility, client name, line).
@@ -299,29 +332,35 @@ impl RangeConsumer {
 
     fn fetch(&mut self, py: Python<'_>, max_records: usize, timeout_ms: i32) -> PyResult<()> {
         let queue = Unshared(self.client()?.queue);
-        let delivered = py.allow_threads(move || {
+        let (count, delivered) = py.allow_threads(move || {
             let queue = queue;
             let mut messages: Vec<*mut rd::rd_kafka_message_t> = vec![ptr::null_mut(); max_records];
             let count = unsafe { rd::rd_kafka_consume_batch_queue(queue.0, timeout_ms, messages.as_mut_ptr(), max_records) };
             messages.truncate(count.max(0) as usize);
-            Unshared(messages)
+            (count, Unshared(messages))
         });
+        if count < 0 {
+            return Err(PyRuntimeError::new_err("librdkafka could not consume from the partition's queue"));
+        }
         self.pending.extend(delivered.0.into_iter().map(Unshared));
         Ok(())
     }
 
+    /// SAFETY: `message` is a live message of this consumer's handle.
     unsafe fn take(&mut self, message: *mut rd::rd_kafka_message_t, end: i64) -> Taken {
-        let m = &*message;
-        if m.err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
-            let reason = if m.payload.is_null() {
-                c_text(rd::rd_kafka_err2str(m.err))
+        // Fields are read through the pointer, never as a reference to the whole struct: its `err`
+        // is typed as an enum that does not declare every code librdkafka may put there.
+        let err = ptr::addr_of!((*message).err).cast::<c_int>().read();
+        let (payload, len, offset) = ((*message).payload, (*message).len, (*message).offset);
+        if err != NO_ERROR {
+            let reason = if payload.is_null() {
+                c_text(error_text(err))
             } else {
-                String::from_utf8_lossy(bytes(m.payload, m.len)).into_owned()
+                String::from_utf8_lossy(bytes(payload, len)).into_owned()
             };
-            let fatal = m.err == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__FATAL;
-            return Taken::Error((m.err as i32, reason, m.offset, fatal));
+            return Taken::Error((err, reason, offset, err == FATAL_ERROR));
         }
-        if m.offset >= end {
+        if offset >= end {
             return Taken::PastEnd;
         }
         let mut timestamp_type = rd::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
@@ -334,18 +373,27 @@ impl RangeConsumer {
             rd::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME => log_append_time,
             _ => no_timestamp,
         };
-        let timestamp_us = (spark_type != no_timestamp).then(|| timestamp_ms * 1000);
-        let key = (!m.key.is_null()).then(|| bytes(m.key, m.key_len));
-        let value = (!m.payload.is_null()).then(|| bytes(m.payload, m.len));
-        self.current.push_record(key, value, m.offset, timestamp_us, spark_type);
+        let timestamp_us = (spark_type != no_timestamp)
+            .then(|| timestamp_ms.checked_mul(1000).expect("a record timestamp beyond what Spark's microseconds hold"));
+        let key_ptr = (*message).key;
+        let key = (!key_ptr.is_null()).then(|| bytes(key_ptr, (*message).key_len));
+        let value = (!payload.is_null()).then(|| bytes(payload, len));
+        let headers = if self.include_headers { record_headers(message) } else { Vec::new() };
+        let size = key.map_or(0, <[u8]>::len)
+            + value.map_or(0, <[u8]>::len)
+            + headers.iter().map(|(name, value)| name.len() + value.map_or(0, <[u8]>::len)).sum::<usize>();
+        if self.current.len() > 0 && self.current.bytes + size > MAX_BATCH_BYTES {
+            // Arrow's binary columns have 32-bit offsets: a batch never holds more than 2 GiB.
+            self.seal();
+        }
+        self.current.push_record(key, value, offset, timestamp_us, spark_type);
         if self.include_headers {
-            let headers = record_headers(message);
             self.current.push_headers((!headers.is_empty()).then_some(headers.as_slice()));
         }
         if self.current.len() >= self.max_records || self.current.bytes >= self.max_bytes {
             self.seal();
         }
-        Taken::Record(m.offset)
+        Taken::Record(offset)
     }
 
     fn seal(&mut self) {

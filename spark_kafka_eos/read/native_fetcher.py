@@ -107,7 +107,14 @@ class NativeFetcher:
             last_offset, past_end, error = self._consumer.step(max_records, int(timeout_s * 1000), end)
         finally:
             self._hand_over_callbacks()
-        return FetchStep(last_offset, past_end, FetchError(*error) if error is not None else None)
+        if error is None:
+            return FetchStep(last_offset, past_end, None)
+        code, reason, offset, fatal = error
+        return FetchStep(last_offset, past_end, FetchError(code, reason, offset if offset >= 0 else None, fatal))
+
+    def pending(self) -> int:
+        pending: int = self._consumer.pending()
+        return pending
 
     def buffered(self) -> int:
         buffered: int = self._consumer.buffered()

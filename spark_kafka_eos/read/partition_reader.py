@@ -120,8 +120,9 @@ class _RangeReader:
             yield from self._fetcher.batches(flush=False)
             if step.error is not None:
                 self._on_error(step.error)
-            if self._position < end:
-                # Markers and aborted records are not returned, but they move the position.
+            if self._position < end and not self._fetcher.pending():
+                # Markers and aborted records are not returned, but they move the position. So do records
+                # delivered but still pending behind an error event: only ask once they are taken.
                 self._position = max(self._position, self._fetcher.position())
             if self._position < end and watch.stalled(self._position, self._fetch_progress.next_offset, time.monotonic()):
                 raise KafkaEosReadError(

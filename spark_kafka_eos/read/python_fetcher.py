@@ -46,6 +46,9 @@ class PythonFetcher:
                 self._full.append(self._builder.build())
         return FetchStep(last_offset, False, None)
 
+    def pending(self) -> int:
+        return len(self._pending)
+
     def buffered(self) -> int:
         return len(self._builder)
 
@@ -69,4 +72,5 @@ class PythonFetcher:
 
 
 def _fetch_error(error: KafkaError, message: Message) -> FetchError:
-    return FetchError(error.code(), error.str(), message.offset(), error.fatal())
+    # confluent-kafka marks a consumed error event fatal=False even for _FATAL.
+    return FetchError(error.code(), error.str(), message.offset(), error.fatal() or error.code() == KafkaError._FATAL)

@@ -44,6 +44,9 @@ class RangeFetcher(Protocol):
     def step(self, max_records: int, timeout_s: float, end: int) -> FetchStep:
         """Take up to ``max_records`` delivered records, waiting at most ``timeout_s`` for them."""
 
+    def pending(self) -> int:
+        """Messages delivered by librdkafka (so past its position) that a step has not looked at yet."""
+
     def buffered(self) -> int:
         """Records taken and not yet in a returned batch."""
 

@@ -52,7 +52,7 @@ class RecordBatchBuilder:
             headers = message.headers() or None
             assert headers is None or isinstance(headers, list)
             self._headers.append(headers)
-            self._bytes += sum(len(name) + (len(data) if data else 0) for name, data in headers or ())
+            self._bytes += sum(len(name.encode()) + (len(data) if data else 0) for name, data in headers or ())
 
     def full(self) -> bool:
         return len(self._offsets) >= self._max_records or self._bytes >= self._max_bytes
