@@ -246,11 +246,6 @@ impl RangeConsumer {
         self.pending.len()
     }
 
-    /// Records taken but not yet in a full batch.
-    fn buffered(&self) -> usize {
-        self.current.len()
-    }
-
     /// The full batches, and with `flush` the partial one too, as Arrow buffers (see `arrow_buffers`).
     fn take_batches<'py>(&mut self, py: Python<'py>, flush: bool) -> PyResult<Bound<'py, PyList>> {
         if flush && self.current.len() > 0 {

@@ -116,10 +116,6 @@ class NativeFetcher:
         pending: int = self._consumer.pending()
         return pending
 
-    def buffered(self) -> int:
-        buffered: int = self._consumer.buffered()
-        return buffered
-
     def batches(self, flush: bool) -> list[pa.RecordBatch]:
         return [self._record_batch(*parts) for parts in self._consumer.take_batches(flush)]
 

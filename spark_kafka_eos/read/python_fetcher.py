@@ -49,9 +49,6 @@ class PythonFetcher:
     def pending(self) -> int:
         return len(self._pending)
 
-    def buffered(self) -> int:
-        return len(self._builder)
-
     def batches(self, flush: bool) -> list[pa.RecordBatch]:
         if flush and len(self._builder):
             self._full.append(self._builder.build())

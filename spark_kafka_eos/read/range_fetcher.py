@@ -47,9 +47,6 @@ class RangeFetcher(Protocol):
     def pending(self) -> int:
         """Messages delivered by librdkafka (so past its position) that a step has not looked at yet."""
 
-    def buffered(self) -> int:
-        """Records taken and not yet in a returned batch."""
-
     def batches(self, flush: bool) -> list[pa.RecordBatch]:
         """The full batches (``maxRecordsPerBatch``/``maxBytesPerBatch``), and with ``flush`` the partial one."""
 

@@ -53,9 +53,6 @@ class ReplayFetcher:
     def pending(self) -> int:
         return len(self._pending)
 
-    def buffered(self) -> int:
-        return len(self._taken)
-
     def batches(self, flush: bool) -> list[pa.RecordBatch]:
         taken, self._taken = self._taken, []
         return [pa.RecordBatch.from_pydict({"offset": pa.array(taken, pa.int64())})] if taken else []
