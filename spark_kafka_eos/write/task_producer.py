@@ -7,9 +7,12 @@ reads its producer id and epoch and is dropped *without* ``close()``: ``close()`
 transaction, while dropping the last reference leaves it open on the coordinator for the driver to commit
 or abort by identity (see :mod:`spark_kafka_eos.txn.session`).
 
-The producer id and epoch come from librdkafka's statistics (``eos.producer_id`` / ``eos.producer_epoch``),
-read after the flush: they are the producer's own, need no extra connection from the executor, and cost one
-statistics interval at most. The coordinator checks them against DescribeTransactions before deciding.
+The producer id and epoch come from librdkafka's statistics (``eos.producer_id`` / ``eos.producer_epoch``):
+they are the producer's own and need no extra connection from the executor. The first statistics after
+init_transactions have them, usually before the flush ends; only a task faster than one statistics interval
+waits for them. A transactional producer's epoch does not move while its transaction is open (librdkafka bumps it
+only when the transaction is aborted), and the coordinator checks both against DescribeTransactions before
+deciding.
 
 Any failure (a record the broker refuses, a null topic, an error upstream in the iterator) aborts the task's
 transaction before the error propagates, so nothing the task wrote can ever become visible.
@@ -292,9 +295,9 @@ class _TaskTransaction:
         """Flush, check every delivery, read the producer id and epoch, and drop the producer unclosed.
         Also returns where the first record landed (the participant's probe), and its digest."""
         self._flush(transaction_timeout_ms / 1000 + 5)
-        eos = self._stats.wait_for_transaction(self._live(), self._transactional_id)
+        producer_id, epoch = self._stats.wait_for_identity(self._live(), self._transactional_id)
         self._producer = None  # the only reference: librdkafka is destroyed here, the transaction stays open
-        prepared = PreparedTxnState(self._transactional_id, eos["producer_id"], eos["producer_epoch"])
+        prepared = PreparedTxnState(self._transactional_id, producer_id, epoch)
         return prepared, self._deliveries.counts(), self._deliveries.first, self._deliveries.first_digest
 
     def _flush(self, timeout_s: float) -> None:
@@ -385,41 +388,29 @@ def _where(topic: str | None, partition: int | None) -> str:
 
 
 class _EosStats:
-    """Statistics callback that keeps the ``eos`` section of librdkafka's statistics once asked to."""
+    """Statistics callback that keeps the producer id and epoch of librdkafka's statistics (``eos``)."""
 
     def __init__(self) -> None:
-        self._wanted = False
-        self._eos: dict[str, Any] | None = None
         self.identity: tuple[int, int] | None = None
         """The producer id and epoch, from the first statistics that have them."""
 
     def on_stats(self, text: str) -> None:
-        if self._wanted or self.identity is None:
+        if self.identity is None:
             eos = json.loads(text).get("eos")
-            if self.identity is None and eos and eos.get("producer_id", -1) >= 0:
+            if eos and eos.get("producer_id", -1) >= 0:
                 self.identity = (eos["producer_id"], eos["producer_epoch"])
-            if self._wanted:
-                self._eos = eos
 
-    def wait_for_transaction(self, producer: Producer, transactional_id: str) -> dict[str, Any]:
-        """The first statistics emitted from now on: producer id, epoch, and an open transaction."""
-        self._wanted, self._eos = True, None
+    def wait_for_identity(self, producer: Producer, transactional_id: str) -> tuple[int, int]:
+        """The producer id and epoch, waiting for the first statistics that have them if none came yet."""
         deadline = time.monotonic() + _IDENTITY_TIMEOUT_S
-        while self._eos is None:
+        while self.identity is None:
             if time.monotonic() > deadline:
                 raise KafkaEosWriteError(
                     transactional_id, f"librdkafka reported no statistics (producer id, epoch) in {_IDENTITY_TIMEOUT_S:g} s.",
                     "check that the brokers are healthy; Spark retries the task",
                 )
             producer.poll(STATS_INTERVAL_MS / 1000)
-        self._wanted = False
-        eos = self._eos
-        if eos.get("txn_state") != "InTransaction" or eos.get("producer_id", -1) < 0:
-            raise KafkaEosWriteError(
-                transactional_id, f"the producer is in transaction state {eos.get('txn_state')} after the flush, "
-                "not InTransaction.", "see the producer's log for the cause; Spark retries the task",
-            )
-        return eos
+        return self.identity
 
 
 def _records(batch: pa.RecordBatch, columns: InputColumns, topic_option: str | None,

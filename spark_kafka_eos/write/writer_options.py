@@ -33,10 +33,11 @@ from spark_kafka_eos.secrets import redact, scrub
 DEFAULT_DECISION_LOG_TOPIC = "_kafka_eos_decisions"
 DERIVED_PREFIX_START = "kafka-eos-"
 MAX_PREFIX_LENGTH = 200
-# librdkafka's statistics carry the producer id and epoch (there is no getter); the task reads them once,
-# right after its flush, so the interval bounds that wait: on the critical path of every micro-batch
-# (100 ms cost 50-65 ms a micro-batch, make bench-latency). librdkafka builds the JSON only this often.
-STATS_INTERVAL_MS = 20
+# librdkafka's statistics carry the producer id and epoch (there is no getter). The task needs them once its
+# flush ends; a producer starts in ~20 ms, so at 20 ms the first statistics with them often came after a
+# short task's flush, and it waited (9 ms a task, median). librdkafka builds the JSON only this often, and
+# the task's callback stops parsing it once it has them.
+STATS_INTERVAL_MS = 5
 
 DEADLINE_MARGIN_MS = 10_000
 """A decision must commit at least this long before the earliest participant's transaction times out
