@@ -1,14 +1,15 @@
 """Per-micro-batch overhead of the exactly-once sink, against Spark's own Kafka sink.
 
-    make bench-latency                          # 2, 8 and 32 partitions, 3 rounds, 12 batches each
+    make bench-latency                          # 2, 8, 32 and 64 partitions, 3 rounds, 12 batches each
     BENCH_PARTITIONS=8 BENCH_ROUNDS=5 make bench-latency
 
 The same streaming query (kafka_eos source, 300 records per micro-batch, Trigger.AvailableNow)
-writes with ``format("kafka_eos")`` and with Spark's ``format("kafka")``, alternating over the
+writes with ``format("kafka_eos")``, with Spark's ``format("kafka")`` and with the ceiling (a Python
+sink that drops its input: what any Python data source pays per micro-batch), alternating over the
 rounds on the same source topic, each run into a new sink topic with a new checkpoint. A batch's
 time is Spark's ``triggerExecution`` duration; the first batch of each run (planning, Python
 worker start) is left out. Each run's output is counted with an independent read_committed
-consumer and must equal its input.
+consumer (the ceiling's by its commits) and must equal its input.
 """
 
 from __future__ import annotations
@@ -19,21 +20,24 @@ import sys
 import tempfile
 import uuid
 from contextlib import ExitStack
+from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.benchmarks.ceiling import CEILING_SINK, DiscardingSink
 from tests.benchmarks.common import bench_spark, bootstrap_servers, check_count, connector_jars, count_committed
 from tests.benchmarks.common import produce as produce_one
 
 ROWS_PER_BATCH = 300
 BATCHES = int(os.environ.get("BENCH_BATCHES", "12"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
-PARTITION_COUNTS = [int(p) for p in os.environ.get("BENCH_PARTITIONS", "2,8,32").split(",")]
+PARTITION_COUNTS = [int(p) for p in os.environ.get("BENCH_PARTITIONS", "2,8,32,64").split(",")]
 PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
 """Spark's parts of a micro-batch. The sink's writer creation (both calls), its tasks and its commit are all in
 addBatch: queryPlanning is the same for both sinks (13 vs 13 ms)."""
-SYSTEMS = {"kafka_eos": "kafka_eos sink (exactly-once)", "kafka": "Spark's Kafka sink (at-least-once)"}
+SYSTEMS = {"kafka_eos": "kafka_eos sink (exactly-once)", "kafka": "Spark's Kafka sink (at-least-once)",
+           CEILING_SINK: "ceiling: a Python sink dropping its input"}
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -48,25 +52,31 @@ def main() -> None:
         admin = AdminClient({"bootstrap.servers": bootstrap})
         jars = connector_jars()
         spark = bench_spark("bench-latency", jars, spark__sql__shuffle__partitions="2")
+        spark.dataSource.register(DiscardingSink)
         records = ROWS_PER_BATCH * BATCHES
         print(f">> pyspark {spark.version}, local[2]; {BATCHES} micro-batches of {ROWS_PER_BATCH} rows per run, "
               f"{ROUNDS} alternating rounds; Spark's sink from {next(j.name for j in jars if j.name.startswith('spark-sql-kafka'))}")
 
         def run(fmt: str, source: str, partitions: int) -> list[dict[str, float]]:
             sink = f"lat-out-{uuid.uuid4().hex[:8]}"
-            admin.create_topics([NewTopic(sink, partitions, 1)])[sink].result(30)
+            if fmt != CEILING_SINK:
+                admin.create_topics([NewTopic(sink, partitions, 1)])[sink].result(30)
             df = (
                 spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
                 .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", ROWS_PER_BATCH).load()
                 .selectExpr("key", "value", "partition")
             )
+            checkpoint = tempfile.mkdtemp(prefix="bench-latency-")
+            count_file = Path(checkpoint) / "ceiling-count"
+            sink_options = {"countFile": str(count_file)} if fmt == CEILING_SINK else {"kafka.bootstrap.servers": bootstrap, "topic": sink}
             query = (
-                df.writeStream.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
-                .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-latency-")).trigger(availableNow=True).start()
+                df.writeStream.format(fmt).options(**sink_options).option("checkpointLocation", checkpoint)
+                .trigger(availableNow=True).start()
             )
             query.awaitTermination()
             batches = [p for p in query.recentProgress if p.numInputRows]
-            check_count(fmt, count_committed(bootstrap, sink, partitions), records)
+            written = int(count_file.read_text()) if fmt == CEILING_SINK else count_committed(bootstrap, sink, partitions)
+            check_count(fmt, written, records)
             return [{k: float(v) for k, v in p.durationMs.items()} for p in batches[1:]]
 
         print(f"{'partitions':>10}  {'system':<36} {'p50 ms':>8} {'p90 ms':>8}")
@@ -86,7 +96,8 @@ def main() -> None:
             for fmt, label in SYSTEMS.items():
                 print(f"{partitions:>10}  {label:<36} {p50[fmt]:>8.0f} {percentile(times[fmt], 0.9):>8.0f}")
             print(f"{partitions:>10}  overhead of exactly-once: p50 +{p50['kafka_eos'] - p50['kafka']:.0f} ms "
-                  f"(ratio {p50['kafka_eos'] / p50['kafka']:.2f}), over {len(times['kafka_eos'])} batches each")
+                  f"(ratio {p50['kafka_eos'] / p50['kafka']:.2f}), over {len(times['kafka_eos'])} batches each; "
+                  f"the ceiling's: +{p50[CEILING_SINK] - p50['kafka']:.0f} ms")
             print(f"{'':>10}  where it goes (median ms of Spark's durationMs): " + ", ".join(
                 f"{phase} {statistics.median(d.get(phase, 0.0) for d in durations['kafka_eos']):.0f} vs "
                 f"{statistics.median(d.get(phase, 0.0) for d in durations['kafka']):.0f}" for phase in PHASES))
