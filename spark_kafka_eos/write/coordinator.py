@@ -97,70 +97,79 @@ class TwoPhaseCommitCoordinator:
         own the prefix, and sweep what earlier jobs left open."""
         decision_log = self._log()
         with self._open_session(self._options.connection) as session:
-            before = self._last_before_fencing(decision_log, session)
-            if epoch is not None:
-                self._refuse_unless_owner(judge(before, epoch), epoch, session, [])
-            else:
-                # A stream's run is not known before its tasks: it cannot be judged yet, so its fence must
-                # not abort a decision another driver (the owner, if this query is not) has in flight.
-                self._wait_for_decision_in_flight(session)
-            decision_log.fence(self._prefix)
-            last = decision_log.last(self._prefix)
-            if epoch is None:
-                self._finish(session, decision_log, last, RECOVERY_RETRY_BUDGET_S)
-                return Judgement(Verdict.PROCEED)
-            judgement = judge(last, epoch)
-            self._refuse_unless_owner(judgement, epoch, session, [])
-            last = self._finish(session, decision_log, last, RECOVERY_RETRY_BUDGET_S)
-            if judgement.verdict == Verdict.PROCEED:
-                self._sweep(session, decision_log, last, keep=())
-            return judgement
+            judgement = self._prepare(session, decision_log, epoch)
+        decision_log.keep_for_reuse()
+        return judgement
+
+    def _prepare(self, session: TransactionSession, decision_log: DecisionLog, epoch: EpochId | None) -> Judgement:
+        before = self._last_before_fencing(decision_log, session)
+        if epoch is not None:
+            self._refuse_unless_owner(judge(before, epoch), epoch, session, [])
+        else:
+            # A stream's run is not known before its tasks: it cannot be judged yet, so its fence must
+            # not abort a decision another driver (the owner, if this query is not) has in flight.
+            self._wait_for_decision_in_flight(session)
+        decision_log.fence(self._prefix)
+        last = decision_log.last(self._prefix)
+        if epoch is None:
+            self._finish(session, decision_log, last, RECOVERY_RETRY_BUDGET_S)
+            return Judgement(Verdict.PROCEED)
+        judgement = judge(last, epoch)
+        self._refuse_unless_owner(judgement, epoch, session, [])
+        last = self._finish(session, decision_log, last, RECOVERY_RETRY_BUDGET_S)
+        if judgement.verdict == Verdict.PROCEED:
+            self._sweep(session, decision_log, last, keep=())
+        return judgement
 
     # -- commit ---------------------------------------------------------------------------
     def commit(self, epoch: EpochId, messages: Sequence[WriterCommitMessage | None]) -> None:
         tasks = _task_commits(messages, epoch)
-        own = [t.transaction for t in tasks if t.transaction is not None]
         decision_log = self._log()
         with self._open_session(self._options.connection) as session:
-            # A run that does not own the prefix is refused before it fences the owner.
-            self._refuse_unless_owner(judge(self._last_before_fencing(decision_log, session, own), epoch), epoch, session, own)
-            decision_log.fence(self._prefix)
-            last = decision_log.last(self._prefix)
-            judgement = judge(last, epoch)
-            self._refuse_unless_owner(judgement, epoch, session, own)
-            if judgement.verdict == Verdict.REPLAY:
-                assert last is not None
-                self._refuse_unless_same_input(last, epoch, tasks, session, own)
-                self._finish_replay(session, decision_log, last, own)
-                return
-            self._refuse_unless_known(last, epoch, session, own)
-            last = self._finish(session, decision_log, last, RECOVERY_RETRY_BUDGET_S)
-            participants = tuple(
-                Participant(t.transaction.transactional_id, t.transaction.producer_id, t.transaction.epoch,
-                            t.spark_partition, t.records, t.probe, t.probe_digest)
-                for t in tasks if t.transaction is not None
-            )
-            history = history_with(last, epoch, int(time.time() * 1000))
-            if not participants:
-                if epoch.kind == "stream" and (last is None or last.last_decided(epoch) is None):
-                    # The query's first micro-batch wrote nothing: record it anyway, so that the prefix knows the
-                    # query (its later first decision is then not taken for a query moved here). Not for a batch
-                    # job: an empty run re-run once its input has arrived must write it.
-                    last = LogRecord("complete", self._prefix, str(epoch), history=history)
-                    decision_log.append(last)
-                self._sweep(session, decision_log, last, keep=())
-                return
-            deadline_ms = self._verify(session, participants)
-            decision = LogRecord("decision", self._prefix, str(epoch), participants, self._options.consumer_group,
-                                 _source_offsets(tasks), history=history)
-            group_offsets = _group_offsets(decision)
-            if group_offsets:
-                self._abort_on_error(session, own, lambda: self._check_group(tasks, group_offsets))
-            self._hooks.at("before_decision", session, decision)
-            self._decide(session, decision_log, decision, group_offsets, deadline_ms)
-            self._hooks.at("after_decision", session, decision)
-            self._hooks.at("during_phase2", session, decision)
-            self._finish_decided(session, decision_log, decision, deadline_ms)
+            self._commit(session, decision_log, epoch, tasks)
+        decision_log.keep_for_reuse()
+
+    def _commit(self, session: TransactionSession, decision_log: DecisionLog, epoch: EpochId, tasks: Sequence[TaskCommit]) -> None:
+        own = [t.transaction for t in tasks if t.transaction is not None]
+        # A run that does not own the prefix is refused before it fences the owner.
+        self._refuse_unless_owner(judge(self._last_before_fencing(decision_log, session, own), epoch), epoch, session, own)
+        decision_log.fence(self._prefix)
+        last = decision_log.last(self._prefix)
+        judgement = judge(last, epoch)
+        self._refuse_unless_owner(judgement, epoch, session, own)
+        if judgement.verdict == Verdict.REPLAY:
+            assert last is not None
+            self._refuse_unless_same_input(last, epoch, tasks, session, own)
+            self._finish_replay(session, decision_log, last, own)
+            return
+        self._refuse_unless_known(last, epoch, session, own)
+        last = self._finish(session, decision_log, last, RECOVERY_RETRY_BUDGET_S)
+        participants = tuple(
+            Participant(t.transaction.transactional_id, t.transaction.producer_id, t.transaction.epoch,
+                        t.spark_partition, t.records, t.probe, t.probe_digest)
+            for t in tasks if t.transaction is not None
+        )
+        history = history_with(last, epoch, int(time.time() * 1000))
+        if not participants:
+            if epoch.kind == "stream" and (last is None or last.last_decided(epoch) is None):
+                # The query's first micro-batch wrote nothing: record it anyway, so that the prefix knows the
+                # query (its later first decision is then not taken for a query moved here). Not for a batch
+                # job: an empty run re-run once its input has arrived must write it.
+                last = LogRecord("complete", self._prefix, str(epoch), history=history)
+                decision_log.append(last)
+            self._sweep(session, decision_log, last, keep=())
+            return
+        deadline_ms = self._verify(session, participants)
+        decision = LogRecord("decision", self._prefix, str(epoch), participants, self._options.consumer_group,
+                             _source_offsets(tasks), history=history)
+        group_offsets = _group_offsets(decision)
+        if group_offsets:
+            self._abort_on_error(session, own, lambda: self._check_group(tasks, group_offsets))
+        self._hooks.at("before_decision", session, decision)
+        self._decide(session, decision_log, decision, group_offsets, deadline_ms)
+        self._hooks.at("after_decision", session, decision)
+        self._hooks.at("during_phase2", session, decision)
+        self._finish_decided(session, decision_log, decision, deadline_ms)
         log.info("Committed %s of prefix %s: %d participants", epoch, self._prefix, len(participants))
 
     def _check_group(self, tasks: Sequence[TaskCommit], group_offsets: dict[tuple[str, int], int]) -> None:

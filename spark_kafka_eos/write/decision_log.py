@@ -24,8 +24,10 @@ log written by an earlier version, index offsets expired after the broker's
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 import pyarrow as pa
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, Message, Producer
@@ -35,6 +37,7 @@ from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, Resource
 from spark_kafka_eos.cluster import (
     COORDINATOR_MOVING,
     admin_client,
+    cached_session,
     cluster_metadata,
     forget_topic,
     group_offset_reader,
@@ -48,6 +51,7 @@ from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.read.reader_options import Subscription, internal_read_options
+from spark_kafka_eos.txn.session import PreparedTxnState, TxnDescription, TxnState
 from spark_kafka_eos.txn.transactional_producer import start_transactional_producer
 from spark_kafka_eos.write.group_marker import GroupMarker
 from spark_kafka_eos.write.log_envelope import Manifest, chunk_key, digest, head_key, is_chunk_of, join, parse_head, split
@@ -107,6 +111,7 @@ class DecisionLog:
         self._admin = admin_client(options.connection)
         self._settle_timeout_s = settle_timeout_s
         self._producer: Producer | None = None
+        self._holder: PreparedTxnState | None = None
 
     # -- topic ----------------------------------------------------------------------------
     def ensure_topic(self) -> None:
@@ -182,7 +187,11 @@ class DecisionLog:
     # -- reading --------------------------------------------------------------------------
     def last(self, prefix: str) -> LogRecord | None:
         """The last committed record of ``prefix``, or None."""
-        head = self._indexed_head(prefix)
+        entry = self._index_entry(prefix)
+        known = _KNOWN_HEADS.get(self._connection, self._topic, prefix, entry)
+        if known is not None:
+            return known
+        head = self._indexed_head(prefix, entry)
         if head is None:
             # No index entry: a prefix's first record, or a log deleted or re-created since this process
             # last looked at it (its index offsets went with it). Look at the topic again before scanning.
@@ -194,11 +203,13 @@ class DecisionLog:
         value = parse_head(head)
         if isinstance(value, Manifest):
             value = join(prefix, value, _read_at(self._connection, self._topic, value.chunk_offsets))
-        return LogRecord.from_json(value)
+        record = LogRecord.from_json(value)
+        if entry is not None:
+            _KNOWN_HEADS.put(self._connection, self._topic, prefix, entry, record)
+        return record
 
-    def _indexed_head(self, prefix: str) -> bytes | None:
-        """The head record the index group points at; None without an (up-to-date) index entry."""
-        entry = self._index_entry(prefix)
+    def _indexed_head(self, prefix: str, entry: tuple[int, str] | None) -> bytes | None:
+        """The head record the index entry points at; None without an (up-to-date) index entry."""
         if entry is None:
             return None
         offset, expected = entry
@@ -294,50 +305,51 @@ class DecisionLog:
         coordinator's transaction. Returns only once it is committed; raises if it is not.
         ``before_commit`` runs once everything is written, before the commit: if it raises, the
         transaction is aborted. ``commit_by`` (``time.monotonic()``) bounds the commit's retries."""
-        producer = self._coordinator_producer(record.prefix)
-        producer.begin_transaction()
-        written = False
-        try:
-            offset, value = self._produce(producer, record)
-            index = KafkaTopicPartition(self._topic, 0, offset + 1, metadata=digest(value))
-            group = index_group(record.prefix)
+        with self._transaction_of(record.prefix) as producer:
+            producer.begin_transaction()
+            written = False
             try:
-                metadata = group_offset_reader(self._connection, group).consumer_group_metadata()
-                producer.send_offsets_to_transaction([index], metadata, _TIMEOUT_S)
-            except KafkaException as exc:
-                raise _index_error(group, exc.args[0]) from None
-            if group_offsets and record.consumer_group:
-                marker = GroupMarker(self._topic, record.prefix, record.epoch_id).to_metadata()
-                producer.send_offsets_to_transaction(
-                    [KafkaTopicPartition(t, p, o, metadata=marker) for (t, p), o in sorted(group_offsets.items())],
-                    _group_metadata(self._connection, record.consumer_group),
-                    _TIMEOUT_S,
-                )
-            written = True
-            if before_commit is not None:
-                before_commit()
-        except Exception as err:
-            _abort_quietly(producer)
-            if written:
-                raise  # before_commit's own refusal
-            raise RecordNotCommittedError(str(err)) from err
-        _commit(producer, commit_by)
+                offset, value = self._produce(producer, record)
+                index = KafkaTopicPartition(self._topic, 0, offset + 1, metadata=digest(value))
+                group = index_group(record.prefix)
+                try:
+                    metadata = group_offset_reader(self._connection, group).consumer_group_metadata()
+                    producer.send_offsets_to_transaction([index], metadata, _TIMEOUT_S)
+                except KafkaException as exc:
+                    raise _index_error(group, exc.args[0]) from None
+                if group_offsets and record.consumer_group:
+                    marker = GroupMarker(self._topic, record.prefix, record.epoch_id).to_metadata()
+                    producer.send_offsets_to_transaction(
+                        [KafkaTopicPartition(t, p, o, metadata=marker) for (t, p), o in sorted(group_offsets.items())],
+                        _group_metadata(self._connection, record.consumer_group),
+                        _TIMEOUT_S,
+                    )
+                written = True
+                if before_commit is not None:
+                    before_commit()
+            except Exception as err:
+                _abort_quietly(producer)
+                if written:
+                    raise  # before_commit's own refusal
+                raise RecordNotCommittedError(str(err)) from err
+            _commit(producer, commit_by)
+            _KNOWN_HEADS.put(self._connection, self._topic, record.prefix, (offset, index.metadata or ""), record)
 
     def prove_owner(self, prefix: str) -> None:
         """Prove, on a prefix with no record, that no other driver has fenced this one: a coordinator
         transaction that registers an offset of the index group (the coordinator checks the producer
         epoch) and is then aborted, so that it leaves nothing behind, not even a committed transaction
         (which would read as a prefix with history)."""
-        producer = self._coordinator_producer(prefix)
-        producer.begin_transaction()
-        group = index_group(prefix)
-        try:
-            metadata = group_offset_reader(self._connection, group).consumer_group_metadata()
-            producer.send_offsets_to_transaction([KafkaTopicPartition(self._topic, 0, 0)], metadata, _TIMEOUT_S)
-        except KafkaException as exc:
-            _abort_quietly(producer)
-            raise KafkaEosDecisionLogError(f"This driver no longer owns prefix {prefix}: {exc.args[0].str()}") from None
-        producer.abort_transaction(_TIMEOUT_S)
+        with self._transaction_of(prefix) as producer:
+            producer.begin_transaction()
+            group = index_group(prefix)
+            try:
+                metadata = group_offset_reader(self._connection, group).consumer_group_metadata()
+                producer.send_offsets_to_transaction([KafkaTopicPartition(self._topic, 0, 0)], metadata, _TIMEOUT_S)
+            except KafkaException as exc:
+                _abort_quietly(producer)
+                raise KafkaEosDecisionLogError(f"This driver no longer owns prefix {prefix}: {exc.args[0].str()}") from None
+            producer.abort_transaction(_TIMEOUT_S)
 
     def _produce(self, producer: Producer, record: LogRecord) -> tuple[int, bytes]:
         """Write ``record`` (its chunks first when it is large); returns the head record's offset and value."""
@@ -372,15 +384,41 @@ class DecisionLog:
         return [offsets[i] for i in range(len(records))]
 
     def fence(self, prefix: str) -> None:
-        """Initialise the coordinator's transactional id now: any other (zombie) driver of the
-        prefix can no longer commit a decision from here on."""
+        """Hold the coordinator's transactional id from now on: any other (zombie) driver of the prefix can
+        no longer commit a decision."""
         self._coordinator_producer(prefix)
 
+    @contextmanager
+    def _transaction_of(self, prefix: str) -> Iterator[Producer]:
+        """The coordinator's producer, for one transaction; should anything in it fail, it is not reused."""
+        producer = self._coordinator_producer(prefix)
+        try:
+            yield producer
+        except BaseException:
+            self._holder = None
+            raise
+
+    def keep_for_reuse(self) -> None:
+        """Hand the coordinator's producer to this process's next commit of the prefix (call it once the
+        operation succeeded, with no transaction of the producer open). That commit uses it only if it still
+        holds the id, which spares it initialising the id again (~20 ms)."""
+        if self._producer is not None and self._holder is not None:
+            _IDLE_COORDINATORS.give((self._connection, self._topic, self._holder.transactional_id), self._producer, self._holder)
+        self._producer = None
+
     def _coordinator_producer(self, prefix: str) -> Producer:
-        """The coordinator's transactional producer, initialised once per log instance (one commit or
-        recovery): ``init_transactions`` fences any other driver of the prefix."""
+        """The coordinator's transactional producer, once per log instance (one commit or recovery): one this
+        process kept that still holds the id (DescribeTransactions shows its producer id and epoch, with no
+        transaction open: nobody initialised the id since), else a new one, whose ``init_transactions`` fences
+        any other driver of the prefix."""
         if self._producer is None:
             txn_id = coordinator_transactional_id(prefix)
+            key = (self._connection, self._topic, txn_id)
+            session = cached_session(self._connection)
+            kept = _IDLE_COORDINATORS.take(key)
+            if kept is not None and _still_holds(session.describe([txn_id])[txn_id], kept[1]):
+                self._producer, self._holder = kept
+                return kept[0]
             try:
                 producer = start_transactional_producer(_coordinator_config(self._options, txn_id), self._topic, _TIMEOUT_S)
             except KafkaException as exc:
@@ -388,10 +426,65 @@ class DecisionLog:
                     raise transactional_id_refused(self._connection, prefix) from None
                 raise
             self._producer = producer
+            # Described right after the fence; should another driver fence this one in between, the identity is
+            # that driver's, and this producer's next transaction fails (fenced) like any fenced driver's.
+            self._holder = session.describe([txn_id])[txn_id].prepared_state()
         return self._producer
 
 
 _DELIVERY_TIMEOUTS = ("delivery.timeout.ms", "message.timeout.ms")
+
+
+class _KnownHeads:
+    """The last record of each prefix this process wrote or read, with the index entry (offset, digest) that
+    pointed at it: while the index group still points there, ``last()`` needs no read of the log. The index
+    entry is the authority; this only saves reading what it names again."""
+
+    _SIZE = 64
+
+    def __init__(self) -> None:
+        self._heads: dict[tuple[KafkaConnection, str, str], tuple[tuple[int, str], LogRecord]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, connection: KafkaConnection, topic: str, prefix: str, entry: tuple[int, str] | None) -> LogRecord | None:
+        with self._lock:
+            known = self._heads.get((connection, topic, prefix))
+        return known[1] if known is not None and entry is not None and known[0] == entry else None
+
+    def put(self, connection: KafkaConnection, topic: str, prefix: str, entry: tuple[int, str], record: LogRecord) -> None:
+        with self._lock:
+            self._heads.pop((connection, topic, prefix), None)
+            if len(self._heads) >= self._SIZE:
+                self._heads.pop(next(iter(self._heads)))
+            self._heads[(connection, topic, prefix)] = (entry, record)
+
+
+_KNOWN_HEADS = _KnownHeads()
+
+
+class _IdleCoordinators:
+    """Coordinator producers this process finished with, and the producer id and epoch each holds. Each is
+    taken by one operation at a time and given back only after it succeeded: an operation that failed, or
+    a second driver of the prefix in this process while one is at work, initialises the id anew."""
+
+    def __init__(self) -> None:
+        self._idle: dict[tuple[KafkaConnection, str, str], tuple[Producer, PreparedTxnState]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key: tuple[KafkaConnection, str, str]) -> tuple[Producer, PreparedTxnState] | None:
+        with self._lock:
+            return self._idle.pop(key, None)
+
+    def give(self, key: tuple[KafkaConnection, str, str], producer: Producer, holder: PreparedTxnState) -> None:
+        with self._lock:
+            self._idle[key] = (producer, holder)
+
+
+_IDLE_COORDINATORS = _IdleCoordinators()
+
+
+def _still_holds(described: TxnDescription, holder: PreparedTxnState) -> bool:
+    return described.prepared_state() == holder and described.state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT, TxnState.EMPTY)
 
 
 def _coordinator_config(options: WriterOptions, transactional_id: str) -> dict[str, object]:

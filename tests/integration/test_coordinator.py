@@ -22,7 +22,7 @@ from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
 from spark_kafka_eos.write.ownership import Verdict
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
-from spark_kafka_eos.write.transactional_id import task_transactional_id
+from spark_kafka_eos.write.transactional_id import coordinator_transactional_id, task_transactional_id
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.coordinator import TIMEOUT_MS, committed_values, prepare, sink_options, stream_epoch
 from tests.harness.faults import FaultHooks, InjectedFault
@@ -234,3 +234,41 @@ def test_a_job_retried_while_the_first_run_is_in_phase_2_is_written_once(kafka: 
     assert open_transactions(kafka, options.prefix) == []
     last = DecisionLog(options).last(options.prefix)
     assert last is not None and (last.kind, last.epoch) == ("complete", job)
+
+
+def coordinator_holder(options: WriterOptions) -> tuple[int, int]:
+    """The producer id and epoch that hold the prefix's coordinator id, as the broker describes them."""
+    coordinator_id = coordinator_transactional_id(options.prefix)
+    with open_session(options.connection) as session:
+        described = session.describe([coordinator_id])[coordinator_id]
+    return described.producer_id, described.producer_epoch
+
+
+def test_a_driver_keeps_its_coordinator_producer_from_commit_to_commit_while_it_holds_the_id(kafka: KafkaTestCluster) -> None:
+    """The micro-batches of a query commit one after another in the driver's Python worker: the coordinator id is
+    initialised once, not at every commit, while no other driver initialises it."""
+    topic = kafka.create_topic(1)
+    options = sink_options(kafka, topic)
+    TwoPhaseCommitCoordinator(options, TIMEOUT_MS).commit(stream_epoch(0), [prepare(options, 0, ["a"])])
+    holder = coordinator_holder(options)
+    TwoPhaseCommitCoordinator(options, TIMEOUT_MS).commit(stream_epoch(1), [prepare(options, 0, ["b"], stream_epoch(1))])
+    TwoPhaseCommitCoordinator(options, TIMEOUT_MS).prepare()
+    assert coordinator_holder(options) == holder
+    assert committed_values(kafka, topic) == [b"a", b"b"]
+
+
+def test_a_driver_whose_coordinator_id_another_initialised_fences_again_before_it_commits(kafka: KafkaTestCluster) -> None:
+    """Another driver of the prefix (a second copy of the job, an operator's recovery) initialised the coordinator
+    id since this driver's last commit: the producer this driver kept is fenced, so it initialises the id anew,
+    and its next decision commits under the new epoch."""
+    topic = kafka.create_topic(1)
+    options = sink_options(kafka, topic)
+    TwoPhaseCommitCoordinator(options, TIMEOUT_MS).commit(stream_epoch(0), [prepare(options, 0, ["a"])])
+    kept = coordinator_holder(options)
+    kafka.producer(coordinator_transactional_id(options.prefix))  # the other driver's fence
+    fenced_by_other = coordinator_holder(options)
+    assert fenced_by_other[1] > kept[1]  # the fault fired: the kept producer no longer holds the id
+    TwoPhaseCommitCoordinator(options, TIMEOUT_MS).commit(stream_epoch(1), [prepare(options, 0, ["b"], stream_epoch(1))])
+    assert coordinator_holder(options)[1] > fenced_by_other[1]
+    assert committed_values(kafka, topic) == [b"a", b"b"]
+    assert open_transactions(kafka, options.prefix) == []

@@ -3,6 +3,8 @@ no stall behind another prefix's crashed coordinator, and the topic's cleanup po
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -158,6 +160,45 @@ def test_the_last_record_is_found_through_the_index_without_scanning(kafka: Kafk
     assert DecisionLog(options).last(options.prefix) == first
     decision_log.append(second)
     assert DecisionLog(options).last(options.prefix) == second
+
+
+def test_the_record_a_process_appended_is_its_next_last_without_reading_the_log(
+        kafka: KafkaTestCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit reads the prefix's last record a few times; the one this process just appended is known by the
+    index entry that points at it, and is not read back."""
+    options = log_options(kafka, new_log_topic())
+    record = log_record(options.prefix, 1)
+    open_log(options).append(record)
+
+    def no_read(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the decision log read a record it had just written")
+
+    monkeypatch.setattr(decision_log_module, "_read_at", no_read)
+    assert DecisionLog(options).last(options.prefix) == record
+
+
+_APPEND_IN_ANOTHER_PROCESS = """
+import sys
+from spark_kafka_eos.write.decision_log import DecisionLog
+from spark_kafka_eos.write.log_record import LogRecord
+from spark_kafka_eos.write.writer_options import parse_writer_options
+bootstrap, log_topic, prefix, record = sys.argv[1:]
+options = parse_writer_options({"kafka.bootstrap.servers": bootstrap, "topic": "unused", "transactional.id.prefix": prefix,
+                                "decisionLogTopic": log_topic}, streaming=False)
+decision_log = DecisionLog(options)
+decision_log.fence(prefix)
+decision_log.append(LogRecord.from_json(record.encode()))
+"""
+
+
+def test_a_record_another_driver_appended_is_read_not_the_one_this_process_remembers(kafka: KafkaTestCluster) -> None:
+    options = log_options(kafka, new_log_topic())
+    mine, theirs = log_record(options.prefix, 1), log_record(options.prefix, 2)
+    open_log(options).append(mine)
+    assert DecisionLog(options).last(options.prefix) == mine
+    subprocess.run([sys.executable, "-c", _APPEND_IN_ANOTHER_PROCESS, kafka.bootstrap_servers, options.decision_log_topic,
+                    options.prefix, theirs.to_json().decode()], check=True, timeout=120)
+    assert DecisionLog(options).last(options.prefix) == theirs
 
 
 def test_without_an_index_entry_the_log_is_scanned(kafka: KafkaTestCluster) -> None:

@@ -171,6 +171,9 @@ class FakeDecisionLog:
             raise failure
 
 
+    def keep_for_reuse(self) -> None:
+        """Nothing is kept: every operation fences anew, as drivers in separate processes do."""
+
     def prove_owner(self, prefix: str) -> None:
         self.fence(prefix)
         if self.epoch != self.cluster.coordinator_epoch:
