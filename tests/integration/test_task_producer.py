@@ -20,7 +20,7 @@ from spark_kafka_eos.errors import KafkaEosWriteError
 from spark_kafka_eos.txn.session import TransactionSession, TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.log_record import EpochId
-from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
+from spark_kafka_eos.write.task_producer import TaskIdentity, epoch_already_decided, write_task
 from spark_kafka_eos.write.transactional_id import task_transactional_id
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.kafka import KafkaTestCluster
@@ -113,6 +113,7 @@ def test_rows_leave_one_open_transaction_that_commits_to_exactly_those_rows(
     warm_topic = kafka.create_topic(partitions=1)
     warm_up = write_task(sink(kafka, warm_topic), EPOCH, iter([values_batch("warm", 1)]), TaskIdentity(0, 0, 1))
     commit(session, kafka, warm_up, warm_topic)
+    epoch_already_decided(options, EPOCH)  # and the reader of this prefix's decision-log index, if the log exists
     threads_before = native_threads()
 
     result = write_task(options, EPOCH, iter(batches), TaskIdentity(spark_partition=4, attempt_number=1, task_attempt_id=77))
