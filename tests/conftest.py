@@ -40,7 +40,8 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaTestCluster
     try:
         yield KafkaTestCluster(broker.bootstrap_servers)
     finally:
-        broker.stop()
+        if broker.running:  # its data is thrown away: a controlled shutdown would only cost seconds
+            broker.kill()
 
 
 @pytest.fixture(scope="session")
@@ -49,8 +50,13 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
     tests that ask for it and stopped at the end of the session. A test that kills a node restarts it."""
     from tests.harness.local_cluster import LocalCluster
 
-    with LocalCluster(tmp_path_factory.mktemp("kafka-cluster")) as cluster:
+    cluster = LocalCluster(tmp_path_factory.mktemp("kafka-cluster")).start()
+    try:
         yield cluster
+    finally:
+        for node_id in cluster.node_ids:  # its data is thrown away: no controlled shutdown to wait for
+            if cluster.running(node_id):
+                cluster.kill(node_id)
 
 
 @pytest.fixture(scope="session", autouse=True)

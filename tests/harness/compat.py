@@ -7,9 +7,12 @@ package itself is installed again on every use, so that it is the working tree's
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,10 +63,24 @@ def find_python(minor: str) -> Path:
                        f"Install it, e.g. `pyenv install {minor}` or `apt-get install python{minor}-venv`.")
 
 
+@functools.cache
+def project_wheel() -> Path:
+    """The working tree's package as a wheel, built once per test session (a build costs seconds; every
+    virtualenv of the tier installs it, as a user installs the published wheel)."""
+    out = Path(tempfile.mkdtemp(prefix="kafka-eos-wheel-"))
+    done = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "wheel", "--no-deps", "-w", str(out),
+                           str(PROJECT)], capture_output=True, text=True, timeout=600, env=CLEAN_ENV)
+    if done.returncode != 0:
+        raise RuntimeError(f"pip wheel {PROJECT} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    shutil.rmtree(PROJECT / "build", ignore_errors=True)
+    [wheel] = out.glob("spark_kafka_eos-*.whl")
+    return wheel
+
+
 def compat_venv(pyspark_version: str, python_version: str) -> CompatVenv:
     """The virtualenv for ``pyspark_version`` on Python ``python_version`` (made once), with the working
-    tree's package installed by a plain ``pip install`` (dependencies resolved as a user's would be),
-    then reinstalled from this tree."""
+    tree's package installed by a plain ``pip install`` of its wheel (dependencies resolved as a user's would
+    be), then reinstalled from it (the version number does not tell one working tree from another)."""
     path = CACHE / f"pyspark-connect-{pyspark_version}-py{python_version}"
     python = path / "bin" / "python"
     ready = path / ".pyspark-connect-installed"
@@ -72,8 +89,9 @@ def compat_venv(pyspark_version: str, python_version: str) -> CompatVenv:
         # With the Connect client's dependencies, as the runtimes have them (Databricks' shared clusters).
         _pip(python, "install", f"pyspark[connect]=={pyspark_version}")
         ready.touch()
-    _pip(python, "install", str(PROJECT))
-    _pip(python, "install", "--no-deps", "--force-reinstall", str(PROJECT))
+    wheel = str(project_wheel())
+    _pip(python, "install", wheel)
+    _pip(python, "install", "--no-deps", "--force-reinstall", wheel)
     found = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('pyspark'))"],
                            capture_output=True, text=True, timeout=120, env=CLEAN_ENV, cwd=CACHE)
     return CompatVenv(pyspark_version, path, found.stdout.strip())
