@@ -475,8 +475,14 @@ class _IdleCoordinators:
         with self._lock:
             return self._idle.pop(key, None)
 
+    _SIZE = 8
+    """Prefixes whose producer a process keeps: a worker that served more drops the longest unused."""
+
     def give(self, key: tuple[KafkaConnection, str, str], producer: Producer, holder: PreparedTxnState) -> None:
         with self._lock:
+            self._idle.pop(key, None)
+            if len(self._idle) >= self._SIZE:
+                self._idle.pop(next(iter(self._idle)))
             self._idle[key] = (producer, holder)
 
 
