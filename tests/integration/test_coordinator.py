@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 import uuid
 
 import pyarrow as pa
@@ -16,6 +17,7 @@ from spark_kafka_eos.errors import (
     KafkaEosDecisionLogError,
     KafkaEosOutputUnverifiableError,
 )
+from spark_kafka_eos.write import decision_log as decision_log_module
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.decision_log import DecisionLog
@@ -272,3 +274,16 @@ def test_a_driver_whose_coordinator_id_another_initialised_fences_again_before_i
     assert coordinator_holder(options)[1] > fenced_by_other[1]
     assert committed_values(kafka, topic) == [b"a", b"b"]
     assert open_transactions(kafka, options.prefix) == []
+
+
+def test_the_coordinator_producer_a_driver_keeps_queues_nothing_while_it_waits(kafka: KafkaTestCluster) -> None:
+    """Kept between micro-batches, the producer is not polled: anything librdkafka queued for it meanwhile (its
+    statistics every interval) would pile up in the driver's Python worker until the next commit."""
+    topic = kafka.create_topic(1)
+    options = sink_options(kafka, topic)
+    TwoPhaseCommitCoordinator(options, TIMEOUT_MS).commit(stream_epoch(0), [prepare(options, 0, ["a"])])
+    key = (options.connection, options.decision_log_topic, coordinator_transactional_id(options.prefix))
+    kept = decision_log_module._IDLE_COORDINATORS.take(key)
+    assert kept is not None  # the commit kept it
+    time.sleep(0.5)
+    assert len(kept[0]) == 0
