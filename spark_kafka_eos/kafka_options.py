@@ -52,6 +52,7 @@ WRITER_AND_SPARK_OPTIONS = (
     "decisionLogTopic",
     "writeId",
     "allowNewPrefix",
+    "writeEngine",
 )
 _CANONICAL = {name.lower(): name for name in READER_OPTIONS + WRITER_AND_SPARK_OPTIONS}
 

@@ -7,18 +7,16 @@
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::ptr;
-use std::sync::Mutex;
 
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 use rdkafka_sys as rd;
 
 use crate::arrow_buffers::BatchBuilder;
+use crate::handle::{c_string, c_text, error_text, open_handle, Callbacks, LogLine, Unshared};
 
-// librdkafka functions whose error code is taken as a plain integer: librdkafka passes broker error codes
-// through unchanged, and rdkafka-sys's enum does not declare them all (an undeclared value in it is
-// undefined behaviour).
+// librdkafka functions whose error code is taken as a plain integer (see `handle`).
 #[allow(clashing_extern_declarations)]
 extern "C" {
     #[link_name = "rd_kafka_assign"]
@@ -27,59 +25,11 @@ extern "C" {
     fn consume_position(rk: *mut rd::rd_kafka_t, partitions: *mut rd::rd_kafka_topic_partition_list_t) -> c_int;
     #[link_name = "rd_kafka_query_watermark_offsets"]
     fn query_watermarks(rk: *mut rd::rd_kafka_t, topic: *const c_char, partition: i32, low: *mut i64, high: *mut i64, timeout_ms: c_int) -> c_int;
-    #[link_name = "rd_kafka_err2str"]
-    fn error_text(err: c_int) -> *const c_char;
 }
 
 const NO_ERROR: c_int = 0;
 const MAX_BATCH_BYTES: usize = i32::MAX as usize;
 const FATAL_ERROR: c_int = rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__FATAL as c_int;
-
-/// librdkafka log lines kept between two drains; the rest are counted, not kept.
-const MAX_KEPT_LOG_LINES: usize = 1_000;
-const ERRSTR_SIZE: usize = 512;
-
-/// What librdkafka's threads hand over: the latest statistics and log lines.
-#[derive(Default)]
-struct Callbacks {
-    statistics: Mutex<Option<String>>,
-    logs: Mutex<Vec<(i32, String, String, String)>>,
-}
-
-unsafe extern "C" fn on_statistics(_rk: *mut rd::rd_kafka_t, json: *mut c_char, len: usize, opaque: *mut c_void) -> c_int {
-    if !opaque.is_null() {
-        let callbacks = &*opaque.cast::<Callbacks>();
-        let text = String::from_utf8_lossy(std::slice::from_raw_parts(json.cast::<u8>(), len)).into_owned();
-        if let Ok(mut latest) = callbacks.statistics.lock() {
-            *latest = Some(text);
-        }
-    }
-    0 // librdkafka frees the JSON
-}
-
-unsafe extern "C" fn on_log(rk: *const rd::rd_kafka_t, level: c_int, facility: *const c_char, line: *const c_char) {
-    if rk.is_null() {
-        return;
-    }
-    let opaque = rd::rd_kafka_opaque(rk);
-    if opaque.is_null() {
-        return;
-    }
-    let callbacks = &*opaque.cast::<Callbacks>();
-    if let Ok(mut logs) = callbacks.logs.lock() {
-        if logs.len() < MAX_KEPT_LOG_LINES {
-            logs.push((level, c_text(facility), c_text(rd::rd_kafka_name(rk)), c_text(line)));
-        }
-    }
-}
-
-unsafe fn c_text(text: *const c_char) -> String {
-    if text.is_null() {
-        String::new()
-    } else {
-        CStr::from_ptr(text).to_string_lossy().into_owned()
-    }
-}
 
 pub fn librdkafka_version() -> String {
     unsafe { c_text(rd::rd_kafka_version_str()) }
@@ -93,35 +43,10 @@ struct Client {
     callbacks: *mut Callbacks,
 }
 
-/// Raw pointers moved into a section that runs without the GIL; only this consumer's thread uses them.
-struct Unshared<T>(T);
-unsafe impl<T> Send for Unshared<T> {}
-
 impl Client {
     fn open(config: &[(String, String)]) -> PyResult<Client> {
-        let mut errstr = vec![0 as c_char; ERRSTR_SIZE];
+        let (rk, callbacks) = open_handle(rd::rd_kafka_type_t::RD_KAFKA_CONSUMER, config)?;
         unsafe {
-            let conf = rd::rd_kafka_conf_new();
-            for (name, value) in config {
-                let (c_name, c_value) = (c_string(name)?, c_string(value)?);
-                let result = rd::rd_kafka_conf_set(conf, c_name.as_ptr(), c_value.as_ptr(), errstr.as_mut_ptr(), ERRSTR_SIZE);
-                if result != rd::rd_kafka_conf_res_t::RD_KAFKA_CONF_OK {
-                    rd::rd_kafka_conf_destroy(conf);
-                    // librdkafka's message can quote the value; name only the setting.
-                    return Err(PyValueError::new_err(format!("librdkafka rejected the setting {name}")));
-                }
-            }
-            let callbacks = Box::into_raw(Box::<Callbacks>::default());
-            rd::rd_kafka_conf_set_opaque(conf, callbacks.cast());
-            rd::rd_kafka_conf_set_stats_cb(conf, Some(on_statistics));
-            rd::rd_kafka_conf_set_log_cb(conf, Some(on_log));
-            let rk = rd::rd_kafka_new(rd::rd_kafka_type_t::RD_KAFKA_CONSUMER, conf, errstr.as_mut_ptr(), ERRSTR_SIZE);
-            if rk.is_null() {
-                // rd_kafka_new takes conf only on success.
-                rd::rd_kafka_conf_destroy(conf);
-                drop(Box::from_raw(callbacks));
-                return Err(PyValueError::new_err(format!("librdkafka could not start a consumer: {}", c_text(errstr.as_ptr()))));
-            }
             rd::rd_kafka_poll_set_consumer(rk);
             let queue = rd::rd_kafka_queue_get_consumer(rk);
             Ok(Client { rk, queue, callbacks })
@@ -145,8 +70,8 @@ impl Client {
         unsafe { &*self.callbacks }
     }
 
-    fn take_logs(&self) -> Vec<(i32, String, String, String)> {
-        self.callbacks().logs.lock().map(|mut logs| std::mem::take(&mut *logs)).unwrap_or_default()
+    fn take_logs(&self) -> Vec<LogLine> {
+        self.callbacks().take_logs()
     }
 }
 
@@ -156,10 +81,6 @@ impl Drop for Client {
         // SAFETY: allocated by Box::into_raw in open; librdkafka's threads are gone.
         unsafe { drop(Box::from_raw(self.callbacks)) };
     }
-}
-
-fn c_string(text: &str) -> PyResult<CString> {
-    CString::new(text).map_err(|_| PyValueError::new_err("a librdkafka setting contains a NUL character"))
 }
 
 /// One step's outcome: the offset of the last record taken, whether a record at or past `end` was
@@ -284,7 +205,7 @@ impl RangeConsumer {
 
     /// The statistics JSON delivered since the last call, if any.
     fn take_statistics(&self) -> PyResult<Option<String>> {
-        Ok(self.client()?.callbacks().statistics.lock().ok().and_then(|mut latest| latest.take()))
+        Ok(self.client()?.callbacks().take_statistics())
     }
 
     /// librdkafka's log lines since the last call: (syslog level, facility, client name, line).

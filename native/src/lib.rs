@@ -1,19 +1,28 @@
-//! The compiled read path of spark-kafka-eos.
+//! The compiled read and write paths of spark-kafka-eos.
 //!
 //! `RangeConsumer` is a librdkafka consumer of one assigned partition that appends the records it
 //! delivers straight into Arrow buffers (Spark's Kafka schema), so no Python object is made per
 //! record. It decides nothing about ranges: the Python range reader (`read/partition_reader.py`)
 //! keeps every rule of a read (range ends, EOF, lost offsets, stalls) and asks this consumer for
 //! one step at a time, as it asks the pure-Python consumer.
+//!
+//! `TaskProducer` is a task's transactional librdkafka producer that produces straight from Arrow
+//! columns and tallies its delivery reports, again with no Python object per record; the Python task
+//! producer (`write/task_producer.py`) keeps every rule of the write.
 
 mod arrow_buffers;
+mod arrow_input;
 mod consumer;
+mod deliveries;
+mod handle;
+mod producer;
 
 use pyo3::prelude::*;
 
 #[pymodule]
 fn spark_kafka_eos_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<consumer::RangeConsumer>()?;
+    m.add_class::<producer::TaskProducer>()?;
     m.add("LIBRDKAFKA_VERSION", consumer::librdkafka_version())?;
     Ok(())
 }

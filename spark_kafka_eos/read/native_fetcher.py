@@ -11,42 +11,21 @@ SASL mechanism it is built without, such as GSSAPI) or a missing wheel makes
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable, Mapping
-from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 
+from spark_kafka_eos import compiled
+from spark_kafka_eos.compiled import forward_logs, librdkafka_settings
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.librdkafka_config import LIBRDKAFKA_LOGGER
 from spark_kafka_eos.read.range_fetcher import FetchError, FetchStep
 from spark_kafka_eos.read.record_batch import ConstantColumns
 from spark_kafka_eos.schema import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE, arrow_record_schema
 
 log = logging.getLogger(__name__)
-
-
-def _compiled_module() -> ModuleType | None:
-    try:
-        return importlib.import_module("spark_kafka_eos_native")
-    except ImportError:  # the wheel is optional
-        return None
-
-
-native = _compiled_module()
-
-# librdkafka's syslog levels, as confluent-kafka maps them for its ``logger``.
-_LOG_LEVELS = {0: logging.CRITICAL, 1: logging.CRITICAL, 2: logging.CRITICAL, 3: logging.ERROR, 4: logging.WARNING, 5: logging.INFO, 6: logging.INFO}
-# Settings the Python client handles itself, not librdkafka.
-_PYTHON_SETTINGS = {"logger", "stats_cb"}
-
-
-def native_installed() -> bool:
-    """Whether the compiled read path (the ``spark-kafka-eos-native`` wheel) is importable here."""
-    return native is not None
 
 
 def open_native_fetcher(
@@ -55,7 +34,8 @@ def open_native_fetcher(
 ) -> NativeFetcher | None:
     """A compiled fetcher for ``config`` (what :func:`for_librdkafka` made); None where it cannot run it,
     unless ``required`` (``readEngine=native``), which makes that an error."""
-    settings = _librdkafka_settings(config)
+    settings = librdkafka_settings(config)
+    native = compiled.native
     if native is None or settings is None:
         if required:
             raise KafkaEosOptionError(
@@ -75,17 +55,6 @@ def open_native_fetcher(
         log.debug("The compiled read path cannot run this configuration (%s); reading with the pure-Python path.", err)
         return None
     return NativeFetcher(consumer, topic, partition, include_headers, on_statistics)
-
-
-def _librdkafka_settings(config: Mapping[str, Any]) -> list[tuple[str, str]] | None:
-    settings = []
-    for name, value in config.items():
-        if name in _PYTHON_SETTINGS:
-            continue
-        if callable(value) or isinstance(value, Mapping):
-            return None
-        settings.append((name, ("true" if value else "false") if isinstance(value, bool) else str(value)))
-    return settings
 
 
 class NativeFetcher:
@@ -130,13 +99,13 @@ class NativeFetcher:
         return low, high
 
     def close(self) -> None:
-        _log(self._consumer.close())
+        forward_logs(self._consumer.close())
 
     def _hand_over_callbacks(self) -> None:
         statistics = self._consumer.take_statistics()
         if statistics is not None:
             self._on_statistics(statistics)
-        _log(self._consumer.take_logs())
+        forward_logs(self._consumer.take_logs())
 
     def _record_batch(
         self, rows: int, keys: tuple[bytes | None, bytes, bytes], values: tuple[bytes | None, bytes, bytes], offsets: bytes,
@@ -154,11 +123,6 @@ class NativeFetcher:
         if headers is not None:
             columns.append(_headers(schema.field("headers").type, rows, *headers))
         return pa.RecordBatch.from_arrays(columns, schema=schema)
-
-
-def _log(lines: list[tuple[int, str, str, str]]) -> None:
-    for level, facility, client, line in lines:
-        LIBRDKAFKA_LOGGER.log(_LOG_LEVELS.get(level, logging.DEBUG), "%s [%s] %s", facility, client, line)
 
 
 def _raise_on(code: int) -> None:

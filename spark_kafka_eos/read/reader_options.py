@@ -8,17 +8,16 @@ pass-through, bootstrap) are in :mod:`spark_kafka_eos.kafka_options`.
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
+from spark_kafka_eos.compiled import Engine, engine_option
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.kafka_options import canonical_name, parse_common
-from spark_kafka_eos.read.native_fetcher import native_installed
 from spark_kafka_eos.secrets import redact
 
 T = TypeVar("T")
@@ -27,7 +26,7 @@ TopicPartition = tuple[str, int]
 
 EARLIEST = -2
 LATEST = -1
-ReadEngine = Literal["auto", "native", "python"]
+ReadEngine = Engine
 READ_ENGINE_VARIABLE = "KAFKA_EOS_READ_ENGINE"
 """The driver's default for ``readEngine``, where a read does not set it."""
 
@@ -223,19 +222,8 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
 
 
 def _read_engine(opts: Mapping[str, str]) -> ReadEngine:
-    """The option, else the driver's environment variable (a default for every read of a deployment), else auto."""
-    given = opts.get("readengine")
-    origin = "" if given is not None else f" (from the environment variable {READ_ENGINE_VARIABLE})"
-    engine = (given if given is not None else os.environ.get(READ_ENGINE_VARIABLE, "auto")).strip().lower()
-    engines: dict[str, ReadEngine] = {"auto": "auto", "native": "native", "python": "python"}
-    if engine not in engines:
-        raise KafkaEosOptionError("readEngine", f"is {engine!r}{origin}.", "use auto (the default), native or python.")
-    if engine == "native" and not native_installed():
-        raise KafkaEosOptionError(
-            "readEngine", f"is native{origin}, but the compiled read path (spark-kafka-eos-native) is not installed.",
-            "install its wheel on the driver and the executors (make native builds it), or use readEngine=auto.",
-        )
-    return engines[engine]
+    return engine_option(opts, "readEngine", READ_ENGINE_VARIABLE, "read")
+
 
 
 def internal_read_options(

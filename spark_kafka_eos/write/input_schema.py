@@ -31,7 +31,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from spark_kafka_eos.errors import KafkaEosSchemaError
+from spark_kafka_eos.errors import KafkaEosSchemaError, KafkaEosWriteError
 from spark_kafka_eos.write.writer_options import WriterOptions
 
 VALUE, KEY, TOPIC, PARTITION, HEADERS = "value", "key", "topic", "partition", "headers"
@@ -133,3 +133,19 @@ def _check_headers(data_type: DataType) -> None:
 def _case_hint(name: str, names: list[str]) -> str:
     other = [n for n in names if n.lower() == name and n != name]
     return f" (found '{other[0]}': column names are matched exactly; rename it)" if other else ""
+
+
+def missing_topic_error(transactional_id: str) -> KafkaEosWriteError:
+    """A task's error for a row without a topic (checked per batch: the schema allows a null topic)."""
+    return KafkaEosWriteError(
+        transactional_id, "a row has no topic (null or no topic column) and no 'topic' option is set.",
+        "give every row a topic, or set .option('topic', ...)",
+    )
+
+
+def null_header_error(transactional_id: str) -> KafkaEosWriteError:
+    """A task's error for a null header or a header with a null key."""
+    return KafkaEosWriteError(
+        transactional_id, "a row's headers column holds a null header, or a header whose key is null.",
+        "drop them before writing, e.g. filter(headers, h -> h IS NOT NULL AND h.key IS NOT NULL)",
+    )

@@ -21,17 +21,15 @@ transaction before the error propagates, so nothing the task wrote can ever beco
 from __future__ import annotations
 
 import logging
-import re
 import time
 import traceback
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from pyspark import TaskContext
 
 from spark_kafka_eos.cluster import cached_session, cluster_metadata
@@ -40,6 +38,7 @@ from spark_kafka_eos.txn.session import PreparedTxnState, TxnState
 from spark_kafka_eos.txn.transactional_producer import start_transactional_producer
 from spark_kafka_eos.write.commit_message import PartitionCount, SourceOffset, TaskCommit
 from spark_kafka_eos.write.decision_log import DecisionLog
+from spark_kafka_eos.write.delivery_reports import DeliveryTally, EosStats, write_error
 from spark_kafka_eos.write.input_schema import (
     HEADERS,
     KEY,
@@ -50,12 +49,14 @@ from spark_kafka_eos.write.input_schema import (
     TOPIC,
     VALUE,
     InputColumns,
+    missing_topic_error,
+    null_header_error,
 )
 from spark_kafka_eos.write.log_record import EpochId, Position
+from spark_kafka_eos.write.native_producer import open_native_producer
 from spark_kafka_eos.write.ownership import already_decided
 from spark_kafka_eos.write.transaction_guard import worker_guard
 from spark_kafka_eos.write.transactional_id import task_transactional_id_candidates
-from spark_kafka_eos.write.visibility import record_digest
 from spark_kafka_eos.write.writer_options import STATS_INTERVAL_MS, WriterOptions
 
 log = logging.getLogger(__name__)
@@ -66,33 +67,6 @@ CONTROL_TIMEOUT_S = 60.0
 """Bound of init_transactions (which may first wait for the abort of the id's previous transaction) and abort."""
 _FLUSH_SLICE_S = 0.2
 _IDENTITY_TIMEOUT_S = max(10.0, 20 * STATS_INTERVAL_MS / 1000)
-_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
-_SIZE_FIX = (
-    "raise the topic's max.message.bytes (kafka-configs --alter --entity-type topics --add-config "
-    "max.message.bytes=...) and, for records over 1 MB, kafka.message.max.bytes; or write smaller records. "
-    "If single records are small, set kafka.batch.size below the topic's max.message.bytes"
-)
-_FENCED_FIX = "another attempt with the same transactional id took over (a zombie task); Spark retries the task"
-_FIXES: Mapping[int, str] = {
-    KafkaError.MSG_SIZE_TOO_LARGE: _SIZE_FIX,
-    KafkaError.RECORD_LIST_TOO_LARGE: _SIZE_FIX,
-    KafkaError.UNKNOWN_TOPIC_OR_PART: "create the topic, or fix the topic option or column",
-    KafkaError._UNKNOWN_TOPIC: "create the topic, or fix the topic option or column",
-    KafkaError._UNKNOWN_PARTITION: "the partition column names a partition the topic does not have; "
-    "use values from 0 to partitions - 1, or null to let the partitioner choose",
-    KafkaError.TOPIC_AUTHORIZATION_FAILED: "grant the principal WRITE on the topic",
-    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "grant the principal WRITE and DESCRIBE on the "
-    "TransactionalId resources of the prefix (ACL pattern type PREFIXED)",
-    KafkaError._MSG_TIMED_OUT: "the brokers did not acknowledge in time; check that the topic exists and that the "
-    "brokers are reachable and healthy",
-    KafkaError._TIMED_OUT: "the transaction coordinator did not answer in time; check that the brokers are healthy",
-    KafkaError._FENCED: _FENCED_FIX,
-    KafkaError.PRODUCER_FENCED: _FENCED_FIX,
-    KafkaError.INVALID_PRODUCER_EPOCH: _FENCED_FIX,
-}
-_MAX_REPORTED_FAILURES = 5
-_PRODUCER_ID = re.compile(r'"producer_id":\s*(-?\d+)')
-_PRODUCER_EPOCH = re.compile(r'"producer_epoch":\s*(-?\d+)')
 
 
 @dataclass(frozen=True)
@@ -144,7 +118,7 @@ def write_task(
                 transaction = _open_transaction(options, epoch, identity, timeout_ms)
                 transactional_id = transaction.transactional_id
                 guard.opened(options.connection, transactional_id)
-            transaction.produce(_records(batch, columns, options.topic, transactional_id))
+            transaction.produce(batch, columns, options.topic)
             if not identified and transaction.identity is not None:
                 guard.identified(transactional_id, *transaction.identity)
                 identified = True
@@ -219,7 +193,7 @@ def _open_transaction(options: WriterOptions, epoch: EpochId, identity: TaskIden
                 raise _IdTaken(txn_id)
         try:
             return _TaskTransaction(candidate, options.producer_config(candidate, timeout_ms),
-                                    options.topic or options.decision_log_topic, still_free)
+                                    options.topic or options.decision_log_topic, still_free, options.write_engine)
         except _IdTaken:
             continue
     raise KafkaEosWriteError(
@@ -232,27 +206,55 @@ class _IdTaken(Exception):
     """Another task attempt opened a transaction on the id between its check and our InitProducerId."""
 
 
-class _TaskTransaction:
-    """A transactional producer with one open transaction: produce, then prepare or abort.
+class ProducerClient(Protocol):
+    """A task's transactional producer, on one of the two write paths: confluent-kafka's
+    (:class:`_ConfluentProducer`) or the compiled one (:class:`~spark_kafka_eos.write.native_producer.NativeProducer`).
+    Failing calls raise ``KafkaException`` (start, begin, abort) or :class:`KafkaEosWriteError` (produce)."""
 
-    Its callbacks are plain objects that never refer back to the producer, so dropping ``_producer`` frees
-    it at once (reference counting, no cycle) and with it the librdkafka instance -- without aborting.
-    """
+    def start(self, warm_up_topic: str, timeout_s: float, before_init: Callable[[], None] | None) -> None:
+        """Warm up, run ``before_init``, and init_transactions (fencing any earlier holder of the id)."""
+
+    def begin(self) -> None: ...
+
+    def produce(self, batch: pa.RecordBatch, columns: InputColumns, topic_option: str | None, transactional_id: str,
+                queue_timeout_s: float) -> None:
+        """Produce every row of ``batch``, waiting up to ``queue_timeout_s`` for room in a full queue."""
+
+    def poll(self, timeout_s: float) -> None: ...
+
+    def flush(self, timeout_s: float) -> int:
+        """Wait up to ``timeout_s`` for every delivery report; the number of records still unacknowledged."""
+
+    def failed(self) -> bool:
+        """Whether a delivery failed."""
+
+    def deliveries(self) -> DeliveryTally: ...
+
+    @property
+    def identity(self) -> tuple[int, int] | None:
+        """Producer id and epoch, once librdkafka's statistics have reported them."""
+
+    def abort(self, timeout_s: float) -> None: ...
+
+    def release(self) -> None:
+        """Free the producer without aborting its transaction."""
+
+
+class _TaskTransaction:
+    """A transactional producer with one open transaction: produce, then prepare or abort."""
 
     def __init__(self, transactional_id: str, config: Mapping[str, object], topic: str,
-                 before_init: Callable[[], None] | None = None) -> None:
+                 before_init: Callable[[], None] | None = None, engine: str = "auto") -> None:
         self._transactional_id = transactional_id
-        self._deliveries = _DeliveryTally()
-        self._stats = _EosStats()
+        client: ProducerClient | None = None if engine == "python" else open_native_producer(config, required=engine == "native")
+        if client is None:
+            client = _ConfluentProducer(config)
         try:
-            producer = start_transactional_producer(
-                {**config, "on_delivery": self._deliveries.on_delivery, "stats_cb": self._stats.on_stats}, topic, CONTROL_TIMEOUT_S,
-                before_init,
-            )
-            producer.begin_transaction()
+            client.start(topic, CONTROL_TIMEOUT_S, before_init)
+            client.begin()
         except KafkaException as exc:
-            raise _write_error(transactional_id, "init_transactions / begin_transaction", [(None, None, exc.args[0], 0)]) from None
-        self._producer: Producer | None = producer
+            raise write_error(transactional_id, "init_transactions / begin_transaction", [(None, None, exc.args[0], 0)]) from None
+        self._client: ProducerClient | None = client
 
     @property
     def transactional_id(self) -> str:
@@ -261,28 +263,115 @@ class _TaskTransaction:
     @property
     def identity(self) -> tuple[int, int] | None:
         """Producer id and epoch, once librdkafka's statistics have reported them."""
-        return self._stats.identity
+        return self._live().identity
 
-    def produce(self, records: Iterable[tuple[str, Any, Any, int, Any]]) -> None:
+    def produce(self, batch: pa.RecordBatch, columns: InputColumns, topic_option: str | None) -> None:
+        client = self._live()
+        client.produce(batch, columns, topic_option, self._transactional_id, CONTROL_TIMEOUT_S)
+        client.poll(0)
+        self._raise_on_failed_delivery()  # stop writing into a transaction that can only be aborted
+
+    def prepare(self, transaction_timeout_ms: int) -> tuple[PreparedTxnState, tuple[PartitionCount, ...], Position | None, str | None]:
+        """Flush, check every delivery, read the producer id and epoch, and drop the producer unclosed.
+        Also returns where the first record landed (the participant's probe), and its digest."""
+        self._flush(transaction_timeout_ms / 1000 + 5)
+        producer_id, epoch = self._wait_for_identity()
+        deliveries = self._live().deliveries()
+        client, self._client = self._live(), None
+        client.release()  # the transaction stays open
+        prepared = PreparedTxnState(self._transactional_id, producer_id, epoch)
+        return prepared, deliveries.counts(), deliveries.first, deliveries.first_digest
+
+    def _flush(self, timeout_s: float) -> None:
+        """Wait for every delivery report. After a failed delivery librdkafka holds the remaining records
+        until the transaction is aborted, so a plain flush() would wait out its whole timeout: check often."""
+        client = self._live()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            unflushed = client.flush(_FLUSH_SLICE_S)
+            self._raise_on_failed_delivery()
+            if not unflushed:
+                return
+            if time.monotonic() > deadline:
+                raise write_error(self._transactional_id, f"{unflushed} records were still unacknowledged after the flush",
+                                  [(None, None, KafkaError(KafkaError._MSG_TIMED_OUT), unflushed)])
+
+    def _wait_for_identity(self) -> tuple[int, int]:
+        """The producer id and epoch, waiting for the first statistics that have them if none came yet."""
+        client = self._live()
+        deadline = time.monotonic() + _IDENTITY_TIMEOUT_S
+        while (identity := client.identity) is None:
+            if time.monotonic() > deadline:
+                raise KafkaEosWriteError(
+                    self._transactional_id, f"librdkafka reported no statistics (producer id, epoch) in {_IDENTITY_TIMEOUT_S:g} s.",
+                    "check that the brokers are healthy; Spark retries the task",
+                )
+            client.poll(STATS_INTERVAL_MS / 1000)
+        return identity
+
+    def _raise_on_failed_delivery(self) -> None:
+        client = self._live()
+        if client.failed():
+            raise client.deliveries().error(self._transactional_id, "delivery")
+
+    def abort(self) -> None:
+        """Abort the open transaction (best effort: what stays open is aborted by the driver's recovery)."""
+        client, self._client = self._client, None
+        if client is None:
+            return
+        try:
+            client.abort(CONTROL_TIMEOUT_S)
+        except KafkaException as exc:
+            log.warning("could not abort transaction %s (%s); the driver's recovery aborts it",
+                        self._transactional_id, exc.args[0].str())
+        finally:
+            client.release()
+
+    def _live(self) -> ProducerClient:
+        if self._client is None:
+            raise RuntimeError(f"the transaction of {self._transactional_id} is already prepared or aborted")
+        return self._client
+
+
+class _ConfluentProducer:
+    """confluent-kafka's producer (the pure-Python path): rows become Python objects, one produce() each.
+
+    Its callbacks are plain objects that never refer back to the producer, so dropping ``_producer`` frees
+    it at once (reference counting, no cycle) and with it the librdkafka instance -- without aborting.
+    """
+
+    def __init__(self, config: Mapping[str, object]) -> None:
+        self._config = config
+        self._tally = DeliveryTally()
+        self._stats = EosStats()
+        self._producer: Producer | None = None
+
+    def start(self, warm_up_topic: str, timeout_s: float, before_init: Callable[[], None] | None) -> None:
+        config = {**self._config, "on_delivery": self._tally.on_delivery, "stats_cb": self._stats.on_stats}
+        self._producer = start_transactional_producer(config, warm_up_topic, timeout_s, before_init)
+
+    def begin(self) -> None:
+        self._live().begin_transaction()
+
+    def produce(self, batch: pa.RecordBatch, columns: InputColumns, topic_option: str | None, transactional_id: str,
+                queue_timeout_s: float) -> None:
         producer = self._live()
         produce = producer.produce
-        for record in records:
+        for record in _records(batch, columns, topic_option, transactional_id):
             try:
                 # Positional: keywords cost ~40% of the rate. Order: topic, value, key, partition,
                 # callback, on_delivery (None: the configured one), timestamp (0: now), headers.
                 produce(record[0], record[1], record[2], record[3], None, None, 0, record[4])
             except BufferError:
-                self._produce_when_room(record)
+                self._produce_when_room(record, transactional_id, queue_timeout_s)
             except KafkaException as exc:
                 producer.poll(0)  # a delivery failure, if any, is the cause; report it rather than its echo
-                self._deliveries.add_failure(record[0], record[3], exc.args[0])
-                raise self._deliveries.error(self._transactional_id, "produce") from None
-        producer.poll(0)
-        self._raise_on_failed_delivery()  # stop writing into a transaction that can only be aborted
+                self._tally.add_failure(record[0], record[3], exc.args[0])
+                raise self._tally.error(transactional_id, "produce") from None
 
-    def _produce_when_room(self, record: tuple[str, Any, Any, int, Any]) -> None:
+    def _produce_when_room(self, record: tuple[str, Any, Any, int, Any], transactional_id: str, timeout_s: float) -> None:
         producer = self._live()
-        deadline = time.monotonic() + CONTROL_TIMEOUT_S
+        deadline = time.monotonic() + timeout_s
         while True:
             producer.poll(0.05)
             try:
@@ -290,134 +379,35 @@ class _TaskTransaction:
                 return
             except BufferError:
                 if time.monotonic() > deadline:
-                    raise _write_error(self._transactional_id, "the producer queue stayed full",
-                                       [(record[0], record[3], KafkaError(KafkaError._QUEUE_FULL), 1)]) from None
+                    raise write_error(transactional_id, "the producer queue stayed full",
+                                      [(record[0], record[3], KafkaError(KafkaError._QUEUE_FULL), 1)]) from None
 
-    def prepare(self, transaction_timeout_ms: int) -> tuple[PreparedTxnState, tuple[PartitionCount, ...], Position | None, str | None]:
-        """Flush, check every delivery, read the producer id and epoch, and drop the producer unclosed.
-        Also returns where the first record landed (the participant's probe), and its digest."""
-        self._flush(transaction_timeout_ms / 1000 + 5)
-        producer_id, epoch = self._stats.wait_for_identity(self._live(), self._transactional_id)
-        self._producer = None  # the only reference: librdkafka is destroyed here, the transaction stays open
-        prepared = PreparedTxnState(self._transactional_id, producer_id, epoch)
-        return prepared, self._deliveries.counts(), self._deliveries.first, self._deliveries.first_digest
+    def poll(self, timeout_s: float) -> None:
+        self._live().poll(timeout_s)
 
-    def _flush(self, timeout_s: float) -> None:
-        """Wait for every delivery report. After a failed delivery librdkafka holds the remaining records
-        until the transaction is aborted, so a plain flush() would wait out its whole timeout: check often."""
-        producer = self._live()
-        deadline = time.monotonic() + timeout_s
-        while True:
-            unflushed = producer.flush(_FLUSH_SLICE_S)
-            self._raise_on_failed_delivery()
-            if not unflushed:
-                return
-            if time.monotonic() > deadline:
-                raise _write_error(self._transactional_id, f"{unflushed} records were still unacknowledged after the flush",
-                                   [(None, None, KafkaError(KafkaError._MSG_TIMED_OUT), unflushed)])
+    def flush(self, timeout_s: float) -> int:
+        return self._live().flush(timeout_s)
 
-    def _raise_on_failed_delivery(self) -> None:
-        if self._deliveries.failures:
-            raise self._deliveries.error(self._transactional_id, "delivery")
+    def failed(self) -> bool:
+        return bool(self._tally.failures)
 
-    def abort(self) -> None:
-        """Abort the open transaction (best effort: what stays open is aborted by the driver's recovery)."""
-        producer, self._producer = self._producer, None
-        if producer is None:
-            return
-        try:
-            producer.abort_transaction(CONTROL_TIMEOUT_S)
-        except KafkaException as exc:
-            log.warning("could not abort transaction %s (%s); the driver's recovery aborts it",
-                        self._transactional_id, exc.args[0].str())
+    def deliveries(self) -> DeliveryTally:
+        return self._tally
+
+    @property
+    def identity(self) -> tuple[int, int] | None:
+        return self._stats.identity
+
+    def abort(self, timeout_s: float) -> None:
+        self._live().abort_transaction(timeout_s)
+
+    def release(self) -> None:
+        self._producer = None  # the only reference: librdkafka is destroyed here
 
     def _live(self) -> Producer:
         if self._producer is None:
-            raise RuntimeError(f"the transaction of {self._transactional_id} is already prepared or aborted")
+            raise RuntimeError("the producer is not started or already released")
         return self._producer
-
-
-class _DeliveryTally:
-    """Delivery callback: delivered records per (topic, partition), failures per (topic, partition, error)."""
-
-    def __init__(self) -> None:
-        # Keyed as confluent-kafka types a message's topic and partition; a delivered record has both.
-        self.delivered: defaultdict[tuple[str | None, int | None], int] = defaultdict(int)
-        self.failures: dict[tuple[str | None, int | None, int], tuple[KafkaError, int]] = {}
-        self.first: Position | None = None
-        self.first_digest: str | None = None
-
-    def on_delivery(self, err: KafkaError | None, msg: Message) -> None:
-        """Called once per record (a third of a task's CPU time at 100-byte records: keep it lean)."""
-        if err is None:
-            self.delivered[msg.topic(), msg.partition()] += 1
-            if self.first is None:
-                topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-                assert topic is not None and partition is not None and offset is not None
-                self.first = (topic, partition, offset)
-                self.first_digest = record_digest(msg.key(), msg.value())
-        else:
-            self.add_failure(msg.topic(), msg.partition(), err)
-
-    def add_failure(self, topic: str | None, partition: int | None, err: KafkaError) -> None:
-        key = (topic, partition, err.code())
-        self.failures[key] = (err, self.failures.get(key, (err, 0))[1] + 1)
-
-    def counts(self) -> tuple[PartitionCount, ...]:
-        return tuple((topic or "", partition or 0, count) for (topic, partition), count in sorted(self.delivered.items()))
-
-    def error(self, transactional_id: str, stage: str) -> KafkaEosWriteError:
-        failures = [(t, p, err, n) for (t, p, _), (err, n) in self.failures.items()]
-        # Records purged by the failing transaction are an echo of the failure, not its cause.
-        causes = [f for f in failures if f[2].code() not in _PURGED] or failures
-        return _write_error(transactional_id, stage, causes)
-
-
-def _write_error(transactional_id: str, stage: str,
-                 failures: list[tuple[str | None, int | None, KafkaError, int]]) -> KafkaEosWriteError:
-    described = [
-        f"{_where(topic, partition)}{err.name()} ({err.str()})" + (f" for {count} record(s)" if count else "")
-        for topic, partition, err, count in failures[:_MAX_REPORTED_FAILURES]
-    ]
-    fixes = dict.fromkeys(_FIXES.get(err.code(), "see the Kafka error") for _, _, err, _ in failures)
-    return KafkaEosWriteError(transactional_id, f"{stage}: {'; '.join(described)}.", "; ".join(fixes))
-
-
-def _where(topic: str | None, partition: int | None) -> str:
-    if topic is None:
-        return ""
-    return f"topic {topic} partition {partition}: " if partition is not None and partition >= 0 else f"topic {topic}: "
-
-
-class _EosStats:
-    """Statistics callback that keeps the producer id and epoch of librdkafka's statistics (``eos``)."""
-
-    def __init__(self) -> None:
-        self.identity: tuple[int, int] | None = None
-        """The producer id and epoch, from the first statistics that have them."""
-
-    def on_stats(self, text: str) -> None:
-        # Called every statistics interval, also for the ones queued while the producer started; a search of
-        # the ``eos`` object costs a fraction of parsing the whole JSON (11 KB with one topic of 32 partitions),
-        # which took a quarter of a short task's time (py-spy, make bench-latency at 32 partitions).
-        if self.identity is None:
-            start = text.rfind('"eos":')
-            eos = text[start:text.find("}", start)] if start >= 0 else ""
-            producer_id, epoch = _PRODUCER_ID.search(eos), _PRODUCER_EPOCH.search(eos)
-            if producer_id is not None and epoch is not None and int(producer_id.group(1)) >= 0:
-                self.identity = (int(producer_id.group(1)), int(epoch.group(1)))
-
-    def wait_for_identity(self, producer: Producer, transactional_id: str) -> tuple[int, int]:
-        """The producer id and epoch, waiting for the first statistics that have them if none came yet."""
-        deadline = time.monotonic() + _IDENTITY_TIMEOUT_S
-        while self.identity is None:
-            if time.monotonic() > deadline:
-                raise KafkaEosWriteError(
-                    transactional_id, f"librdkafka reported no statistics (producer id, epoch) in {_IDENTITY_TIMEOUT_S:g} s.",
-                    "check that the brokers are healthy; Spark retries the task",
-                )
-            producer.poll(STATS_INTERVAL_MS / 1000)
-        return self.identity
 
 
 def _records(batch: pa.RecordBatch, columns: InputColumns, topic_option: str | None,
@@ -439,20 +429,14 @@ def _topics(batch: pa.RecordBatch, columns: InputColumns, topic_option: str | No
         return repeat(topic_option, batch.num_rows)
     topics: list[str | None] = batch.column(TOPIC).to_pylist() if columns.topic else [None]
     if None in topics:
-        raise KafkaEosWriteError(
-            transactional_id, "a row has no topic (null or no topic column) and no 'topic' option is set.",
-            "give every row a topic, or set .option('topic', ...)",
-        )
+        raise missing_topic_error(transactional_id)
     return cast(list[str], topics)  # no None, checked above
 
 
 def _headers(column: pa.Array, transactional_id: str) -> list[list[tuple[str, bytes | None]] | None]:
     rows = column.to_pylist()
     if any(h is None or h["key"] is None for row in rows if row for h in row):
-        raise KafkaEosWriteError(
-            transactional_id, "a row's headers column holds a null header, or a header whose key is null.",
-            "drop them before writing, e.g. filter(headers, h -> h IS NOT NULL AND h.key IS NOT NULL)",
-        )
+        raise null_header_error(transactional_id)
     return [[(h["key"], h["value"]) for h in row] if row else None for row in rows]
 
 

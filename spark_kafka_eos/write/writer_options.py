@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from confluent_kafka import KafkaException, Producer
 
+from spark_kafka_eos.compiled import Engine, engine_option
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.kafka_options import UNSAFE_SETTINGS, parse_common, parse_kafka_settings
@@ -31,6 +32,8 @@ from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.secrets import redact, scrub
 
 DEFAULT_DECISION_LOG_TOPIC = "_kafka_eos_decisions"
+WRITE_ENGINE_VARIABLE = "KAFKA_EOS_WRITE_ENGINE"
+"""The driver's default of ``writeEngine``, for every write of a deployment."""
 DERIVED_PREFIX_START = "kafka-eos-"
 MAX_PREFIX_LENGTH = 200
 # librdkafka's statistics carry the producer id and epoch (there is no getter). The task needs them once its
@@ -82,6 +85,9 @@ class WriterOptions:
     allow_new_prefix: bool = False
     """A query past micro-batch 0 may make its first decision on a prefix that has no record of it."""
     checkpoint_location: str | None = None
+    write_engine: Engine = "auto"
+    """Which producer writes a task's records: the compiled one (``native``), confluent-kafka's (``python``),
+    or the compiled one where it is installed and can run the configuration (``auto``)."""
 
     @property
     def bootstrap_servers(self) -> str:
@@ -116,7 +122,7 @@ class WriterOptions:
             f"WriterOptions(bootstrap_servers={self.bootstrap_servers!r}, topic={self.topic!r}, "
             f"prefix={self.prefix!r} (from {self.prefix_source}), decision_log_topic={self.decision_log_topic!r}, "
             f"consumer_group={self.consumer_group!r}, transaction_timeout_ms={self.transaction_timeout_ms}, "
-            f"write_id={self.write_id!r}, allow_new_prefix={self.allow_new_prefix}, "
+            f"write_id={self.write_id!r}, allow_new_prefix={self.allow_new_prefix}, write_engine={self.write_engine!r}, "
             f"kafka_config={redact(self.kafka_config)!r})"
         )
 
@@ -139,6 +145,7 @@ def parse_writer_options(options: Mapping[str, str], streaming: bool) -> WriterO
         write_id=_write_id(opts, streaming),
         allow_new_prefix=_flag(opts, "allowNewPrefix"),
         checkpoint_location=(opts.get("checkpointlocation") or "").strip() or None,
+        write_engine=engine_option(opts, "writeEngine", WRITE_ENGINE_VARIABLE, "write"),
     )
     _check_with_librdkafka(parsed)
     return parsed

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 from confluent_kafka.admin import OffsetSpec
 
+from spark_kafka_eos import compiled
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.read import native_fetcher
 from spark_kafka_eos.read.native_fetcher import NativeFetcher
 from spark_kafka_eos.read.partition_reader import open_fetcher, read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
@@ -151,7 +151,7 @@ def test_read_engine_errors_name_the_option_and_the_fix(monkeypatch: pytest.Monk
     with pytest.raises(KafkaEosOptionError, match=f"readEngine.*'fast' \\(from the environment variable {READ_ENGINE_VARIABLE}\\)"):
         parse_reader_options(raw, streaming=False)
     monkeypatch.delenv(READ_ENGINE_VARIABLE)
-    monkeypatch.setattr(native_fetcher, "native", None)
+    monkeypatch.setattr(compiled, "native", None)
     with pytest.raises(KafkaEosOptionError, match="readEngine.*spark-kafka-eos-native\\) is not installed.*make native"):
         parse_reader_options({**raw, "readEngine": "native"}, streaming=False)
     assert parse_reader_options(raw, streaming=False).read_engine == "auto"

@@ -1,0 +1,131 @@
+//! What the consumer and the producer share: a librdkafka handle made from settings, and the state its
+//! callbacks hand over to Python (the latest statistics, log lines, and a producer's delivery reports).
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::Mutex;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use rdkafka_sys as rd;
+
+use crate::deliveries::Deliveries;
+
+// librdkafka functions whose error code is taken as a plain integer: librdkafka passes broker error codes
+// through unchanged, and rdkafka-sys's enum does not declare them all (an undeclared value in it is
+// undefined behaviour).
+#[allow(clashing_extern_declarations)]
+extern "C" {
+    #[link_name = "rd_kafka_err2str"]
+    pub fn error_text(err: c_int) -> *const c_char;
+}
+
+/// librdkafka log lines kept between two drains; the rest are dropped.
+const MAX_KEPT_LOG_LINES: usize = 1_000;
+const ERRSTR_SIZE: usize = 512;
+
+pub type LogLine = (i32, String, String, String);
+
+/// What librdkafka's callbacks hand over; freed only after `rd_kafka_destroy` has joined its threads.
+#[derive(Default)]
+pub struct Callbacks {
+    pub statistics: Mutex<Option<String>>,
+    pub logs: Mutex<Vec<LogLine>>,
+    pub deliveries: Mutex<Deliveries>,
+}
+
+impl Callbacks {
+    pub fn take_logs(&self) -> Vec<LogLine> {
+        self.logs.lock().map(|mut logs| std::mem::take(&mut *logs)).unwrap_or_default()
+    }
+
+    pub fn take_statistics(&self) -> Option<String> {
+        self.statistics.lock().ok().and_then(|mut latest| latest.take())
+    }
+}
+
+unsafe extern "C" fn on_statistics(_rk: *mut rd::rd_kafka_t, json: *mut c_char, len: usize, opaque: *mut c_void) -> c_int {
+    if !opaque.is_null() {
+        let callbacks = &*opaque.cast::<Callbacks>();
+        let text = String::from_utf8_lossy(std::slice::from_raw_parts(json.cast::<u8>(), len)).into_owned();
+        if let Ok(mut latest) = callbacks.statistics.lock() {
+            *latest = Some(text);
+        }
+    }
+    0 // librdkafka frees the JSON
+}
+
+unsafe extern "C" fn on_log(rk: *const rd::rd_kafka_t, level: c_int, facility: *const c_char, line: *const c_char) {
+    if rk.is_null() {
+        return;
+    }
+    let opaque = rd::rd_kafka_opaque(rk);
+    if opaque.is_null() {
+        return;
+    }
+    let callbacks = &*opaque.cast::<Callbacks>();
+    if let Ok(mut logs) = callbacks.logs.lock() {
+        if logs.len() < MAX_KEPT_LOG_LINES {
+            logs.push((level, c_text(facility), c_text(rd::rd_kafka_name(rk)), c_text(line)));
+        }
+    }
+}
+
+unsafe extern "C" fn on_delivery(_rk: *mut rd::rd_kafka_t, message: *const rd::rd_kafka_message_t, opaque: *mut c_void) {
+    if !opaque.is_null() {
+        let callbacks = &*opaque.cast::<Callbacks>();
+        if let Ok(mut deliveries) = callbacks.deliveries.lock() {
+            deliveries.add(message);
+        }
+    }
+}
+
+/// # Safety
+/// `text` is null or a NUL-terminated string.
+pub unsafe fn c_text(text: *const c_char) -> String {
+    if text.is_null() {
+        String::new()
+    } else {
+        CStr::from_ptr(text).to_string_lossy().into_owned()
+    }
+}
+
+pub fn c_string(text: &str) -> PyResult<CString> {
+    CString::new(text).map_err(|_| PyValueError::new_err("a librdkafka setting contains a NUL character"))
+}
+
+/// Raw pointers moved into a section that runs without the GIL; only the owning object's thread uses them.
+pub struct Unshared<T>(pub T);
+unsafe impl<T> Send for Unshared<T> {}
+
+/// A new librdkafka handle of `kind` with `config` and the callbacks above (delivery reports for a
+/// producer); the caller frees the callbacks after `rd_kafka_destroy`.
+pub fn open_handle(kind: rd::rd_kafka_type_t, config: &[(String, String)]) -> PyResult<(*mut rd::rd_kafka_t, *mut Callbacks)> {
+    let mut errstr = vec![0 as c_char; ERRSTR_SIZE];
+    unsafe {
+        let conf = rd::rd_kafka_conf_new();
+        for (name, value) in config {
+            let (c_name, c_value) = (c_string(name)?, c_string(value)?);
+            let result = rd::rd_kafka_conf_set(conf, c_name.as_ptr(), c_value.as_ptr(), errstr.as_mut_ptr(), ERRSTR_SIZE);
+            if result != rd::rd_kafka_conf_res_t::RD_KAFKA_CONF_OK {
+                rd::rd_kafka_conf_destroy(conf);
+                // librdkafka's message can quote the value; name only the setting.
+                return Err(PyValueError::new_err(format!("librdkafka rejected the setting {name}")));
+            }
+        }
+        let callbacks = Box::into_raw(Box::<Callbacks>::default());
+        rd::rd_kafka_conf_set_opaque(conf, callbacks.cast());
+        rd::rd_kafka_conf_set_stats_cb(conf, Some(on_statistics));
+        rd::rd_kafka_conf_set_log_cb(conf, Some(on_log));
+        if kind == rd::rd_kafka_type_t::RD_KAFKA_PRODUCER {
+            rd::rd_kafka_conf_set_dr_msg_cb(conf, Some(on_delivery));
+        }
+        let rk = rd::rd_kafka_new(kind, conf, errstr.as_mut_ptr(), ERRSTR_SIZE);
+        if rk.is_null() {
+            // rd_kafka_new takes conf only on success.
+            rd::rd_kafka_conf_destroy(conf);
+            drop(Box::from_raw(callbacks));
+            return Err(PyValueError::new_err(format!("librdkafka could not start a client: {}", c_text(errstr.as_ptr()))));
+        }
+        Ok((rk, callbacks))
+    }
+}

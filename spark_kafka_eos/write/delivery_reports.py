@@ -1,0 +1,122 @@
+"""What a task's producer reports back, the same on both write paths: delivered records per partition, the
+first record (the participant's probe), failures as errors that name their fix, and the producer id and epoch
+from librdkafka's statistics."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Mapping
+
+from confluent_kafka import KafkaError, Message
+
+from spark_kafka_eos.errors import KafkaEosWriteError
+from spark_kafka_eos.write.commit_message import PartitionCount
+from spark_kafka_eos.write.log_record import Position
+from spark_kafka_eos.write.visibility import record_digest
+
+_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+_SIZE_FIX = (
+    "raise the topic's max.message.bytes (kafka-configs --alter --entity-type topics --add-config "
+    "max.message.bytes=...) and, for records over 1 MB, kafka.message.max.bytes; or write smaller records. "
+    "If single records are small, set kafka.batch.size below the topic's max.message.bytes"
+)
+_FENCED_FIX = "another attempt with the same transactional id took over (a zombie task); Spark retries the task"
+_FIXES: Mapping[int, str] = {
+    KafkaError.MSG_SIZE_TOO_LARGE: _SIZE_FIX,
+    KafkaError.RECORD_LIST_TOO_LARGE: _SIZE_FIX,
+    KafkaError.UNKNOWN_TOPIC_OR_PART: "create the topic, or fix the topic option or column",
+    KafkaError._UNKNOWN_TOPIC: "create the topic, or fix the topic option or column",
+    KafkaError._UNKNOWN_PARTITION: "the partition column names a partition the topic does not have; "
+    "use values from 0 to partitions - 1, or null to let the partitioner choose",
+    KafkaError.TOPIC_AUTHORIZATION_FAILED: "grant the principal WRITE on the topic",
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "grant the principal WRITE and DESCRIBE on the "
+    "TransactionalId resources of the prefix (ACL pattern type PREFIXED)",
+    KafkaError._MSG_TIMED_OUT: "the brokers did not acknowledge in time; check that the topic exists and that the "
+    "brokers are reachable and healthy",
+    KafkaError._TIMED_OUT: "the transaction coordinator did not answer in time; check that the brokers are healthy",
+    KafkaError._FENCED: _FENCED_FIX,
+    KafkaError.PRODUCER_FENCED: _FENCED_FIX,
+    KafkaError.INVALID_PRODUCER_EPOCH: _FENCED_FIX,
+}
+_MAX_REPORTED_FAILURES = 5
+_PRODUCER_ID = re.compile(r'"producer_id":\s*(-?\d+)')
+_PRODUCER_EPOCH = re.compile(r'"producer_epoch":\s*(-?\d+)')
+
+Failure = tuple[str | None, int | None, KafkaError, int]
+"""(topic, partition, error, records)."""
+
+
+class DeliveryTally:
+    """Delivered records per (topic, partition), failures per (topic, partition, error), the first record."""
+
+    def __init__(self) -> None:
+        # Keyed as confluent-kafka types a message's topic and partition; a delivered record has both.
+        self.delivered: defaultdict[tuple[str | None, int | None], int] = defaultdict(int)
+        self.failures: dict[tuple[str | None, int | None, int], tuple[KafkaError, int]] = {}
+        self.first: Position | None = None
+        self.first_digest: str | None = None
+
+    def on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        """confluent-kafka's delivery callback, called once per record (a third of a task's CPU time at
+        100-byte records on the pure-Python path: keep it lean)."""
+        if err is None:
+            self.delivered[msg.topic(), msg.partition()] += 1
+            if self.first is None:
+                topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+                assert topic is not None and partition is not None and offset is not None
+                self.set_first((topic, partition, offset), msg.key(), msg.value())
+        else:
+            self.add_failure(msg.topic(), msg.partition(), err)
+
+    def set_first(self, position: Position, key: str | bytes | None, value: str | bytes | None) -> None:
+        self.first = position
+        self.first_digest = record_digest(key, value)
+
+    def add_failure(self, topic: str | None, partition: int | None, err: KafkaError, records: int = 1) -> None:
+        key = (topic, partition, err.code())
+        self.failures[key] = (err, self.failures.get(key, (err, 0))[1] + records)
+
+    def counts(self) -> tuple[PartitionCount, ...]:
+        return tuple((topic or "", partition or 0, count) for (topic, partition), count in sorted(self.delivered.items()))
+
+    def error(self, transactional_id: str, stage: str) -> KafkaEosWriteError:
+        failures = [(t, p, err, n) for (t, p, _), (err, n) in self.failures.items()]
+        # Records purged by the failing transaction are an echo of the failure, not its cause.
+        causes = [f for f in failures if f[2].code() not in _PURGED] or failures
+        return write_error(transactional_id, stage, causes)
+
+
+def write_error(transactional_id: str, stage: str, failures: list[Failure]) -> KafkaEosWriteError:
+    """The task's error for ``failures`` at ``stage``: what failed where, and each failure's fix."""
+    described = [
+        f"{_where(topic, partition)}{err.name()} ({err.str()})" + (f" for {count} record(s)" if count else "")
+        for topic, partition, err, count in failures[:_MAX_REPORTED_FAILURES]
+    ]
+    fixes = dict.fromkeys(_FIXES.get(err.code(), "see the Kafka error") for _, _, err, _ in failures)
+    return KafkaEosWriteError(transactional_id, f"{stage}: {'; '.join(described)}.", "; ".join(fixes))
+
+
+def _where(topic: str | None, partition: int | None) -> str:
+    if topic is None:
+        return ""
+    return f"topic {topic} partition {partition}: " if partition is not None and partition >= 0 else f"topic {topic}: "
+
+
+class EosStats:
+    """Statistics callback that keeps the producer id and epoch of librdkafka's statistics (``eos``)."""
+
+    def __init__(self) -> None:
+        self.identity: tuple[int, int] | None = None
+        """The producer id and epoch, from the first statistics that have them."""
+
+    def on_stats(self, text: str) -> None:
+        # Called every statistics interval, also for the ones queued while the producer started; a search of
+        # the ``eos`` object costs a fraction of parsing the whole JSON (11 KB with one topic of 32 partitions),
+        # which took a quarter of a short task's time (py-spy, make bench-latency at 32 partitions).
+        if self.identity is None:
+            start = text.rfind('"eos":')
+            eos = text[start:text.find("}", start)] if start >= 0 else ""
+            producer_id, epoch = _PRODUCER_ID.search(eos), _PRODUCER_EPOCH.search(eos)
+            if producer_id is not None and epoch is not None and int(producer_id.group(1)) >= 0:
+                self.identity = (int(producer_id.group(1)), int(epoch.group(1)))

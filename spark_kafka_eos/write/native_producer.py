@@ -1,0 +1,188 @@
+"""The compiled producer of a task's transaction, from the optional ``spark-kafka-eos-native`` wheel: it
+produces straight from the Arrow batch's columns and tallies delivery reports in Rust, so no Python object
+is made per record.
+
+It makes the same librdkafka calls as the confluent-kafka producer, with the same settings. With
+``writeEngine=auto`` (the default), a missing wheel or a configuration it cannot run (a Python callback
+such as AWS MSK IAM's token signer) makes :func:`open_native_producer` return None, and the task takes the
+pure-Python path; with ``writeEngine=native`` either is an error.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import KafkaError, KafkaException
+
+from spark_kafka_eos import compiled
+from spark_kafka_eos.compiled import forward_logs, librdkafka_settings
+from spark_kafka_eos.errors import KafkaEosOptionError
+from spark_kafka_eos.librdkafka_config import for_librdkafka
+from spark_kafka_eos.txn.transactional_producer import WARM_UP_TIMEOUT_S
+from spark_kafka_eos.write.delivery_reports import DeliveryTally, EosStats, write_error
+from spark_kafka_eos.write.input_schema import (
+    HEADERS,
+    KEY,
+    PARTITION,
+    TOPIC,
+    VALUE,
+    InputColumns,
+    missing_topic_error,
+    null_header_error,
+)
+
+log = logging.getLogger(__name__)
+
+_BinaryInput = tuple[int, int, int, int, bool]
+_VARIABLE_WIDTH = {pa.binary(): False, pa.string(): False, pa.large_binary(): True, pa.large_string(): True}
+
+
+def open_native_producer(config: Mapping[str, Any], required: bool) -> NativeProducer | None:
+    """A compiled producer of ``config`` (a task's producer configuration); None where it cannot run it,
+    unless ``required`` (``writeEngine=native``), which makes that an error."""
+    native = compiled.native
+    settings = librdkafka_settings(for_librdkafka(config))
+    if native is None or settings is None:
+        if required:
+            raise KafkaEosOptionError(
+                "writeEngine", "is native, but " + ("spark-kafka-eos-native is not installed where this task runs."
+                                                    if native is None else "these kafka.* settings need a Python callback."),
+                "install the spark-kafka-eos-native wheel on the driver and the executors, or use writeEngine=auto.",
+            )
+        return None
+    try:
+        return NativeProducer(native.TaskProducer(settings))
+    except ValueError as err:
+        if required:
+            raise KafkaEosOptionError("writeEngine", f"is native, but the compiled path refused the configuration: {err}.",
+                                      "use writeEngine=auto or python.") from None
+        log.debug("The compiled write path cannot run this configuration (%s); writing with the pure-Python path.", err)
+        return None
+
+
+class NativeProducer:
+    """A task's compiled transactional producer, with the calls of
+    :class:`~spark_kafka_eos.write.task_producer.ProducerClient`."""
+
+    def __init__(self, producer: Any) -> None:
+        self._producer = producer
+        self._stats = EosStats()
+
+    def start(self, warm_up_topic: str, timeout_s: float, before_init: Callable[[], None] | None) -> None:
+        # See spark_kafka_eos.txn.transactional_producer for why two metadata requests come first.
+        for _ in range(2):
+            if self._call(self._producer.warm_up, warm_up_topic, int(min(WARM_UP_TIMEOUT_S, timeout_s) * 1000)):
+                break
+        if before_init is not None:
+            before_init()
+        _raise_on(self._call(self._producer.init_transactions, int(timeout_s * 1000)))
+
+    def begin(self) -> None:
+        _raise_on(self._call(self._producer.begin_transaction))
+
+    def produce(self, batch: pa.RecordBatch, columns: InputColumns, topic_option: str | None, transactional_id: str,
+                queue_timeout_s: float) -> None:
+        lent: list[pa.Array] = []  # the arrays whose buffers the extension reads: alive until it returns
+        topics = None
+        if topic_option is None:
+            column = batch.column(TOPIC) if columns.topic else None
+            if column is None or column.null_count:
+                raise missing_topic_error(transactional_id)
+            topics = _binary(column, lent)
+        partitions = batch.column(PARTITION) if columns.partition else None
+        headers = batch.column(HEADERS) if columns.headers else None
+        refused = self._call(
+            self._producer.produce, batch.num_rows, topic_option, topics, _binary(batch.column(VALUE), lent),
+            _binary(batch.column(KEY), lent) if columns.key else None,
+            None if partitions is None else (_validity(partitions), _address(partitions.buffers()[1]), partitions.offset),
+            None if headers is None else _headers(headers, transactional_id, lent), int(queue_timeout_s * 1000),
+        )
+        del lent
+        if refused is not None:
+            _, code, topic, partition = refused
+            self.poll(0)  # a delivery failure, if any, is the cause; report it rather than its echo
+            tally = self.deliveries()
+            if code == KafkaError._QUEUE_FULL:
+                raise write_error(transactional_id, "the producer queue stayed full", [(topic, partition, KafkaError(code), 1)])
+            tally.add_failure(topic, partition, KafkaError(code))
+            raise tally.error(transactional_id, "produce")
+
+    def poll(self, timeout_s: float) -> None:
+        self._call(self._producer.poll, int(timeout_s * 1000))
+
+    def flush(self, timeout_s: float) -> int:
+        unflushed: int = self._call(self._producer.flush, int(timeout_s * 1000))
+        return unflushed
+
+    def failed(self) -> bool:
+        failed: bool = self._producer.failed()
+        return failed
+
+    def deliveries(self) -> DeliveryTally:
+        tally = DeliveryTally()
+        for topic, partition, count in self._producer.delivered():
+            tally.delivered[topic, partition] = count
+        for topic, partition, code, count in self._producer.failures():
+            tally.add_failure(topic, partition, KafkaError(code), count)
+        first = self._producer.first()
+        if first is not None:
+            topic, partition, offset, key, value = first
+            tally.set_first((topic, partition, offset), key, value)
+        return tally
+
+    @property
+    def identity(self) -> tuple[int, int] | None:
+        if self._stats.identity is None:
+            statistics = self._producer.take_statistics()
+            if statistics is not None:
+                self._stats.on_stats(statistics)
+        return self._stats.identity
+
+    def abort(self, timeout_s: float) -> None:
+        _raise_on(self._call(self._producer.abort_transaction, int(timeout_s * 1000)))
+
+    def release(self) -> None:
+        forward_logs(self._producer.close())
+
+    def _call(self, method: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return method(*args)
+        finally:
+            forward_logs(self._producer.take_logs())
+
+
+def _raise_on(error: tuple[int, str, bool, bool, bool] | None) -> None:
+    if error is not None:
+        code, reason, fatal, retriable, requires_abort = error
+        raise KafkaException(KafkaError(code, reason, fatal=fatal, retriable=retriable, txn_requires_abort=requires_abort))
+
+
+def _address(buffer: pa.Buffer | None) -> int:
+    return 0 if buffer is None else buffer.address
+
+
+def _validity(array: pa.Array) -> int:
+    return _address(array.buffers()[0]) if array.null_count else 0
+
+
+def _binary(array: pa.Array, lent: list[pa.Array]) -> _BinaryInput:
+    """A binary or string array as the extension reads it (see native/src/arrow_input.rs); the array read
+    is added to ``lent``."""
+    large = _VARIABLE_WIDTH.get(array.type)
+    if large is None:  # e.g. a view type: as binary, which the extension reads
+        array, large = array.cast(pa.large_binary()), True
+    lent.append(array)
+    buffers = array.buffers()
+    return (_validity(array), _address(buffers[1]), _address(buffers[2]), array.offset, large)
+
+
+def _headers(column: pa.Array, transactional_id: str, lent: list[pa.Array]) -> tuple[int, int, int, _BinaryInput, _BinaryInput]:
+    entries = column.values
+    keys, values = entries.field("key"), entries.field("value")
+    if entries.null_count or keys.null_count:
+        raise null_header_error(transactional_id)
+    buffers = column.buffers()
+    return (_validity(column), _address(buffers[1]), column.offset, _binary(keys, lent), _binary(values, lent))
