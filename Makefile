@@ -20,7 +20,7 @@ help:
 	@echo "make kafka-start  start a local Kafka on 127.0.0.1:$(KAFKA_PORT) (make kafka-stop stops it)"
 	@echo "make cluster-start start a 3-broker KRaft cluster on 127.0.0.1:$(CLUSTER_PORT)-$$(($(CLUSTER_PORT)+2)) (make cluster-stop stops it)"
 	@echo "make unit         run only the tests that need no broker"
-	@echo "make native       build the compiled read path (native/, Rust) and install its wheel into the venv (make venv does)"
+	@echo "make native       build the compiled read and write paths (native/, Rust) and install the wheel into the venv (make venv does)"
 	@echo "make lint         ruff (pyflakes, pycodestyle, isort, pyupgrade) and mypy; make test runs it first"
 	@echo "make bench-read   batch read throughput at 2M and 4M records: kafka_eos (both read paths) vs Spark's Kafka source, the raw client and the Arrow ceiling"
 	@echo "make bench-write  streaming write throughput vs Spark's Kafka sink and raw producer; commit latency"
@@ -46,14 +46,17 @@ $(VENV)/.installed: $(VENV)/.deps $(PACKAGE_SOURCES)
 	@rm -rf build
 	@touch $@
 
-# The compiled read path (native/: Rust, librdkafka built from source by cargo), as a wheel in the venv.
+# The compiled read and write paths (native/: Rust, librdkafka built from source by cargo), as a wheel in the venv.
 NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock native/pyproject.toml native/spark_kafka_eos_native.pyi $(wildcard native/src/*.rs)
 NATIVE_WHEELS := .cache/native-wheel
 
 $(VENV)/.native: $(VENV)/.deps $(NATIVE_SOURCES)
-	@command -v cargo >/dev/null 2>&1 || { echo "error: cargo (Rust 1.75+) is required to build the compiled read path (native/). Install it with rustup (https://rustup.rs) or apt-get install cargo" >&2; exit 1; }
-	@echo ">> building the compiled read path (native/: Rust, librdkafka from source) into $(NATIVE_WHEELS)"
+	@command -v cargo >/dev/null 2>&1 || { echo "error: cargo (Rust 1.75+) is required to build the compiled read and write paths (native/). Install it with rustup (https://rustup.rs) or apt-get install cargo" >&2; exit 1; }
+	@echo ">> building the compiled read and write paths (native/: Rust, librdkafka from source) into $(NATIVE_WHEELS)"
 	@rm -rf $(NATIVE_WHEELS)
+	@# maturin repairs the library in place, through a hard link to cargo's output: make cargo link it afresh,
+	@# or a rebuild without a Rust change would find it already repaired and fail.
+	@rm -f .cache/cargo-target/release/deps/libspark_kafka_eos_native.so .cache/cargo-target/maturin/libspark_kafka_eos_native.so
 	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" CARGO_TARGET_DIR=$(CURDIR)/.cache/cargo-target $(VENV)/bin/maturin build --release --quiet -m native/Cargo.toml --out $(NATIVE_WHEELS) -i $(PY)
 	@$(PY) -m pip install --quiet --force-reinstall --no-deps $(NATIVE_WHEELS)/*.whl
 	@touch $@
@@ -119,11 +122,17 @@ test: lint kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 # one, and the range-level and differential tests on both).
 READER_SUITES := $(wildcard tests/integration/test_reader_*.py) tests/integration/test_batch_reader.py tests/integration/test_stream_reader.py tests/integration/test_legacy_stream_reader.py
 
+# The writer's Spark suites, run a second time in make test-all on the pure-Python write path (make test runs
+# the compiled one, and the task-level and differential tests on both).
+WRITER_SUITES := tests/integration/test_stream_writer.py tests/integration/test_batch_writer.py tests/integration/test_writer_promises.py tests/integration/test_writer_bad_input.py
+
 test-all: lint kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 	@echo ">> running every test, the long tier too (the soak, leader kills, benchmark smoke and memory probes, the wheel build)"
 	$(PY) -m pytest --durations=25 $(PYTEST_ARGS)
 	@echo ">> the reader's suites again, on the pure-Python read path (KAFKA_EOS_READ_ENGINE=python)"
 	KAFKA_EOS_READ_ENGINE=python $(PY) -m pytest -m "not long" $(READER_SUITES) $(PYTEST_ARGS)
+	@echo ">> the writer's suites again, on the pure-Python write path (KAFKA_EOS_WRITE_ENGINE=python)"
+	KAFKA_EOS_WRITE_ENGINE=python $(PY) -m pytest -m "not long" $(WRITER_SUITES) $(PYTEST_ARGS)
 
 demo: venv kafka-jars
 	$(PY) notebooks/demo.py

@@ -136,10 +136,10 @@ impl TaskProducer {
             let partition = partitions.as_ref().and_then(|column| unsafe { column.get(row) }).unwrap_or(UNASSIGNED);
             let value = unsafe { values.get(row) };
             let key = keys.as_ref().and_then(|column| unsafe { column.get(row) });
-            let deadline = Instant::now() + Duration::from_millis(queue_timeout_ms);
+            let mut deadline = None; // read the clock only when the queue is full
             loop {
                 let err = unsafe { produce_one(rk, rkt, partition, key, value, headers.as_ref(), row) };
-                if err == QUEUE_FULL && Instant::now() < deadline {
+                if err == QUEUE_FULL && Instant::now() < *deadline.get_or_insert_with(|| Instant::now() + Duration::from_millis(queue_timeout_ms)) {
                     let rk = Unshared(rk);
                     py.allow_threads(move || {
                         let rk = rk;

@@ -4,8 +4,9 @@
     BENCH_SIZES=1000000,2000000 make bench-memory
 
 For each size, one source topic with a single partition: a batch ``spark.read.format("kafka_eos")`` of
-all of it (one task reads the whole partition), once on each read path (``readEngine``), then ``readStream`` -> ``writeStream.format("kafka_eos")``
-of all of it in one micro-batch (one task reads and writes the whole partition). The Python workers'
+all of it (one task reads the whole partition), once on each read path (``readEngine``), then ``readStream`` ->
+``writeStream.format("kafka_eos")`` of all of it in one micro-batch (one task reads and writes the whole partition),
+once on each write path (``writeEngine``). The Python workers'
 RSS is sampled throughout; every count is checked against what was produced.
 """
 
@@ -40,7 +41,8 @@ def main() -> None:
 
         spark = bench_spark("bench-memory", connector_jars(), spark__driver__memory="4g")
         print(f">> pyspark {spark.version}, local[2]; one partition, {len(VALUE)}-byte values")
-        print(f"{'records in the partition':>26}  {'read, compiled: peak worker RSS':>32}  {'read, pure-Python':>18}  {'write':>9}")
+        print(f"{'records in the partition':>26}  {'read, compiled: peak worker RSS':>32}  {'read, pure-Python':>18}  "
+              f"{'write, compiled':>16}  {'write, pure-Python':>19}")
         for size in SIZES:
             source = new_topic("src")
             producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
@@ -58,15 +60,20 @@ def main() -> None:
                 check_count(f"kafka_eos read ({engine}; value bytes / value size)", row.bytes // len(VALUE), size)
                 peaks[engine] = reading.peak_mib
 
-            sink = new_topic("sink")
-            with PythonWorkerMemory() as writing:
-                (spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
-                 .option("startingOffsets", "earliest").load().selectExpr("key", "value")
-                 .writeStream.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
-                 .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-memory-")).trigger(availableNow=True)
-                 .start().awaitTermination())
-            check_count("kafka_eos write", count_committed(bootstrap, sink, 1), size)
-            print(f"{size:>26,}  {peaks['native']:>28.0f} MiB  {peaks['python']:>14.0f} MiB  {writing.peak_mib:>5.0f} MiB")
+            writes = {}
+            for engine in ("native", "python"):
+                sink = new_topic("sink")
+                with PythonWorkerMemory() as writing:
+                    (spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
+                     .option("startingOffsets", "earliest").load().selectExpr("key", "value")
+                     .writeStream.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
+                     .option("writeEngine", engine)
+                     .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-memory-")).trigger(availableNow=True)
+                     .start().awaitTermination())
+                check_count(f"kafka_eos write ({engine})", count_committed(bootstrap, sink, 1), size)
+                writes[engine] = writing.peak_mib
+            print(f"{size:>26,}  {peaks['native']:>28.0f} MiB  {peaks['python']:>14.0f} MiB  "
+                  f"{writes['native']:>12.0f} MiB  {writes['python']:>15.0f} MiB")
         spark.stop()
 
 

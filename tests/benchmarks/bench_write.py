@@ -2,13 +2,19 @@
 
     make bench-write                     # embedded broker, 1,000,000 records of 100 bytes
     BENCH_RECORDS=200000 make bench-write
+    BENCH_PARTS=batch make bench-write      # only the sinks alone (batch df.write of generated rows)
 
 One run measures, on the same data:
 * a streaming query kafka_eos -> kafka_eos (exactly-once), Trigger.AvailableNow;
 * the same query writing with Spark's own Kafka sink (format("kafka"), at-least-once);
+* the same exactly-once query on the pure-Python write path (writeEngine=python; the first is the compiled one);
 * a raw transactional confluent-kafka producer in one process;
 * the ceiling: the same query into a Python stream sink that counts its Arrow batches and drops them;
 * the median and p90 of TwoPhaseCommitCoordinator.commit for 3 prepared tasks, outside Spark.
+
+Then the sinks alone, without the Kafka source in front of them: a batch ``df.write`` of the same number of
+generated rows (``spark.range``, 100-byte values) into kafka_eos on both write paths, Spark's Kafka sink and the
+sink that drops its input, again alternating over BENCH_ROUNDS rounds after a warm-up.
 
 Each system is warmed up once on a small topic, then the three take turns over BENCH_ROUNDS rounds (3 by
 default), each run into a new sink topic, and the medians are compared. An independent read_committed
@@ -36,12 +42,18 @@ from tests.benchmarks.common import produce as produce_one
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", "1000000"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+PARTS = os.environ.get("BENCH_PARTS", "stream,batch").split(",")
+"""Which measurements to run: the streaming query (``stream``), the sinks alone (``batch``), or both."""
 WARM_UP_RECORDS = min(RECORDS, 20_000)
 PARTITIONS = 3
 VALUE = b"v" * 100
 EOS, SPARK, RAW = ("kafka_eos stream -> kafka_eos sink (exactly-once)", "kafka_eos stream -> Spark kafka sink (at-least-once)",
                    "raw transactional producer (1 process)")
 CEILING = "ceiling: kafka_eos stream -> a sink that drops its input"
+EOS_PYTHON = "kafka_eos stream -> kafka_eos sink, pure-Python write path (writeEngine=python)"
+BATCH_EOS, BATCH_SPARK, BATCH_CEILING, BATCH_EOS_PYTHON = (
+    "df.write -> kafka_eos sink (exactly-once)", "df.write -> Spark kafka sink (at-least-once)",
+    "ceiling: df.write -> a sink that drops its input", "df.write -> kafka_eos sink, pure-Python write path")
 
 
 def fill(bootstrap: str, topic: str, records: int) -> None:
@@ -105,7 +117,7 @@ def main() -> None:
 
         spark.dataSource.register(DiscardingSink)
 
-        def stream_to(fmt: str, from_topic: str, records: int) -> Run:
+        def stream_to(fmt: str, from_topic: str, records: int, engine: str = "auto") -> Run:
             def run() -> Count:
                 sink = new_topic(fmt) if fmt != CEILING_SINK else ""
                 count_file = Path(tempfile.mkdtemp(prefix="bench-ceiling-")) / "rows"
@@ -115,9 +127,24 @@ def main() -> None:
                     .selectExpr("key", "value", "partition")
                 )
                 (df.writeStream.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
-                 .option("countFile", str(count_file))
+                 .option("countFile", str(count_file)).option("writeEngine", engine)
                  .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-checkpoint-")).trigger(availableNow=True)
                  .start().awaitTermination())
+                if fmt == CEILING_SINK:
+                    return lambda: int(count_file.read_text())
+                return lambda: count_committed(bootstrap, sink, PARTITIONS)
+
+            return run
+
+        def batch_to(fmt: str, records: int, engine: str = "auto") -> Run:
+            def run() -> Count:
+                sink = new_topic(fmt) if fmt != CEILING_SINK else ""
+                count_file = Path(tempfile.mkdtemp(prefix="bench-ceiling-")) / "rows"
+                df = spark.range(records, numPartitions=PARTITIONS).selectExpr(
+                    "CAST(CAST(id AS STRING) AS BINARY) AS key", f"CAST(repeat('v', {len(VALUE)}) AS BINARY) AS value")
+                (df.write.format(fmt).mode("append").option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
+                 .option("countFile", str(count_file)).option("writeEngine", engine)
+                 .option("transactional.id.prefix", f"bench-batch-{uuid.uuid4().hex[:8]}").save())
                 if fmt == CEILING_SINK:
                     return lambda: int(count_file.read_text())
                 return lambda: count_committed(bootstrap, sink, PARTITIONS)
@@ -144,21 +171,41 @@ def main() -> None:
 
             return run
 
-        print(f">> one warm-up run each ({WARM_UP_RECORDS:,} records), then {ROUNDS} alternating rounds; "
-              f"every run's output must count {RECORDS:,} records")
-        seconds = alternate(
-            {EOS: measured(stream_to("kafka_eos", source, RECORDS)), SPARK: stream_to("kafka", source, RECORDS), RAW: raw(RECORDS),
-             CEILING: stream_to(CEILING_SINK, source, RECORDS)}, RECORDS, ROUNDS,
-            warm_up={EOS: stream_to("kafka_eos", warm_up_source, WARM_UP_RECORDS), SPARK: stream_to("kafka", warm_up_source, WARM_UP_RECORDS),
-                     RAW: raw(WARM_UP_RECORDS), CEILING: stream_to(CEILING_SINK, warm_up_source, WARM_UP_RECORDS)},
-            warm_up_expected=WARM_UP_RECORDS,
-        )
-        rate = report(seconds, RECORDS)
-        print(f">> kafka_eos sink / Spark's Kafka sink throughput ratio (medians): {rate[EOS] / rate[SPARK]:.2f}")
-        print(f">> kafka_eos sink / raw transactional producer ratio (medians):    {rate[EOS] / rate[RAW]:.2f}")
-        print(f">> ceiling (same query, a sink that drops its input) / Spark's Kafka sink throughput ratio (medians): {rate[CEILING] / rate[SPARK]:.2f}")
-        print(f">> kafka_eos peak memory of one Spark Python worker (kafka_eos source and sink): {max(eos_peak_mib):.0f} MiB "
-              f"(for {RECORDS // PARTITIONS:,} records per partition)")
+        if "stream" in PARTS:
+            print(f">> one warm-up run each ({WARM_UP_RECORDS:,} records), then {ROUNDS} alternating rounds; "
+                  f"every run's output must count {RECORDS:,} records")
+            seconds = alternate(
+                {EOS: measured(stream_to("kafka_eos", source, RECORDS, "native")), SPARK: stream_to("kafka", source, RECORDS), RAW: raw(RECORDS),
+                 CEILING: stream_to(CEILING_SINK, source, RECORDS), EOS_PYTHON: stream_to("kafka_eos", source, RECORDS, "python")}, RECORDS, ROUNDS,
+                warm_up={EOS: stream_to("kafka_eos", warm_up_source, WARM_UP_RECORDS, "native"), SPARK: stream_to("kafka", warm_up_source, WARM_UP_RECORDS),
+                         RAW: raw(WARM_UP_RECORDS), CEILING: stream_to(CEILING_SINK, warm_up_source, WARM_UP_RECORDS),
+                         EOS_PYTHON: stream_to("kafka_eos", warm_up_source, WARM_UP_RECORDS, "python")},
+                warm_up_expected=WARM_UP_RECORDS,
+            )
+            rate = report(seconds, RECORDS)
+            print(f">> kafka_eos sink / Spark's Kafka sink throughput ratio (medians): {rate[EOS] / rate[SPARK]:.2f}")
+            print(f">> kafka_eos sink, pure-Python write path / Spark's Kafka sink ratio (medians): {rate[EOS_PYTHON] / rate[SPARK]:.2f}")
+            print(f">> kafka_eos sink / raw transactional producer ratio (medians):    {rate[EOS] / rate[RAW]:.2f}")
+            print(f">> ceiling (same query, a sink that drops its input) / Spark's Kafka sink throughput ratio (medians): {rate[CEILING] / rate[SPARK]:.2f}")
+            print(f">> kafka_eos peak memory of one Spark Python worker (kafka_eos source and sink): {max(eos_peak_mib):.0f} MiB "
+                  f"(for {RECORDS // PARTITIONS:,} records per partition)")
+        if "batch" in PARTS:
+            print(f">> the sinks alone: batch df.write of {RECORDS:,} generated rows, {PARTITIONS} partitions; "
+                  f"one warm-up run each, then {ROUNDS} alternating rounds")
+            batch_seconds = alternate(
+                {BATCH_EOS: batch_to("kafka_eos", RECORDS, "native"), BATCH_SPARK: batch_to("kafka", RECORDS), BATCH_CEILING: batch_to(CEILING_SINK, RECORDS),
+                 BATCH_EOS_PYTHON: batch_to("kafka_eos", RECORDS, "python")}, RECORDS, ROUNDS,
+                warm_up={label: run for label, run in (
+                    (BATCH_EOS, batch_to("kafka_eos", WARM_UP_RECORDS, "native")), (BATCH_SPARK, batch_to("kafka", WARM_UP_RECORDS)),
+                    (BATCH_CEILING, batch_to(CEILING_SINK, WARM_UP_RECORDS)), (BATCH_EOS_PYTHON, batch_to("kafka_eos", WARM_UP_RECORDS, "python")))},
+                warm_up_expected=WARM_UP_RECORDS,
+            )
+            batch_rate = report(batch_seconds, RECORDS)
+            print(f">> batch df.write: kafka_eos sink / Spark's Kafka sink throughput ratio (medians): {batch_rate[BATCH_EOS] / batch_rate[BATCH_SPARK]:.2f}")
+            print(f">> batch df.write: kafka_eos sink, pure-Python write path / Spark's Kafka sink ratio (medians): "
+                  f"{batch_rate[BATCH_EOS_PYTHON] / batch_rate[BATCH_SPARK]:.2f}")
+            print(f">> batch df.write: ceiling (a sink that drops its input) / Spark's Kafka sink ratio (medians): "
+                  f"{batch_rate[BATCH_CEILING] / batch_rate[BATCH_SPARK]:.2f}")
         spark.stop()
         times = commit_times(bootstrap, commit_sink)
         print(f">> one commit (3 participants, decision + phase 2 + completion), {len(times)} commits: "

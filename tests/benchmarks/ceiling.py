@@ -9,7 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamArrowWriter, InputPartition, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import StructType
 
 from spark_kafka_eos.schema import arrow_record_schema, record_schema
@@ -62,7 +69,7 @@ def _batch(partition: int, rows: int, value_bytes: int) -> pa.RecordBatch:
 
 
 class DiscardingSink(DataSource):
-    """A stream sink that drops what it gets; each micro-batch adds its row count to the file ``countFile``."""
+    """A sink that drops what it gets; each micro-batch (or batch write) adds its row count to the file ``countFile``."""
 
     @classmethod
     def name(cls) -> str:
@@ -70,6 +77,9 @@ class DiscardingSink(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
         return _DiscardingWriter(Path(self.options["countFile"]))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        return _DiscardingBatchWriter(Path(self.options["countFile"]))
 
 
 @dataclass
@@ -90,3 +100,14 @@ class _DiscardingWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass
+
+
+class _DiscardingBatchWriter(DataSourceArrowWriter):
+    def __init__(self, count_file: Path) -> None:
+        self._stream = _DiscardingWriter(count_file)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> _Rows:
+        return self._stream.write(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        self._stream.commit(messages, 0)

@@ -1,7 +1,8 @@
 """The executor side of the write path against a real broker: write_task leaves exactly one open
 transaction with the producer id / epoch it reports, which the driver's TransactionSession then commits
 or aborts; an independent read_committed consumer says what became visible. No Spark needed: the task
-identity is given explicitly."""
+identity is given explicitly. Every test runs on both write paths (the compiled producer and
+confluent-kafka's)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.log_record import EpochId
 from spark_kafka_eos.write.task_producer import TaskIdentity, epoch_already_decided, write_task
 from spark_kafka_eos.write.transactional_id import task_transactional_id
-from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
+from spark_kafka_eos.write.writer_options import WRITE_ENGINE_VARIABLE, WriterOptions, parse_writer_options
 from tests.harness.kafka import KafkaTestCluster
 
 pytestmark = pytest.mark.kafka
@@ -33,6 +34,15 @@ ARROW_TYPES = {
     "value": pa.binary(), "key": pa.binary(), "topic": pa.string(), "partition": pa.int32(), "headers": HEADERS_ARROW,
     "source_topic": pa.string(), "source_partition": pa.int32(), "source_offset": pa.int64(),
 }
+
+
+@pytest.fixture(autouse=True, params=["native", "python"])
+def write_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both write paths, as the driver's default ``writeEngine`` (``make test`` builds the compiled one, so
+    a missing one fails the test)."""
+    engine: str = request.param
+    monkeypatch.setenv(WRITE_ENGINE_VARIABLE, engine)
+    return engine
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -1,0 +1,140 @@
+"""The compiled write path and the pure-Python one write the same records, and ``writeEngine`` picks.
+
+The transaction rules are shared (``write/task_producer.py``); what differs is how rows reach librdkafka
+and how delivery reports are tallied. So these tests write the same batches on both paths, each into
+fresh topics, and compare what an independent read_committed consumer sees, record by record (partition,
+offset, key, value, headers), together with what the task reports to the driver (counts per partition,
+and a probe that points at one of its records, with its digest). The batches use every column's corner: null and empty keys and values, string
+and binary columns with 32- and 64-bit offsets, headers with null values and non-ASCII names, explicit and
+null partitions, a topic column, and a batch that is a slice of a larger one (Arrow offsets not zero).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from spark_kafka_eos import compiled
+from spark_kafka_eos.errors import KafkaEosOptionError
+from spark_kafka_eos.txn.session import TransactionSession
+from spark_kafka_eos.write.commit_message import TaskCommit
+from spark_kafka_eos.write.log_record import EpochId
+from spark_kafka_eos.write.native_producer import open_native_producer
+from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
+from spark_kafka_eos.write.visibility import record_digest
+from spark_kafka_eos.write.writer_options import WRITE_ENGINE_VARIABLE, WriterOptions, parse_writer_options
+from tests.harness.kafka import KafkaTestCluster
+
+pytestmark = pytest.mark.kafka
+
+EPOCH = EpochId.batch("write-engine-tests")
+HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+@pytest.fixture(scope="module")
+def session(kafka: KafkaTestCluster) -> Any:
+    with TransactionSession(kafka.bootstrap_servers, request_timeout_s=10) as txn_session:
+        yield txn_session
+
+
+def sink(kafka: KafkaTestCluster, engine: str, **extra: str) -> WriterOptions:
+    options = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "transactional.id.prefix": f"engine-{uuid.uuid4().hex[:10]}",
+               "writeEngine": engine, **{key.replace("__", "."): value for key, value in extra.items()}}
+    return parse_writer_options({key.lower(): value for key, value in options.items()}, streaming=False)
+
+
+def corners(topics: tuple[str, str], value_type: pa.DataType) -> pa.RecordBatch:
+    """Rows with a key or an explicit partition each, so that every record's partition is the same on both paths."""
+    left, right = topics
+    values: list[Any] = [b"v0", b"", None, b"\x00\xff" * 700, b"v4", b"v5", "n\u00e4me".encode(), b"v7"]
+    return pa.RecordBatch.from_pydict(
+        {
+            "value": pa.array([v if v is None or not pa.types.is_string(value_type) and not pa.types.is_large_string(value_type)
+                               else v.decode("utf-8", "replace") for v in values], value_type),
+            "key": pa.array([b"k0", None, b"k2", b"", b"k4", None, b"k0", b"\xff"], pa.binary()),
+            "topic": [left, right, left, right, left, right, left, right],
+            "partition": pa.array([None, 1, 2, None, 0, 0, None, 1], pa.int32()),
+            "headers": pa.array(
+                [[{"key": "h", "value": b"1"}, {"key": "nil", "value": None}], None, [], [{"key": "n\u00e4me", "value": b""}],
+                 None, [{"key": "h", "value": b"2"}], None, [{"key": "", "value": b"x"}]], HEADERS),
+        }
+    )
+
+
+def write_and_commit(kafka: KafkaTestCluster, session: TransactionSession, engine: str, batches: list[pa.RecordBatch],
+                     topics: tuple[str, str]) -> tuple[TaskCommit, list[tuple[Any, ...]]]:
+    result = write_task(sink(kafka, engine), EPOCH, iter(batches), TaskIdentity(0, 0, 1))
+    assert result.transaction is not None
+    session.commit(result.transaction)
+    records = []
+    for index, topic in enumerate(topics):
+        kafka.wait_until_stable(topic)
+        records += [(index, r.partition, r.offset, r.key, r.value, r.headers) for r in kafka.read_committed(topic)]
+    return result, sorted(records, key=lambda r: (r[0], r[1], r[2]))
+
+
+@pytest.mark.parametrize("value_type", [pa.binary(), pa.string(), pa.large_binary()], ids=str)
+def test_both_engines_write_the_same_records(kafka: KafkaTestCluster, session: TransactionSession, value_type: pa.DataType) -> None:
+    written: dict[str, tuple[TaskCommit, list[tuple[Any, ...]], tuple[str, str]]] = {}
+    for engine in ("native", "python"):
+        topics = (kafka.create_topic(partitions=3), kafka.create_topic(partitions=2))
+        whole = corners(topics, value_type)
+        batches = [whole, pa.RecordBatch.from_pydict({name: [] for name in whole.schema.names}, schema=whole.schema),
+                   whole.slice(2, 5)]
+        result, records = write_and_commit(kafka, session, engine, batches, topics)
+        written[engine] = (result, records, topics)
+
+    (native, native_records, native_topics), (python, python_records, python_topics) = written["native"], written["python"]
+    assert len(native_records) == 13
+    assert native_records == python_records
+    assert [r[4] for r in native_records if r[4] is None] == [None, None]  # the tombstone, in the batch and in its slice
+    rename = dict(zip(native_topics, python_topics))
+    assert tuple((rename[t], p, n) for t, p, n in native.records) == python.records
+    # The probe is the first record delivered (which partition's comes first varies): on each path it must
+    # point at a record it wrote, with that record's digest.
+    for result, records, topics in written.values():
+        assert result.probe is not None
+        topic, partition, offset = result.probe
+        [(key, value)] = [(r[3], r[4]) for r in records if (topics[r[0]], r[1], r[2]) == (topic, partition, offset)]
+        assert result.probe_digest == record_digest(key, value)
+
+
+def test_a_full_producer_queue_is_waited_out_on_the_compiled_path(kafka: KafkaTestCluster, session: TransactionSession) -> None:
+    topic = kafka.create_topic(partitions=2)
+    rows = 20_000
+    # 200 records fit the queue: producing 20,000 in one call cannot go on without waiting for deliveries.
+    options = sink(kafka, "native", topic=topic, kafka__queue__buffering__max__messages="200")
+    result = write_task(options, EPOCH, iter([pa.RecordBatch.from_pydict({"value": [b"%d" % i for i in range(rows)]})]), TaskIdentity(0, 0, 1))
+    assert result.transaction is not None
+    session.commit(result.transaction)
+    kafka.wait_until_stable(topic)
+    assert sorted(int(r.value or b"") for r in kafka.read_committed(topic)) == list(range(rows))
+    assert sum(n for _, _, n in result.records) == rows
+
+
+def test_write_engine_errors_name_the_option_and_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = {"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "t", "transactional.id.prefix": "engines"}
+    with pytest.raises(KafkaEosOptionError, match=r"writeEngine.*'rust'.*use auto \(the default\), native or python"):
+        parse_writer_options({**raw, "writeengine": "rust"}, streaming=False)
+    monkeypatch.setenv(WRITE_ENGINE_VARIABLE, "fast")
+    with pytest.raises(KafkaEosOptionError, match=f"writeEngine.*'fast' \\(from the environment variable {WRITE_ENGINE_VARIABLE}\\)"):
+        parse_writer_options(raw, streaming=False)
+    monkeypatch.delenv(WRITE_ENGINE_VARIABLE)
+    assert parse_writer_options(raw, streaming=False).write_engine == "auto"
+    assert parse_writer_options({**raw, "writeengine": "Python"}, streaming=False).write_engine == "python"
+    monkeypatch.setattr(compiled, "native", None)
+    with pytest.raises(KafkaEosOptionError, match="writeEngine.*compiled write path.*is not installed.*make native"):
+        parse_writer_options({**raw, "writeengine": "native"}, streaming=False)
+    assert open_native_producer({"bootstrap.servers": "127.0.0.1:9"}, required=False) is None
+
+
+def test_a_configuration_with_a_python_callback_takes_the_pure_python_path_unless_native_is_required() -> None:
+    config = {"bootstrap.servers": "127.0.0.1:9", "transactional.id": "callback", "sasl.mechanism": "OAUTHBEARER",
+              "security.protocol": "SASL_PLAINTEXT", "oauth_cb": lambda _config: ("token", 0.0)}
+    assert open_native_producer(config, required=False) is None
+    with pytest.raises(KafkaEosOptionError, match="writeEngine.*is native, but these kafka.\\* settings need a Python callback"):
+        open_native_producer(config, required=True)
+    assert open_native_producer({"bootstrap.servers": "127.0.0.1:9", "transactional.id": "plain"}, required=False) is not None
