@@ -12,9 +12,9 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.librdkafka_config import LIBRDKAFKA_LOGGER
@@ -28,6 +28,9 @@ _LOG_LEVELS = {0: logging.CRITICAL, 1: logging.CRITICAL, 2: logging.CRITICAL, 3:
 # Settings the Python client handles itself, not librdkafka.
 _PYTHON_SETTINGS = {"logger", "stats_cb", "on_delivery"}
 _ENGINES: dict[str, Engine] = {"auto": "auto", "native": "native", "python": "python"}
+_Client = TypeVar("_Client")
+
+log = logging.getLogger(__name__)
 
 
 def _compiled_module() -> ModuleType | None:
@@ -56,6 +59,31 @@ def librdkafka_settings(config: Mapping[str, Any]) -> list[tuple[str, str]] | No
             return None
         settings.append((name, ("true" if value else "false") if isinstance(value, bool) else str(value)))
     return settings
+
+
+def open_compiled(config: Mapping[str, Any], make: Callable[[ModuleType, list[tuple[str, str]]], _Client], option: str,
+                  path: str, required: bool) -> _Client | None:
+    """``make(extension, settings)``: the compiled client of ``config`` (what
+    :func:`~spark_kafka_eos.librdkafka_config.for_librdkafka` made). None where it cannot run it (the wheel is
+    missing, a setting needs Python, librdkafka refuses the configuration with ``ValueError``), unless
+    ``required`` (``option`` is native), which makes that an error. ``path`` names what it runs, for logs."""
+    settings = librdkafka_settings(config)
+    if native is None or settings is None:
+        if required:
+            raise KafkaEosOptionError(
+                option, "is native, but " + ("spark-kafka-eos-native is not installed where this task runs."
+                                             if native is None else "these kafka.* settings need a Python callback."),
+                f"install the spark-kafka-eos-native wheel on the driver and the executors, or use {option}=auto.",
+            )
+        return None
+    try:
+        return make(native, settings)
+    except ValueError as err:
+        if required:
+            raise KafkaEosOptionError(option, f"is native, but the compiled path refused the configuration: {err}.",
+                                      f"use {option}=auto or python.") from None
+        log.debug("The compiled %s path cannot run this configuration (%s); taking the pure-Python path.", path, err)
+        return None
 
 
 def forward_logs(lines: list[tuple[int, str, str, str]]) -> None:

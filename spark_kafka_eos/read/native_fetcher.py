@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 
-from spark_kafka_eos import compiled
-from spark_kafka_eos.compiled import forward_logs, librdkafka_settings
-from spark_kafka_eos.errors import KafkaEosOptionError
+from spark_kafka_eos.compiled import forward_logs, open_compiled
 from spark_kafka_eos.read.range_fetcher import FetchError, FetchStep
 from spark_kafka_eos.read.record_batch import ConstantColumns
 from spark_kafka_eos.schema import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE, arrow_record_schema
@@ -34,25 +33,13 @@ def open_native_fetcher(
 ) -> NativeFetcher | None:
     """A compiled fetcher for ``config`` (what :func:`for_librdkafka` made); None where it cannot run it,
     unless ``required`` (``readEngine=native``), which makes that an error."""
-    settings = librdkafka_settings(config)
-    native = compiled.native
-    if native is None or settings is None:
-        if required:
-            raise KafkaEosOptionError(
-                "readEngine", "is native, but " + ("spark-kafka-eos-native is not installed where this task runs."
-                                                   if native is None else "these kafka.* settings need a Python callback."),
-                "install the spark-kafka-eos-native wheel on the driver and the executors, or use readEngine=auto.",
-            )
-        return None
-    try:
-        consumer = native.RangeConsumer(
+    def make(native: ModuleType, settings: list[tuple[str, str]]) -> Any:
+        return native.RangeConsumer(
             settings, topic, partition, include_headers, max_records, max_bytes, (CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE)
         )
-    except ValueError as err:
-        if required:
-            raise KafkaEosOptionError("readEngine", f"is native, but the compiled path refused the configuration: {err}.",
-                                      "use readEngine=auto or python.") from None
-        log.debug("The compiled read path cannot run this configuration (%s); reading with the pure-Python path.", err)
+
+    consumer = open_compiled(config, make, "readEngine", "read", required)
+    if consumer is None:
         return None
     return NativeFetcher(consumer, topic, partition, include_headers, on_statistics)
 

@@ -10,16 +10,14 @@ pure-Python path; with ``writeEngine=native`` either is an error.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 
-from spark_kafka_eos import compiled
-from spark_kafka_eos.compiled import forward_logs, librdkafka_settings
-from spark_kafka_eos.errors import KafkaEosOptionError
+from spark_kafka_eos.compiled import forward_logs, open_compiled
 from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.txn.transactional_producer import WARM_UP_TIMEOUT_S
 from spark_kafka_eos.write.delivery_reports import DeliveryTally, EosStats, write_error
@@ -34,8 +32,6 @@ from spark_kafka_eos.write.input_schema import (
     null_header_error,
 )
 
-log = logging.getLogger(__name__)
-
 _BinaryInput = tuple[int, int, int, int, bool]
 _VARIABLE_WIDTH = {pa.binary(): False, pa.string(): False, pa.large_binary(): True, pa.large_string(): True}
 
@@ -43,24 +39,10 @@ _VARIABLE_WIDTH = {pa.binary(): False, pa.string(): False, pa.large_binary(): Tr
 def open_native_producer(config: Mapping[str, Any], required: bool) -> NativeProducer | None:
     """A compiled producer of ``config`` (a task's producer configuration); None where it cannot run it,
     unless ``required`` (``writeEngine=native``), which makes that an error."""
-    native = compiled.native
-    settings = librdkafka_settings(for_librdkafka(config))
-    if native is None or settings is None:
-        if required:
-            raise KafkaEosOptionError(
-                "writeEngine", "is native, but " + ("spark-kafka-eos-native is not installed where this task runs."
-                                                    if native is None else "these kafka.* settings need a Python callback."),
-                "install the spark-kafka-eos-native wheel on the driver and the executors, or use writeEngine=auto.",
-            )
-        return None
-    try:
+    def make(native: ModuleType, settings: list[tuple[str, str]]) -> NativeProducer:
         return NativeProducer(native.TaskProducer(settings))
-    except ValueError as err:
-        if required:
-            raise KafkaEosOptionError("writeEngine", f"is native, but the compiled path refused the configuration: {err}.",
-                                      "use writeEngine=auto or python.") from None
-        log.debug("The compiled write path cannot run this configuration (%s); writing with the pure-Python path.", err)
-        return None
+
+    return open_compiled(for_librdkafka(config), make, "writeEngine", "write", required)
 
 
 class NativeProducer:

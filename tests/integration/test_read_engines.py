@@ -15,7 +15,6 @@ import pyarrow as pa
 import pytest
 from confluent_kafka.admin import OffsetSpec
 
-from spark_kafka_eos import compiled
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.read.native_fetcher import NativeFetcher
 from spark_kafka_eos.read.partition_reader import open_fetcher, read_offset_range
@@ -141,17 +140,3 @@ def test_auto_reads_with_python_what_the_compiled_path_cannot_run(kafka: KafkaTe
     with pytest.raises(KafkaEosOptionError, match="readEngine.*is native, but the compiled path refused the configuration.*sasl.oauthbearer.method") as refused:
         open_fetcher(native, OffsetRange("t", 0, 0, 1), print)
     assert "s3cret" not in str(refused.value)
-
-
-def test_read_engine_errors_name_the_option_and_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    raw = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t"}
-    with pytest.raises(KafkaEosOptionError, match=r"readEngine.*'rust'.*use auto \(the default\), native or python"):
-        parse_reader_options({**raw, "readEngine": "rust"}, streaming=False)
-    monkeypatch.setenv(READ_ENGINE_VARIABLE, "fast")
-    with pytest.raises(KafkaEosOptionError, match=f"readEngine.*'fast' \\(from the environment variable {READ_ENGINE_VARIABLE}\\)"):
-        parse_reader_options(raw, streaming=False)
-    monkeypatch.delenv(READ_ENGINE_VARIABLE)
-    monkeypatch.setattr(compiled, "native", None)
-    with pytest.raises(KafkaEosOptionError, match="readEngine.*spark-kafka-eos-native\\) is not installed.*make native"):
-        parse_reader_options({**raw, "readEngine": "native"}, streaming=False)
-    assert parse_reader_options(raw, streaming=False).read_engine == "auto"

@@ -25,7 +25,7 @@ from spark_kafka_eos.write.log_record import EpochId
 from spark_kafka_eos.write.native_producer import open_native_producer
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.visibility import record_digest
-from spark_kafka_eos.write.writer_options import WRITE_ENGINE_VARIABLE, WriterOptions, parse_writer_options
+from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.kafka import KafkaTestCluster
 
 pytestmark = pytest.mark.kafka
@@ -115,20 +115,11 @@ def test_a_full_producer_queue_is_waited_out_on_the_compiled_path(kafka: KafkaTe
     assert sum(n for _, _, n in result.records) == rows
 
 
-def test_write_engine_errors_name_the_option_and_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    raw = {"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "t", "transactional.id.prefix": "engines"}
-    with pytest.raises(KafkaEosOptionError, match=r"writeEngine.*'rust'.*use auto \(the default\), native or python"):
-        parse_writer_options({**raw, "writeengine": "rust"}, streaming=False)
-    monkeypatch.setenv(WRITE_ENGINE_VARIABLE, "fast")
-    with pytest.raises(KafkaEosOptionError, match=f"writeEngine.*'fast' \\(from the environment variable {WRITE_ENGINE_VARIABLE}\\)"):
-        parse_writer_options(raw, streaming=False)
-    monkeypatch.delenv(WRITE_ENGINE_VARIABLE)
-    assert parse_writer_options(raw, streaming=False).write_engine == "auto"
-    assert parse_writer_options({**raw, "writeengine": "Python"}, streaming=False).write_engine == "python"
+def test_without_the_wheel_auto_takes_the_pure_python_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(compiled, "native", None)
-    with pytest.raises(KafkaEosOptionError, match="writeEngine.*compiled write path.*is not installed.*make native"):
-        parse_writer_options({**raw, "writeengine": "native"}, streaming=False)
     assert open_native_producer({"bootstrap.servers": "127.0.0.1:9"}, required=False) is None
+    with pytest.raises(KafkaEosOptionError, match="writeEngine.*is native, but spark-kafka-eos-native is not installed where this task runs"):
+        open_native_producer({"bootstrap.servers": "127.0.0.1:9"}, required=True)
 
 
 def test_a_configuration_with_a_python_callback_takes_the_pure_python_path_unless_native_is_required() -> None:
