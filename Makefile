@@ -79,7 +79,7 @@ $(KAFKA_LIBS)/.resolved: conf/kafka-broker-pom.xml
 	@mvn -q -B -s conf/maven-settings.xml -f conf/kafka-broker-pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS)
 	@touch $@
 
-# A Kafka 3.x broker too: the sinks and the reader are tested against one (tests/integration/test_kafka3_broker.py).
+# A Kafka 3.x broker too: the sinks and the reader are tested against one (tests/integration/packaging/test_kafka3_broker.py).
 KAFKA3_VERSION := 3.9.1
 KAFKA3_LIBS := .cache/kafka-$(KAFKA3_VERSION)/libs
 
@@ -120,11 +120,11 @@ test: lint kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 
 # The reader's suites, run a second time in make test-all on the pure-Python path (make test runs the compiled
 # one, and the range-level and differential tests on both).
-READER_SUITES := $(wildcard tests/integration/test_reader_*.py) tests/integration/test_batch_reader.py tests/integration/test_stream_reader.py tests/integration/test_legacy_stream_reader.py
+READER_SUITES := $(wildcard tests/integration/read/test_reader_*.py) tests/integration/security/test_reader_authorization.py tests/integration/read/test_batch_reader.py tests/integration/read/test_stream_reader.py tests/integration/read/test_legacy_stream_reader.py
 
 # The writer's Spark suites, run a second time in make test-all on the pure-Python write path (make test runs
 # the compiled one, and the task-level and differential tests on both).
-WRITER_SUITES := tests/integration/test_stream_writer.py tests/integration/test_batch_writer.py tests/integration/test_writer_promises.py tests/integration/test_writer_bad_input.py
+WRITER_SUITES := tests/integration/write/test_stream_writer.py tests/integration/write/test_batch_writer.py tests/integration/write/test_writer_promises.py tests/integration/write/test_writer_bad_input.py
 
 test-all: lint kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 	@echo ">> running every test, the long tier too (the soak, leader kills, benchmark smoke and memory probes, the wheel build)"

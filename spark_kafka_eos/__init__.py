@@ -3,6 +3,10 @@
 >>> from spark_kafka_eos import KafkaEosDataSource
 >>> spark.dataSource.register(KafkaEosDataSource)   # optional: installed, it registers itself
 >>> spark.read.format("kafka_eos").option("kafka.bootstrap.servers", "...").option("subscribe", "t").load()
+
+The public API is what ``__all__`` names (``help(KafkaEosDataSource)`` lists the options), the error
+classes (also in :mod:`spark_kafka_eos.errors`), :mod:`spark_kafka_eos.schema_registry` (Confluent wire
+format columns) and the ``spark_kafka_eos.librdkafka`` logger. Every other module is internal and may change.
 """
 
 from spark_kafka_eos.spark_support import require_supported_spark
@@ -10,7 +14,40 @@ from spark_kafka_eos.spark_support import require_supported_spark
 require_supported_spark()
 
 from spark_kafka_eos.datasource import KafkaEosDataSource  # noqa: E402 - after the check, which names what is missing
+from spark_kafka_eos.errors import (  # noqa: E402
+    KafkaEosAuthenticationError,
+    KafkaEosAuthorizationError,
+    KafkaEosCommitError,
+    KafkaEosCommittedDataLostError,
+    KafkaEosDataLossError,
+    KafkaEosDecisionLogError,
+    KafkaEosError,
+    KafkaEosOptionError,
+    KafkaEosOutputUnverifiableError,
+    KafkaEosReadError,
+    KafkaEosSchemaError,
+    KafkaEosUnavailableError,
+    KafkaEosUnsupportedBrokerError,
+    KafkaEosWriteError,
+)
 from spark_kafka_eos.threads import activate_session  # noqa: E402
 
-__all__ = ["KafkaEosDataSource", "activate_session"]
+__all__ = [
+    "KafkaEosAuthenticationError",
+    "KafkaEosAuthorizationError",
+    "KafkaEosCommitError",
+    "KafkaEosCommittedDataLostError",
+    "KafkaEosDataLossError",
+    "KafkaEosDataSource",
+    "KafkaEosDecisionLogError",
+    "KafkaEosError",
+    "KafkaEosOptionError",
+    "KafkaEosOutputUnverifiableError",
+    "KafkaEosReadError",
+    "KafkaEosSchemaError",
+    "KafkaEosUnavailableError",
+    "KafkaEosUnsupportedBrokerError",
+    "KafkaEosWriteError",
+    "activate_session",
+]
 __version__ = "0.1.0"

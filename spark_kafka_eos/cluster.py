@@ -1,5 +1,6 @@
 """The cluster as seen from this process: clients and facts a (reused) Python worker keeps, keyed by the
-:class:`~spark_kafka_eos.connection.KafkaConnection` they were made with.
+:class:`~spark_kafka_eos.connection.KafkaConnection` they were made with, in one :class:`ClusterClients`
+(``CLIENTS``).
 
 Spark reuses Python workers for planning, commits and tasks, so keeping an admin client (whose first request
 waits for metadata), a coordinator session (whose IO thread stays) or a fact that changes only when brokers
@@ -9,49 +10,144 @@ restart saves round trips in every epoch. Correctness never depends on them: a f
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource
 
 from spark_kafka_eos.authentication import AuthenticationWatch, list_topics
+from spark_kafka_eos.bounded_cache import BoundedCache
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.librdkafka_config import for_librdkafka
+from spark_kafka_eos.retry import COORDINATOR_MOVING, retry_kafka
 from spark_kafka_eos.txn.session import TransactionSession
 
 _TIMEOUT_S = 30
-_ADMIN_CLIENTS: dict[KafkaConnection, AdminClient] = {}
-_ADMIN_WATCHES: dict[KafkaConnection, AuthenticationWatch] = {}
-_SESSIONS: dict[KafkaConnection, TransactionSession] = {}
-_MAX_TRANSACTION_TIMEOUT_MS: dict[KafkaConnection, int] = {}
-_EXISTING_TOPICS: set[tuple[KafkaConnection, str]] = set()
-_CONSUMERS_LOCK = threading.Lock()
-_GROUP_READERS: dict[tuple[KafkaConnection, str], Consumer] = {}
 _MAX_GROUP_READERS = 8
-_POINT_READERS: dict[KafkaConnection, tuple[Consumer, threading.Lock]] = {}
 POINT_READER_GROUP = "kafka-eos-decision-log-reader"
-COORDINATOR_MOVING = frozenset({
-    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
-})
-"""Group coordinator answers that mean "not yet, ask again": a new cluster, a broker restart, a move."""
+
+
+class ClusterClients:
+    """Every client and fact this process keeps, per cluster. Its getters make a client on first use and
+    keep it; :meth:`invalidate` closes and forgets what it holds of one cluster, :meth:`close` of all.
+
+    It holds: per cluster an admin client (with the watch that tells refused credentials), a coordinator
+    session, the brokers' maximum transaction timeout, the topics known to exist, a point reader; and group
+    offset readers for the last few (cluster, group) pairs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._admins: dict[KafkaConnection, tuple[AdminClient, AuthenticationWatch]] = {}
+        self._sessions: dict[KafkaConnection, TransactionSession] = {}
+        self._max_transaction_timeouts_ms: dict[KafkaConnection, int] = {}
+        self._existing_topics: set[tuple[KafkaConnection, str]] = set()
+        self._group_readers: BoundedCache[tuple[KafkaConnection, str], Consumer] = BoundedCache(_MAX_GROUP_READERS, on_drop=Consumer.close)
+        self._point_readers: dict[KafkaConnection, tuple[Consumer, threading.Lock]] = {}
+
+    def admin(self, connection: KafkaConnection) -> tuple[AdminClient, AuthenticationWatch]:
+        """The admin client of the cluster and its authentication watch."""
+        with self._lock:
+            if connection not in self._admins:
+                watch = AuthenticationWatch(connection.client_config())
+                self._admins[connection] = (AdminClient(for_librdkafka({**connection.client_config(), "error_cb": watch})), watch)
+            return self._admins[connection]
+
+    def session(self, connection: KafkaConnection) -> TransactionSession:
+        """The kept coordinator-RPC session of the cluster; never close it."""
+        with self._lock:
+            if connection not in self._sessions:
+                self._sessions[connection] = open_session(connection)
+            return self._sessions[connection]
+
+    def max_transaction_timeout_ms(self, connection: KafkaConnection) -> int:
+        with self._lock:
+            known = self._max_transaction_timeouts_ms.get(connection)
+        if known is None:
+            admin = admin_client(connection)
+            broker_id = next(iter(cluster_metadata(connection).brokers))
+            resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
+            configs = admin.describe_configs([resource], request_timeout=_TIMEOUT_S)[resource].result(_TIMEOUT_S)
+            known = int(configs["transaction.max.timeout.ms"].value)
+            with self._lock:
+                self._max_transaction_timeouts_ms[connection] = known
+        return known
+
+    def topic_known(self, connection: KafkaConnection, topic: str) -> bool:
+        with self._lock:
+            return (connection, topic) in self._existing_topics
+
+    def set_topic_known(self, connection: KafkaConnection, topic: str, known: bool) -> None:
+        with self._lock:
+            if known:
+                self._existing_topics.add((connection, topic))
+            else:
+                self._existing_topics.discard((connection, topic))
+
+    def group_reader(self, connection: KafkaConnection, group: str) -> Consumer:
+        """A read_committed consumer of ``group`` (never subscribed, so never a member)."""
+        with self._lock:
+            consumer = self._group_readers.get((connection, group))
+            if consumer is None:
+                consumer = Consumer(for_librdkafka({**connection.client_config(), "group.id": group, "isolation.level": "read_committed",
+                                     "enable.auto.commit": False,
+                                     # OffsetFetch is retried while the markers of a commit that just returned
+                                     # are on their way (a few ms): the default 100 ms backoff would double a commit.
+                                     "retry.backoff.ms": 5, "retry.backoff.max.ms": 100}))
+                self._group_readers.put((connection, group), consumer)
+            return consumer
+
+    def point_reader(self, connection: KafkaConnection) -> tuple[Consumer, threading.Lock]:
+        """A read_uncommitted consumer for single records at known offsets, with the lock its user holds."""
+        with self._lock:
+            if connection not in self._point_readers:
+                self._point_readers[connection] = (Consumer(for_librdkafka({
+                    **connection.client_config(), "group.id": POINT_READER_GROUP, "enable.auto.commit": False,
+                    "isolation.level": "read_uncommitted", "enable.partition.eof": True, "auto.offset.reset": "error",
+                    "fetch.wait.max.ms": 10,
+                })), threading.Lock())
+            return self._point_readers[connection]
+
+    def invalidate(self, connection: KafkaConnection) -> None:
+        """Close and forget every client and fact of the cluster: the next use makes them anew."""
+        with self._lock:
+            self._admins.pop(connection, None)  # an AdminClient has no close(); dropping it frees it
+            session = self._sessions.pop(connection, None)
+            self._max_transaction_timeouts_ms.pop(connection, None)
+            self._existing_topics = {known for known in self._existing_topics if known[0] != connection}
+            for key in [key for key in self._group_readers.keys() if key[0] == connection]:
+                reader = self._group_readers.take(key)
+                if reader is not None:
+                    reader.close()
+            point = self._point_readers.pop(connection, None)
+        if session is not None:
+            session.close()
+        if point is not None:
+            with point[1]:
+                point[0].close()
+
+    def close(self) -> None:
+        """Close and forget everything kept, of every cluster."""
+        with self._lock:
+            connections = {*self._admins, *self._sessions, *self._max_transaction_timeouts_ms, *self._point_readers,
+                           *(known[0] for known in self._existing_topics), *(key[0] for key in self._group_readers.keys())}
+        for connection in connections:
+            self.invalidate(connection)
+
+
+CLIENTS = ClusterClients()
+"""What this process keeps of every cluster it uses."""
 
 
 def admin_client(connection: KafkaConnection) -> AdminClient:
     """An admin client of the cluster, kept: a new client's first offset request waits for metadata, which
     costs more than the rest of a commit."""
-    if connection not in _ADMIN_CLIENTS:
-        watch = AuthenticationWatch(connection.client_config())
-        _ADMIN_CLIENTS[connection] = AdminClient(for_librdkafka({**connection.client_config(), "error_cb": watch}))
-        _ADMIN_WATCHES[connection] = watch
-    return _ADMIN_CLIENTS[connection]
+    return CLIENTS.admin(connection)[0]
 
 
 def cluster_metadata(connection: KafkaConnection, topic: str | None = None, timeout_s: float = _TIMEOUT_S) -> ClusterMetadata:
     """Metadata from the kept admin client; refused credentials raise ``KafkaEosAuthenticationError`` in seconds."""
-    admin = admin_client(connection)
-    return list_topics(admin, _ADMIN_WATCHES[connection], timeout_s, topic)
+    admin, watch = CLIENTS.admin(connection)
+    return list_topics(admin, watch, timeout_s, topic)
 
 
 def open_session(connection: KafkaConnection) -> TransactionSession:
@@ -60,43 +156,29 @@ def open_session(connection: KafkaConnection) -> TransactionSession:
 
 
 def cached_session(connection: KafkaConnection) -> TransactionSession:
-    """A coordinator-RPC session kept open (tasks use it on every epoch); never close it."""
-    if connection not in _SESSIONS:
-        _SESSIONS[connection] = open_session(connection)
-    return _SESSIONS[connection]
-
-
-@contextmanager
-def shared_session(connection: KafkaConnection) -> Iterator[TransactionSession]:
-    """:func:`cached_session` as a context manager that leaves it open: a driver's coordinator uses it at
-    every micro-batch, and a new session costs a connection and coordinator lookups (~6 ms) each time."""
-    yield cached_session(connection)
+    """The coordinator-RPC session this process keeps for the cluster (tasks and drivers use it at every
+    epoch; a new one costs a connection and coordinator lookups); never close it."""
+    return CLIENTS.session(connection)
 
 
 def max_transaction_timeout_ms(connection: KafkaConnection) -> int:
     """``transaction.max.timeout.ms`` of a broker of the cluster: a broker setting that changes only on restart."""
-    if connection not in _MAX_TRANSACTION_TIMEOUT_MS:
-        admin = admin_client(connection)
-        broker_id = next(iter(cluster_metadata(connection).brokers))
-        resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
-        configs = admin.describe_configs([resource], request_timeout=_TIMEOUT_S)[resource].result(_TIMEOUT_S)
-        _MAX_TRANSACTION_TIMEOUT_MS[connection] = int(configs["transaction.max.timeout.ms"].value)
-    return _MAX_TRANSACTION_TIMEOUT_MS[connection]
+    return CLIENTS.max_transaction_timeout_ms(connection)
 
 
 def known_topic(connection: KafkaConnection, topic: str) -> bool:
     """True once :func:`remember_topic` was told that ``topic`` exists and is well configured."""
-    return (connection, topic) in _EXISTING_TOPICS
+    return CLIENTS.topic_known(connection, topic)
 
 
 def remember_topic(connection: KafkaConnection, topic: str) -> None:
     """``topic`` exists and is well configured: :func:`known_topic` says so from now on."""
-    _EXISTING_TOPICS.add((connection, topic))
+    CLIENTS.set_topic_known(connection, topic, True)
 
 
 def forget_topic(connection: KafkaConnection, topic: str) -> None:
     """``topic`` may have been deleted or re-created: :func:`known_topic` asks Kafka again."""
-    _EXISTING_TOPICS.discard((connection, topic))
+    CLIENTS.set_topic_known(connection, topic, False)
 
 
 def group_offset_reader(connection: KafkaConnection, group: str) -> Consumer:
@@ -105,19 +187,7 @@ def group_offset_reader(connection: KafkaConnection, group: str) -> Consumer:
 
     Not AdminClient.list_consumer_group_offsets: librdkafka <= 2.16 crashes the process when that request
     meets NOT_COORDINATOR (librdkafka issue #5040), e.g. while the group coordinator moves."""
-    key = (connection, group)
-    with _CONSUMERS_LOCK:
-        consumer = _GROUP_READERS.get(key)
-        if consumer is None:
-            if len(_GROUP_READERS) >= _MAX_GROUP_READERS:
-                _GROUP_READERS.pop(next(iter(_GROUP_READERS))).close()
-            consumer = Consumer(for_librdkafka({**connection.client_config(), "group.id": group, "isolation.level": "read_committed",
-                                 "enable.auto.commit": False,
-                                 # OffsetFetch is retried while the markers of a commit that just returned
-                                 # are on their way (a few ms): the default 100 ms backoff would double a commit.
-                                 "retry.backoff.ms": 5, "retry.backoff.max.ms": 100}))
-            _GROUP_READERS[key] = consumer
-        return consumer
+    return CLIENTS.group_reader(connection, group)
 
 
 def committed_offsets(connection: KafkaConnection, group: str, partitions: Sequence[TopicPartition],
@@ -125,24 +195,11 @@ def committed_offsets(connection: KafkaConnection, group: str, partitions: Seque
     """``group``'s stable committed offsets of ``partitions`` (each with its own ``error``). A group
     coordinator that is loading or moving is waited for, within ``timeout_s``: librdkafka returns
     NOT_COORDINATOR to ``committed()`` instead of retrying it. Other errors raise ``KafkaException``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return group_offset_reader(connection, group).committed(list(partitions), timeout=max(deadline - time.monotonic(), 0.1))
-        except KafkaException as exc:
-            if exc.args[0].code() not in COORDINATOR_MOVING or time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+    return retry_kafka(lambda deadline: group_offset_reader(connection, group).committed(list(partitions), timeout=deadline.left()),
+                       timeout_s, COORDINATOR_MOVING)
 
 
 def point_reader(connection: KafkaConnection) -> tuple[Consumer, threading.Lock]:
     """A read_uncommitted consumer for single records at known offsets, kept (a new consumer's first fetch
     waits for a connection and metadata), with the lock its user holds while it assigns and polls."""
-    with _CONSUMERS_LOCK:
-        if connection not in _POINT_READERS:
-            _POINT_READERS[connection] = (Consumer(for_librdkafka({
-                **connection.client_config(), "group.id": POINT_READER_GROUP, "enable.auto.commit": False,
-                "isolation.level": "read_uncommitted", "enable.partition.eof": True, "auto.offset.reset": "error",
-                "fetch.wait.max.ms": 10,
-            })), threading.Lock())
-        return _POINT_READERS[connection]
+    return CLIENTS.point_reader(connection)

@@ -23,8 +23,41 @@ from spark_kafka_eos.write.writer import open_batch_writer, open_stream_writer
 
 class KafkaEosDataSource(DataSource):
     """Exactly-once Kafka for Spark: ``format("kafka_eos")`` with the options of Spark's Kafka source
-    and sink. Reads are read_committed and bounded by the last stable offset; each write epoch is one
-    two-phase commit coordinated by the driver.
+    and sink. Reads are read_committed and bounded by the last stable offset; each write epoch (a
+    micro-batch, or a whole ``df.write``) is one two-phase commit coordinated by the driver.
+
+    Reading (``spark.read`` / ``spark.readStream``), the schema of Spark's Kafka source::
+
+        spark.readStream.format("kafka_eos")
+            .option("kafka.bootstrap.servers", "broker:9092").option("subscribe", "orders").load()
+
+    * ``kafka.bootstrap.servers`` (required); exactly one of ``subscribe`` (``t1,t2``),
+      ``subscribePattern`` (a regex) or ``assign`` (``{"t":[0,1]}``).
+    * ``startingOffsets`` / ``endingOffsets``: ``earliest``, ``latest``, JSON per partition, or ``group``
+      (with ``consumerGroup``); ``startingTimestamp``, ``endingTimestamp``, ``startingOffsetsByTimestamp``,
+      ``endingOffsetsByTimestamp``, ``startingOffsetsByTimestampStrategy``.
+    * ``failOnDataLoss`` (default true), ``minPartitions``, ``maxRecordsPerPartition``,
+      ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay``, ``includeHeaders``,
+      ``groupIdPrefix``, ``progressGroup``, ``kafkaConsumer.pollTimeoutMs``, ``fetchOffset.numRetries``,
+      ``fetchOffset.retryIntervalMs``, ``maxRecordsPerBatch``, ``maxBytesPerBatch``.
+    * ``readEngine``: ``auto`` (default), ``native`` (the compiled extension) or ``python``.
+
+    Writing (``df.write`` / ``df.writeStream``), the columns of Spark's Kafka sink (``value``; ``key``,
+    ``topic``, ``partition``, ``headers`` optional)::
+
+        df.writeStream.format("kafka_eos").option("kafka.bootstrap.servers", "broker:9092")
+            .option("topic", "out").option("checkpointLocation", "/chk/etl").start()
+
+    * ``topic``; ``transactional.id.prefix`` (required for ``df.write``; a stream derives it from
+      ``checkpointLocation``); ``writeId`` (a batch write's id: a re-run with the same id writes nothing).
+    * ``consumerGroup``: commit the consumed offsets (columns ``source_topic``, ``source_partition``,
+      ``source_offset``) inside the decision transaction.
+    * ``decisionLogTopic``, ``allowNewPrefix``, ``kafka.transaction.timeout.ms``.
+    * ``writeEngine``: ``auto`` (default), ``native`` (the compiled extension) or ``python``.
+
+    Both: ``kafka.*`` settings pass to librdkafka (security, SASL, TLS, tuning), except those that would
+    break the guarantees. Bad options fail before any data moves, with an error naming the option and the
+    fix (:mod:`spark_kafka_eos.errors`). The README has every option's full meaning.
     """
 
     @classmethod

@@ -7,6 +7,10 @@ from __future__ import annotations
 class KafkaEosError(Exception):
     """Base class of every error raised by spark-kafka-eos."""
 
+    code: int | None = None
+    """The Kafka (librdkafka) error code behind it, where there is one: the values of
+    ``confluent_kafka.KafkaError`` (e.g. ``KafkaError.MSG_SIZE_TOO_LARGE``)."""
+
 
 class KafkaEosOptionError(KafkaEosError, ValueError):
     """An option is missing, malformed, contradicts another, or is not supported here."""
@@ -53,8 +57,9 @@ class KafkaEosSchemaError(KafkaEosError, ValueError):
 class KafkaEosWriteError(KafkaEosError):
     """A task could not write its records; its transaction was aborted, so none of them is visible."""
 
-    def __init__(self, transactional_id: str, problem: str, fix: str) -> None:
+    def __init__(self, transactional_id: str, problem: str, fix: str, code: int | None = None) -> None:
         self.transactional_id = transactional_id
+        self.code = code
         super().__init__(
             f"Writing to Kafka failed (transactional id {transactional_id!r}): {problem} None of the task's records "
             f"becomes visible (its transaction, if any, is aborted). Fix: {fix}."

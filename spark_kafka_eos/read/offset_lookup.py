@@ -23,16 +23,14 @@ from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError, K
 from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.read.authorization import topic_authorization_error
 from spark_kafka_eos.read.reader_options import ReaderOptions, Subscription, TopicPartition
+from spark_kafka_eos.retry import UNANSWERED, UNREACHABLE
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 GroupGuard = Callable[[KafkaConnection, str, Sequence[KafkaTopicPartition]], None]
 """Called with a group's committed offsets (and their metadata) before a read resumes from them."""
 
-_RETRIABLE = {
-    KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.REQUEST_TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
-}
+_RETRIABLE = UNANSWERED | UNREACHABLE | {KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION}
 class KafkaOffsetLookup:
     """Answers the planner's questions with an AdminClient (driver side only; not picklable)."""
 

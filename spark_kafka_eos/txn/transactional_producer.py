@@ -1,15 +1,12 @@
 """Starting a librdkafka transactional producer without librdkafka's start-up waits.
 
-Measured on loopback (``tests/benchmarks/bench_commit.py``): a new producer's ``init_transactions``
-took either ~20 ms or ~510 ms, at random. librdkafka asks for the producer id at once; when no broker
-connection is up yet, it tries again only after a fixed 500 ms. A metadata request for the topic the
-producer will write to connects first, so the producer id is asked for over a live connection. One
-request is not enough: librdkafka may answer it over the bootstrap connection, which it does not use for
-the producer id; the second returns once the connection to the broker that metadata named is up (measured,
-each start right after the id's previous transaction: with one request 1 and 6 of 10 starts still waited
-500 ms, in two runs; with two requests 0 of 24). That connection is itself held back by
-``reconnect.backoff.ms`` (librdkafka's default 100 ms, jittered), which the package's clients start at 10 ms
-(:func:`spark_kafka_eos.librdkafka_config.for_librdkafka`). Together a start takes ~20 ms.
+librdkafka asks for the producer id at once; when no broker connection is up yet, it tries again only
+after a fixed 500 ms, so ``init_transactions`` takes either ~20 ms or ~510 ms. Two metadata requests for the
+topic the producer will write to come first: librdkafka may answer the first over the bootstrap connection,
+which it does not use for the producer id, and the second returns once the connection to the broker that
+metadata named is up. That connection is itself held back by ``reconnect.backoff.ms``, which the package's
+clients start at 10 ms (:func:`spark_kafka_eos.librdkafka_config.for_librdkafka`). ``make bench-commit``
+shows the start's time.
 """
 
 from __future__ import annotations

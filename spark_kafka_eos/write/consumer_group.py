@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from spark_kafka_eos.cluster import shared_session
+from spark_kafka_eos.cluster import cached_session
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosOptionError
 from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.write.writer_options import WriterOptions
@@ -71,5 +71,4 @@ def check_group_position(options: WriterOptions, starts: Mapping[tuple[str, int]
 def _describe(options: WriterOptions, group: str) -> tuple[str, int]:
     """The group's (state, member count), over kafka-python: librdkafka's admin DescribeGroups, timed out while
     the group coordinator is down, can abort the process later (librdkafka issues #4605, #3663)."""
-    with shared_session(options.connection) as session:
-        return session.describe_group(group)
+    return cached_session(options.connection).describe_group(group)

@@ -24,13 +24,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql.datasource import WriterCommitMessage
 
-from spark_kafka_eos.cluster import cluster_metadata, shared_session
+from spark_kafka_eos.cluster import cached_session, cluster_metadata
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError, KafkaEosDecisionLogError
 from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession, TxnSessionError, TxnState
@@ -77,14 +77,14 @@ class TwoPhaseCommitCoordinator:
         transaction_timeout_ms: int,
         hooks: WriterHooks = NO_HOOKS,
         open_log: Callable[[WriterOptions], DecisionLog] = DecisionLog,
-        open_session: Callable[[KafkaConnection], AbstractContextManager[TransactionSession]] = shared_session,
+        session_of: Callable[[KafkaConnection], TransactionSession] = cached_session,
         visible: VisibilityCheck | None = None,
     ) -> None:
         self._options = options
         self._timeout_ms = transaction_timeout_ms
         self._hooks = hooks
         self._open_log = open_log
-        self._open_session = open_session
+        self._session_of = session_of
         self._visible: VisibilityCheck = visible or (
             lambda p: p.probe is not None and committed_record_at(options, p.probe, p.probe_digest))
         self._prefix = options.prefix
@@ -96,7 +96,7 @@ class TwoPhaseCommitCoordinator:
         ``epoch`` (a batch job, whose run is known up front): judge it, refusing a run that does not
         own the prefix, and sweep what earlier jobs left open."""
         decision_log = self._log()
-        with self._open_session(self._options.connection) as session:
+        with nullcontext(self._session_of(self._options.connection)) as session:
             judgement = self._prepare(session, decision_log, epoch)
         decision_log.keep_for_reuse()
         return judgement
@@ -125,7 +125,7 @@ class TwoPhaseCommitCoordinator:
     def commit(self, epoch: EpochId, messages: Sequence[WriterCommitMessage | None]) -> None:
         tasks = _task_commits(messages, epoch)
         decision_log = self._log()
-        with self._open_session(self._options.connection) as session:
+        with nullcontext(self._session_of(self._options.connection)) as session:
             self._commit(session, decision_log, epoch, tasks)
         decision_log.keep_for_reuse()
 
@@ -447,7 +447,7 @@ class TwoPhaseCommitCoordinator:
         then abort everything of the prefix left open. Run it only when no query uses the prefix.
         Lost participants raise, unless ``accept_data_loss``: then they are reported."""
         decision_log = self._log()
-        with self._open_session(self._options.connection) as session:
+        with nullcontext(self._session_of(self._options.connection)) as session:
             decision_log.fence(self._prefix)
             before = decision_log.last(self._prefix)
             lost: str | None = None
@@ -465,7 +465,7 @@ class TwoPhaseCommitCoordinator:
         """Spark gave up on ``epoch`` (a task failed, or commit raised)."""
         own = [m.transaction for m in messages if isinstance(m, TaskCommit) and m.transaction is not None]
         decision_log = self._log()
-        with self._open_session(self._options.connection) as session:
+        with nullcontext(self._session_of(self._options.connection)) as session:
             if judge(self._last_before_fencing(decision_log, session, own), epoch).verdict == Verdict.REFUSE:
                 abort_prepared(session, own)  # not the owner: touch nothing else
                 return

@@ -24,7 +24,6 @@ log written by an earlier version, index offsets expired after the broker's
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -34,8 +33,8 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, IsolationLev
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
 
+from spark_kafka_eos.bounded_cache import BoundedCache
 from spark_kafka_eos.cluster import (
-    COORDINATOR_MOVING,
     admin_client,
     cached_session,
     cluster_metadata,
@@ -51,6 +50,7 @@ from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.read.reader_options import Subscription, internal_read_options
+from spark_kafka_eos.retry import COORDINATOR_MOVING, JUST_CREATED, LEADER_MOVING, UNANSWERED, Deadline, retry_kafka
 from spark_kafka_eos.txn.session import PreparedTxnState, TxnDescription, TxnState
 from spark_kafka_eos.txn.transactional_producer import start_transactional_producer
 from spark_kafka_eos.write.group_marker import GroupMarker
@@ -80,12 +80,7 @@ def _log_topic_config(replication: int) -> dict[str, str]:
     return {**_LOG_TOPIC_CONFIG, **({"min.insync.replicas": "2"} if replication >= 2 else {})}
 
 
-_NOT_READY = {
-    KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT,
-    # A reused admin client whose metadata predates the topic: "Failed to query partition leaders".
-    KafkaError._NOENT,
-}
+_NOT_READY = LEADER_MOVING | JUST_CREATED | UNANSWERED
 _NOT_AUTHORIZED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
 _INDEX_PROBE_S = 5.0
 """How long an index read waits before asking, once, whether the group may be used at all."""
@@ -155,22 +150,18 @@ class DecisionLog:
         """Only ``compact`` keeps every prefix's last record for ever: ``delete`` (or ``compact,delete``)
         drops decisions after retention.ms, and with them what recovery and replays rely on."""
         resource = ConfigResource(ResourceType.TOPIC, self._topic)
-        deadline = time.monotonic() + _TIMEOUT_S
-        while True:
-            try:
-                entries = self._admin.describe_configs([resource], request_timeout=_TIMEOUT_S)[resource].result(2 * _TIMEOUT_S)
-                break
-            except KafkaException as exc:
-                error: KafkaError = exc.args[0]
-                if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART and time.monotonic() < deadline:
-                    # Just created (by us or another driver): the answering broker learns of it a moment later.
-                    time.sleep(0.1)
-                    continue
-                if error.code() not in _NOT_AUTHORIZED:
-                    raise
-                log.warning("Cannot check the configuration of the decision log topic %s (%s): make sure its "
-                            "cleanup.policy is compact", self._topic, error.str())
-                return
+        try:
+            # Just created (by us or another driver): the answering broker learns of it a moment later.
+            entries = retry_kafka(
+                lambda _: self._admin.describe_configs([resource], request_timeout=_TIMEOUT_S)[resource].result(2 * _TIMEOUT_S),
+                _TIMEOUT_S, {KafkaError.UNKNOWN_TOPIC_OR_PART})
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if error.code() not in _NOT_AUTHORIZED:
+                raise
+            log.warning("Cannot check the configuration of the decision log topic %s (%s): make sure its "
+                        "cleanup.policy is compact", self._topic, error.str())
+            return
         policy = entries["cleanup.policy"].value or ""
         if [p.strip() for p in policy.split(",")] == ["compact"]:
             return
@@ -188,9 +179,9 @@ class DecisionLog:
     def last(self, prefix: str) -> LogRecord | None:
         """The last committed record of ``prefix``, or None."""
         entry = self._index_entry(prefix)
-        known = _KNOWN_HEADS.get(self._connection, self._topic, prefix, entry)
-        if known is not None:
-            return known
+        known = _KNOWN_HEADS.get((self._connection, self._topic, prefix))
+        if known is not None and entry is not None and known[0] == entry:
+            return known[1]
         head = self._indexed_head(prefix, entry)
         if head is None:
             # No index entry: a prefix's first record, or a log deleted or re-created since this process
@@ -205,7 +196,7 @@ class DecisionLog:
             value = join(prefix, value, _read_at(self._connection, self._topic, value.chunk_offsets))
         record = LogRecord.from_json(value)
         if entry is not None:
-            _KNOWN_HEADS.put(self._connection, self._topic, prefix, entry, record)
+            _KNOWN_HEADS.put((self._connection, self._topic, prefix), (entry, record))
         return record
 
     def _indexed_head(self, prefix: str, entry: tuple[int, str] | None) -> bytes | None:
@@ -287,16 +278,12 @@ class DecisionLog:
         return read_offset_range(reader_options, OffsetRange(self._topic, 0, start, end))
 
     def _offset(self, tp: KafkaTopicPartition, isolation: IsolationLevel, timeout_s: float = _TIMEOUT_S) -> int:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                futures = self._admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=isolation, request_timeout=timeout_s)
-                return int(futures[tp].result(timeout_s).offset)
-            except KafkaException as exc:
-                # A log topic created a moment ago has no leader (epoch) everywhere yet.
-                if exc.args[0].code() not in _NOT_READY or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        def latest(_: Deadline) -> int:
+            futures = self._admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=isolation, request_timeout=timeout_s)
+            return int(futures[tp].result(timeout_s).offset)
+
+        # A log topic created a moment ago has no leader (epoch) everywhere yet.
+        return retry_kafka(latest, timeout_s, _NOT_READY)
 
     # -- writing --------------------------------------------------------------------------
     def append(self, record: LogRecord, group_offsets: Mapping[tuple[str, int], int] | None = None,
@@ -333,7 +320,7 @@ class DecisionLog:
                     raise  # before_commit's own refusal
                 raise RecordNotCommittedError(str(err)) from err
             _commit(producer, commit_by)
-            _KNOWN_HEADS.put(self._connection, self._topic, record.prefix, (offset, index.metadata or ""), record)
+            _KNOWN_HEADS.put((self._connection, self._topic, record.prefix), ((offset, index.metadata or ""), record))
 
     def prove_owner(self, prefix: str) -> None:
         """Prove, on a prefix with no record, that no other driver has fenced this one: a coordinator
@@ -403,7 +390,7 @@ class DecisionLog:
         operation succeeded, with no transaction of the producer open). That commit uses it only if it still
         holds the id, which spares it initialising the id again (~20 ms)."""
         if self._producer is not None and self._holder is not None:
-            _IDLE_COORDINATORS.give((self._connection, self._topic, self._holder.transactional_id), self._producer, self._holder)
+            _IDLE_COORDINATORS.put((self._connection, self._topic, self._holder.transactional_id), (self._producer, self._holder))
         self._producer = None
 
     def _coordinator_producer(self, prefix: str) -> Producer:
@@ -435,58 +422,17 @@ class DecisionLog:
 _DELIVERY_TIMEOUTS = ("delivery.timeout.ms", "message.timeout.ms")
 
 
-class _KnownHeads:
-    """The last record of each prefix this process wrote or read, with the index entry (offset, digest) that
-    pointed at it: while the index group still points there, ``last()`` needs no read of the log. The index
-    entry is the authority; this only saves reading what it names again."""
-
-    _SIZE = 64
-
-    def __init__(self) -> None:
-        self._heads: dict[tuple[KafkaConnection, str, str], tuple[tuple[int, str], LogRecord]] = {}
-        self._lock = threading.Lock()
-
-    def get(self, connection: KafkaConnection, topic: str, prefix: str, entry: tuple[int, str] | None) -> LogRecord | None:
-        with self._lock:
-            known = self._heads.get((connection, topic, prefix))
-        return known[1] if known is not None and entry is not None and known[0] == entry else None
-
-    def put(self, connection: KafkaConnection, topic: str, prefix: str, entry: tuple[int, str], record: LogRecord) -> None:
-        with self._lock:
-            self._heads.pop((connection, topic, prefix), None)
-            if len(self._heads) >= self._SIZE:
-                self._heads.pop(next(iter(self._heads)))
-            self._heads[(connection, topic, prefix)] = (entry, record)
-
-
-_KNOWN_HEADS = _KnownHeads()
-
-
-class _IdleCoordinators:
-    """Coordinator producers this process finished with, and the producer id and epoch each holds. Each is
-    taken by one operation at a time and given back only after it succeeded: an operation that failed, or
-    a second driver of the prefix in this process while one is at work, initialises the id anew."""
-
-    def __init__(self) -> None:
-        self._idle: dict[tuple[KafkaConnection, str, str], tuple[Producer, PreparedTxnState]] = {}
-        self._lock = threading.Lock()
-
-    def take(self, key: tuple[KafkaConnection, str, str]) -> tuple[Producer, PreparedTxnState] | None:
-        with self._lock:
-            return self._idle.pop(key, None)
-
-    _SIZE = 8
-    """Prefixes whose producer a process keeps: a worker that served more drops the longest unused."""
-
-    def give(self, key: tuple[KafkaConnection, str, str], producer: Producer, holder: PreparedTxnState) -> None:
-        with self._lock:
-            self._idle.pop(key, None)
-            if len(self._idle) >= self._SIZE:
-                self._idle.pop(next(iter(self._idle)))
-            self._idle[key] = (producer, holder)
-
-
-_IDLE_COORDINATORS = _IdleCoordinators()
+_Key = tuple[KafkaConnection, str, str]
+"""(connection, log topic, prefix or coordinator id)."""
+_KNOWN_HEADS: BoundedCache[_Key, tuple[tuple[int, str], LogRecord]] = BoundedCache(64)
+"""The last record of each prefix this process wrote or read, with the index entry (offset, digest) that
+pointed at it: while the index group still points there, ``last()`` needs no read of the log. The index
+entry is the authority; this only saves reading what it names again."""
+_IDLE_COORDINATORS: BoundedCache[_Key, tuple[Producer, PreparedTxnState]] = BoundedCache(8)
+"""Coordinator producers this process finished with, and the producer id and epoch each holds (at most 8
+prefixes: a worker that served more drops the longest unused). Each is taken by one operation at a time and
+given back only after it succeeded: an operation that failed, or a second driver of the prefix in this
+process while one is at work, initialises the id anew."""
 
 
 def _still_holds(described: TxnDescription, holder: PreparedTxnState) -> bool:

@@ -88,13 +88,15 @@ class DeliveryTally:
 
 
 def write_error(transactional_id: str, stage: str, failures: list[Failure]) -> KafkaEosWriteError:
-    """The task's error for ``failures`` at ``stage``: what failed where, and each failure's fix."""
+    """The task's error for ``failures`` at ``stage``: what failed where, and each failure's fix; its
+    ``code`` is the first failure's."""
     described = [
         f"{_where(topic, partition)}{err.name()} ({err.str()})" + (f" for {count} record(s)" if count else "")
         for topic, partition, err, count in failures[:_MAX_REPORTED_FAILURES]
     ]
     fixes = dict.fromkeys(_FIXES.get(err.code(), "see the Kafka error") for _, _, err, _ in failures)
-    return KafkaEosWriteError(transactional_id, f"{stage}: {'; '.join(described)}.", "; ".join(fixes))
+    code = failures[0][2].code() if failures else None
+    return KafkaEosWriteError(transactional_id, f"{stage}: {'; '.join(described)}.", "; ".join(fixes), code)
 
 
 def _where(topic: str | None, partition: int | None) -> str:

@@ -184,7 +184,7 @@ def fake_seams(cluster: Cluster) -> dict[str, Callable[..., object]]:
     """Keyword arguments for :class:`TwoPhaseCommitCoordinator`."""
     return {
         "open_log": lambda options: FakeDecisionLog(cluster),
-        "open_session": lambda options: FakeSession(cluster),
+        "session_of": lambda connection: FakeSession(cluster),
         "visible": lambda participant: participant.transactional_id in cluster.visible,
     }
 

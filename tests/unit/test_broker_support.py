@@ -1,5 +1,5 @@
 """Which brokers the sink accepts, by the APIs they advertise (a real Kafka 3.9 broker is in
-tests/integration/test_kafka3_broker.py)."""
+tests/integration/packaging/test_kafka3_broker.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The coordinator's protocol under interleavings that are hard to time on a real cluster: other
 drivers, stragglers, failures around the decision. The seams are fakes (tests/unit/fakes.py); the
-same scenarios' end results are checked on a real broker in tests/integration/test_epoch_identity.py."""
+same scenarios' end results are checked on a real broker in tests/integration/write/test_epoch_identity.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Chunking of large decision-log records (pure logic; the broker side is in tests/integration/test_decision_log.py)."""
+"""Chunking of large decision-log records (pure logic; the broker side is in tests/integration/write/test_decision_log.py)."""
 
 from __future__ import annotations
 

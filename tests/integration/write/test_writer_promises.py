@@ -19,7 +19,7 @@ from tests.harness.pipeline import Pipeline
 from tests.harness.secured_kafka import READER, READER_PASSWORD, SecuredKafka, allow
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[3]
 
 
 def partition_by_key(records: list[KafkaRecord]) -> dict[bytes, int]:

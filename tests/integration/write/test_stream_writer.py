@@ -20,7 +20,7 @@ from tests.harness.notebook_runner import notebook_command, run_notebook
 from tests.harness.pipeline import Pipeline, open_transactions
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[3]
 PIPELINE_NOTEBOOK = PROJECT / "notebooks" / "eos_pipeline.py"
 
 

@@ -36,7 +36,7 @@ DAVE, DAVE_PASSWORD = "dave", "dave-" + uuid.uuid4().hex
 ERIN, ERIN_PASSWORD = "erin", "erin-" + uuid.uuid4().hex
 DECISION_LOG = "_kafka_eos_decisions"
 PREFIX = "eos-"
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

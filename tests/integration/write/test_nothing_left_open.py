@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,7 +13,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from pyspark.sql import SparkSession
 
-from spark_kafka_eos.cluster import shared_session
+from spark_kafka_eos.cluster import cached_session
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.txn.session import TransactionSession, TxnTimeoutError
 from spark_kafka_eos.write import task_producer
@@ -27,7 +25,7 @@ from tests.harness.faults import FAIL_AT_OPTION, clear_fired, fired
 from tests.harness.kafka import KafkaTestCluster
 from tests.harness.kafka_tools import assert_stable
 from tests.harness.pipeline import Pipeline, open_transactions
-from tests.integration.test_operator_calendar import prepared, sink_options, tagged, values
+from tests.integration.write.test_operator_calendar import prepared, sink_options, tagged, values
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -116,18 +114,16 @@ def test_a_sweep_that_fails_is_retried_until_the_stragglers_are_aborted(kafka: K
     assert straggler.transaction is not None
     wrapped: list[SessionWhoseListingFails] = []
 
-    @contextmanager
-    def failing_session(connection: KafkaConnection) -> Iterator[TransactionSession]:
-        with shared_session(connection) as session:
-            wrapped.append(SessionWhoseListingFails(session))
-            yield wrapped[-1]  # type: ignore[misc]
+    def failing_session(connection: KafkaConnection) -> TransactionSession:
+        wrapped.append(SessionWhoseListingFails(cached_session(connection)))
+        return wrapped[-1]  # type: ignore[return-value]
 
     class Arm(WriterHooks):
         def at(self, point: str, session: object, decision: LogRecord) -> None:  # type: ignore[override]
             if point == "after_decision":
                 wrapped[-1].armed = 2
 
-    TwoPhaseCommitCoordinator(options, 60_000, Arm(), open_session=failing_session).commit(epoch, tasks)
+    TwoPhaseCommitCoordinator(options, 60_000, Arm(), session_of=failing_session).commit(epoch, tasks)
     assert wrapped[-1].failed == 2
     assert open_transactions(kafka, prefix) == []
     assert values(kafka, sink) == sorted(tagged("e", 40) * 2)

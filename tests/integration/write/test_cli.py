@@ -31,7 +31,7 @@ from tests.harness.kafka_tools import open_transactions_by_kafka
 NEW_QUERY = EpochId.stream("a-new-query", 0)
 
 pytestmark = pytest.mark.kafka
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[3]
 
 
 @dataclass(frozen=True)

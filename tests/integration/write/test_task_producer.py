@@ -191,6 +191,7 @@ def test_record_larger_than_the_topic_accepts_fails_clearly_and_aborts(
     message = str(raised.value)
     assert f"topic {topic} partition 0" in message and "MSG_SIZE_TOO_LARGE" in message
     assert "max.message.bytes" in message and "aborted" in message
+    assert raised.value.code == KafkaError.MSG_SIZE_TOO_LARGE
     assert_aborted(session, task_transactional_id(options.prefix, EPOCH, 0, 0))
     kafka.wait_until_stable(topic)
     assert visible_values(kafka, topic) == []

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[3]
 
 
 def run_make(tmp_path: Path, keep: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

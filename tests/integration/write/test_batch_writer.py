@@ -18,7 +18,7 @@ from tests.harness.notebook_runner import notebook_command, run_notebook
 from tests.harness.pipeline import Pipeline
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[3]
 
 
 def write(df: DataFrame, pipeline: Pipeline, **options: object) -> None:

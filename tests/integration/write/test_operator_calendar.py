@@ -9,8 +9,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,7 +19,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from spark_kafka_eos.cli import main as cli
-from spark_kafka_eos.cluster import shared_session
+from spark_kafka_eos.cluster import cached_session
 from spark_kafka_eos.connection import KafkaConnection
 from spark_kafka_eos.errors import KafkaEosCommitError
 from spark_kafka_eos.txn.session import TransactionSession
@@ -33,7 +32,7 @@ from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.kafka import KafkaRecord, KafkaTestCluster, OpenTransaction, Sent
 from tests.harness.pipeline import open_transactions
-from tests.integration.test_epoch_identity import batch_write, expected, produce, reset, stream, values
+from tests.integration.write.test_epoch_identity import batch_write, expected, produce, reset, stream, values
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -289,13 +288,11 @@ def test_a_superseded_driver_on_a_prefix_without_records_never_aborts_a_decided_
         with pytest.raises(DriverKilled):
             TwoPhaseCommitCoordinator(options, 60_000, crash).commit(job_b, b_tasks)
 
-    @contextmanager
-    def racing_session(connection: KafkaConnection) -> Iterator[TransactionSession]:
-        with shared_session(connection) as session:
-            yield SessionThatLetsAnotherDriverIn(session, job_b_decides)  # type: ignore[misc]
+    def racing_session(connection: KafkaConnection) -> TransactionSession:
+        return SessionThatLetsAnotherDriverIn(cached_session(connection), job_b_decides)  # type: ignore[return-value]
 
     with pytest.raises(Exception, match="no longer owns prefix"):
-        TwoPhaseCommitCoordinator(options, 60_000, open_session=racing_session).prepare(EpochId.batch("job-a"))
+        TwoPhaseCommitCoordinator(options, 60_000, session_of=racing_session).prepare(EpochId.batch("job-a"))
     assert crash.fired
     TwoPhaseCommitCoordinator(options, 60_000).recover()  # what the next start of the prefix does
     assert values(kafka, sink) == sorted(tagged("b", 40) * 2)

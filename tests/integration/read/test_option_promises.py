@@ -29,7 +29,7 @@ from tests.harness.stream import stream_reader
 
 pytestmark = pytest.mark.kafka
 
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[3]
 FIFTEEN_MINUTES_MS = 15 * 60 * 1000
 
 

@@ -17,7 +17,7 @@ from tests.harness.kafka import KafkaTestCluster, Sent
 
 pytestmark = [pytest.mark.kafka, pytest.mark.long]
 
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[3]
 
 
 def test_the_count_is_read_committed_and_a_short_count_stops_the_benchmark(kafka: KafkaTestCluster) -> None:

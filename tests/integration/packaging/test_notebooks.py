@@ -18,7 +18,7 @@ from tests.harness.notebook_runner import is_notebook, run_notebook
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[3] / "notebooks"
 DATABRICKS_NOTEBOOKS = sorted(p for p in NOTEBOOKS.glob("*.py") if is_notebook(p))
 
 

@@ -17,7 +17,7 @@ from tests.harness.kafka_tools import assert_stable, open_transactions_by_kafka
 from tests.harness.notebook_runner import notebook_command
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[3]
 SEPARATE_EXECUTORS = "local-cluster[2,1,1024]"
 
 

@@ -23,7 +23,7 @@ from tests.harness.kafka import KafkaTestCluster, Sent
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[3]
 
 
 def run_connect_job(kafka: KafkaTestCluster, venv: CompatVenv | None, *args: str) -> tuple[int, list[dict[str, object]], str]:

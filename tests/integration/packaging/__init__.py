@@ -1,0 +1,1 @@
+"""Integration tests of where the package runs: wheels, Spark versions, Spark Connect, notebooks, brokers, the development tools."""

@@ -1,0 +1,1 @@
+"""Integration tests of authentication, authorization and what logs may show."""
