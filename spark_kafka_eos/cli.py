@@ -26,23 +26,23 @@ from datetime import datetime, timezone
 from confluent_kafka import KafkaError, KafkaException
 
 from spark_kafka_eos.cluster import open_session
-from spark_kafka_eos.errors import KafkaEosError
-from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
-from spark_kafka_eos.read.reader_options import (
+from spark_kafka_eos.config.reader import (
     ReaderOptions,
     Subscription,
     TopicPartition,
     internal_read_options,
     parse_reader_options,
 )
-from spark_kafka_eos.secrets import redact, scrub
+from spark_kafka_eos.config.secrets import redact, scrub
+from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos.errors import KafkaEosError
+from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.txn.session import TransactionSession, TxnDescription
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import LogRecord
 from spark_kafka_eos.write.recovery import abort_lingering, open_transactions
 from spark_kafka_eos.write.transaction_timeout import resolve_transaction_timeout_ms
-from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 
 EXIT_OK = 0
 EXIT_NOTHING_DONE = 1

@@ -1,5 +1,5 @@
 """The cluster as seen from this process: clients and facts a (reused) Python worker keeps, keyed by the
-:class:`~spark_kafka_eos.connection.KafkaConnection` they were made with, in one :class:`ClusterClients`
+:class:`~spark_kafka_eos.config.connection.KafkaConnection` they were made with, in one :class:`ClusterClients`
 (``CLIENTS``).
 
 Spark reuses Python workers for planning, commits and tasks, so keeping an admin client (whose first request
@@ -17,12 +17,11 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource
 
 from spark_kafka_eos.authentication import AuthenticationWatch, list_topics
 from spark_kafka_eos.bounded_cache import BoundedCache
-from spark_kafka_eos.connection import KafkaConnection
-from spark_kafka_eos.librdkafka_config import for_librdkafka
-from spark_kafka_eos.retry import COORDINATOR_MOVING, retry_kafka
+from spark_kafka_eos.config.connection import KafkaConnection
+from spark_kafka_eos.config.librdkafka import for_librdkafka
+from spark_kafka_eos.retry import COORDINATOR_MOVING, REQUEST_TIMEOUT_S, retry_kafka
 from spark_kafka_eos.txn.session import TransactionSession
 
-_TIMEOUT_S = 30
 _MAX_GROUP_READERS = 8
 POINT_READER_GROUP = "kafka-eos-decision-log-reader"
 
@@ -66,7 +65,7 @@ class ClusterClients:
             admin = admin_client(connection)
             broker_id = next(iter(cluster_metadata(connection).brokers))
             resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
-            configs = admin.describe_configs([resource], request_timeout=_TIMEOUT_S)[resource].result(_TIMEOUT_S)
+            configs = admin.describe_configs([resource], request_timeout=REQUEST_TIMEOUT_S)[resource].result(REQUEST_TIMEOUT_S)
             known = int(configs["transaction.max.timeout.ms"].value)
             with self._lock:
                 self._max_transaction_timeouts_ms[connection] = known
@@ -144,7 +143,7 @@ def admin_client(connection: KafkaConnection) -> AdminClient:
     return CLIENTS.admin(connection)[0]
 
 
-def cluster_metadata(connection: KafkaConnection, topic: str | None = None, timeout_s: float = _TIMEOUT_S) -> ClusterMetadata:
+def cluster_metadata(connection: KafkaConnection, topic: str | None = None, timeout_s: float = REQUEST_TIMEOUT_S) -> ClusterMetadata:
     """Metadata from the kept admin client; refused credentials raise ``KafkaEosAuthenticationError`` in seconds."""
     admin, watch = CLIENTS.admin(connection)
     return list_topics(admin, watch, timeout_s, topic)

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any, Literal, TypeVar
 
+from spark_kafka_eos.config.librdkafka import LIBRDKAFKA_LOGGER
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.librdkafka_config import LIBRDKAFKA_LOGGER
 
 Engine = Literal["auto", "native", "python"]
 """Which client moves the records: the compiled one (``native``), confluent-kafka's (``python``), or the
@@ -49,7 +49,7 @@ def native_installed() -> bool:
 
 
 def librdkafka_settings(config: Mapping[str, Any]) -> list[tuple[str, str]] | None:
-    """``config`` (what :func:`~spark_kafka_eos.librdkafka_config.for_librdkafka` made) as librdkafka's
+    """``config`` (what :func:`~spark_kafka_eos.config.librdkafka.for_librdkafka` made) as librdkafka's
     name/value strings; None if a setting needs Python (a callback), which the extension cannot run."""
     settings = []
     for name, value in config.items():
@@ -64,7 +64,7 @@ def librdkafka_settings(config: Mapping[str, Any]) -> list[tuple[str, str]] | No
 def open_compiled(config: Mapping[str, Any], make: Callable[[ModuleType, list[tuple[str, str]]], _Client], option: str,
                   path: str, required: bool) -> _Client | None:
     """``make(extension, settings)``: the compiled client of ``config`` (what
-    :func:`~spark_kafka_eos.librdkafka_config.for_librdkafka` made). None where it cannot run it (the wheel is
+    :func:`~spark_kafka_eos.config.librdkafka.for_librdkafka` made). None where it cannot run it (the wheel is
     missing, a setting needs Python, librdkafka refuses the configuration with ``ValueError``), unless
     ``required`` (``option`` is native), which makes that an error. ``path`` names what it runs, for logs."""
     settings = librdkafka_settings(config)

@@ -11,9 +11,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from spark_kafka_eos.config.reader import parse_reader_options
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.read.reader import KafkaEosBatchReader
-from spark_kafka_eos.read.reader_options import parse_reader_options
 from spark_kafka_eos.schema import record_schema
 from spark_kafka_eos.spark_support import has_read_limits
 from spark_kafka_eos.write.coordinator import settle_group

@@ -12,6 +12,11 @@ from confluent_kafka import KafkaError, KafkaException
 
 T = TypeVar("T")
 
+REQUEST_TIMEOUT_S = 30.0
+"""How long one request to the cluster (metadata, configs, offsets, a delivery) may take, its retries included."""
+OPERATION_TIMEOUT_S = 60.0
+"""How long a transactional control operation (init, abort, a recovery step with its retries) may take: it may
+first wait for the coordinator to finish the id's previous transaction."""
 BACKOFF_S = 0.1
 """How long to wait before asking again: a coordinator or leader moves, or a new topic spreads, in tens of ms."""
 

@@ -6,8 +6,8 @@ direct question it just looks absent, and a stream would read nothing, forever, 
 
 from __future__ import annotations
 
+from spark_kafka_eos.config.reader import ReaderOptions
 from spark_kafka_eos.errors import KafkaEosAuthorizationError
-from spark_kafka_eos.read.reader_options import ReaderOptions
 
 
 def principal_of(options: ReaderOptions) -> str:

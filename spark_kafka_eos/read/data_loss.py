@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 
+from spark_kafka_eos.config.reader import TopicPartition
 from spark_kafka_eos.errors import KafkaEosDataLossError
-from spark_kafka_eos.read.reader_options import TopicPartition
 
 log = logging.getLogger(__name__)
 

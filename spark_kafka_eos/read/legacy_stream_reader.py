@@ -18,10 +18,10 @@ from collections.abc import Sequence
 
 from pyspark.sql.datasource import InputPartition
 
+from spark_kafka_eos.config.reader import ReaderOptions
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.read.offset_lookup import GroupGuard
 from spark_kafka_eos.read.reader import StreamOffset, StreamReaderCore
-from spark_kafka_eos.read.reader_options import ReaderOptions
 
 
 class KafkaEosLegacyStreamReader(StreamReaderCore):

@@ -18,11 +18,11 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
 
 from spark_kafka_eos.authentication import AuthenticationWatch, list_topics
 from spark_kafka_eos.cluster import committed_offsets
-from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.config.connection import KafkaConnection
+from spark_kafka_eos.config.librdkafka import for_librdkafka
+from spark_kafka_eos.config.reader import ReaderOptions, Subscription, TopicPartition
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError, KafkaEosUnavailableError
-from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.read.authorization import topic_authorization_error
-from spark_kafka_eos.read.reader_options import ReaderOptions, Subscription, TopicPartition
 from spark_kafka_eos.retry import UNANSWERED, UNREACHABLE
 
 log = logging.getLogger(__name__)

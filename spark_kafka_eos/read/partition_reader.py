@@ -21,8 +21,9 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException
 
+from spark_kafka_eos.config.librdkafka import for_librdkafka
+from spark_kafka_eos.config.reader import ReaderOptions
 from spark_kafka_eos.errors import KafkaEosOptionError, KafkaEosReadError
-from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.read.authorization import topic_authorization_error
 from spark_kafka_eos.read.data_loss import moved_back_problem, report_data_loss
 from spark_kafka_eos.read.native_fetcher import open_native_fetcher
@@ -30,7 +31,6 @@ from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.read.progress import FetchProgress, StallWatch, statistics_interval_ms
 from spark_kafka_eos.read.python_fetcher import PythonFetcher
 from spark_kafka_eos.read.range_fetcher import FetchError, RangeFetcher
-from spark_kafka_eos.read.reader_options import ReaderOptions
 from spark_kafka_eos.read.record_batch import RecordBatchBuilder
 
 log = logging.getLogger(__name__)

@@ -14,9 +14,9 @@ from typing import Protocol
 
 from pyspark.sql.datasource import InputPartition
 
+from spark_kafka_eos.config.reader import EARLIEST, LATEST, OffsetBound, Subscription, TopicPartition
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.read.data_loss import describe, moved_back_problem, report_data_loss
-from spark_kafka_eos.read.reader_options import EARLIEST, LATEST, OffsetBound, Subscription, TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ import logging
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from spark_kafka_eos.librdkafka_config import for_librdkafka
+from spark_kafka_eos.config.librdkafka import for_librdkafka
+from spark_kafka_eos.config.reader import ReaderOptions
 from spark_kafka_eos.read.planner import Offsets
-from spark_kafka_eos.read.reader_options import ReaderOptions
 
 log = logging.getLogger(__name__)
 

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
+from spark_kafka_eos.config.reader import ReaderOptions, TopicPartition
 from spark_kafka_eos.read.data_loss import describe, moved_back_problem, report_data_loss
 from spark_kafka_eos.read.offset_lookup import GroupGuard, KafkaOffsetLookup
 from spark_kafka_eos.read.partition_reader import check_consumer_config, read_offset_range
@@ -32,7 +33,6 @@ from spark_kafka_eos.read.planner import (
     split_ranges,
 )
 from spark_kafka_eos.read.progress_group import commit_progress
-from spark_kafka_eos.read.reader_options import ReaderOptions, TopicPartition
 
 log = logging.getLogger(__name__)
 

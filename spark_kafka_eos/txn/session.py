@@ -53,9 +53,10 @@ from kafka.protocol.producer.transaction import (
     TxnOffsetCommitRequest,
 )
 
+from spark_kafka_eos.config.kafka_python import translate
+from spark_kafka_eos.config.secrets import redact
 from spark_kafka_eos.errors import KafkaEosError
-from spark_kafka_eos.secrets import redact
-from spark_kafka_eos.txn.client_config import translate
+from spark_kafka_eos.retry import OPERATION_TIMEOUT_S
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -238,7 +239,7 @@ class TransactionSession:
         request_timeout_s: float | None = None,
         retry_backoff_s: float = 0.1,
         max_retries: int = 20,
-        operation_timeout_s: float = 60.0,
+        operation_timeout_s: float = OPERATION_TIMEOUT_S,
         enable_2pc: bool = False,
     ) -> None:
         settings = dict(translate(client_config or {}))
@@ -248,8 +249,8 @@ class TransactionSession:
         settings.setdefault("request_timeout_ms", 30000)
         settings.setdefault("client_id", "spark-kafka-eos-txn")
         # The RPCs of different transactional ids need no order among them, and phase 2 sends every participant's
-        # EndTxn at once: at kafka-python's default of 5, the sixth found the connection busy (NodeNotReady) and
-        # was retried 100 ms later (make bench-commit, 8 participants: 140 ms).
+        # EndTxn at once: at kafka-python's default of 5, the sixth would find the connection busy (NodeNotReady)
+        # and wait 100 ms for a retry.
         settings["max_in_flight_requests_per_connection"] = _IN_FLIGHT_PER_CONNECTION
         self.bootstrap_servers = bootstrap_servers
         self._settings = settings

@@ -5,7 +5,7 @@ after a fixed 500 ms, so ``init_transactions`` takes either ~20 ms or ~510 ms. T
 topic the producer will write to come first: librdkafka may answer the first over the bootstrap connection,
 which it does not use for the producer id, and the second returns once the connection to the broker that
 metadata named is up. That connection is itself held back by ``reconnect.backoff.ms``, which the package's
-clients start at 10 ms (:func:`spark_kafka_eos.librdkafka_config.for_librdkafka`). ``make bench-commit``
+clients start at 10 ms (:func:`spark_kafka_eos.config.librdkafka.for_librdkafka`). ``make bench-commit``
 shows the start's time.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
-from spark_kafka_eos.librdkafka_config import for_librdkafka
+from spark_kafka_eos.config.librdkafka import for_librdkafka
 
 WARM_UP_TIMEOUT_S = 2.0
 """How long the metadata warm-up may take. It is an optimisation only: on a timeout or an error

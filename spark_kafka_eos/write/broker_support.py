@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from spark_kafka_eos.cluster import cached_session
-from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.config.connection import KafkaConnection
 from spark_kafka_eos.errors import KafkaEosUnsupportedBrokerError
 
 TRANSACTION_ADMIN_APIS = ("ListTransactions", "DescribeTransactions")

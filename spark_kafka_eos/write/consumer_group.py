@@ -8,11 +8,10 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from spark_kafka_eos.cluster import cached_session
+from spark_kafka_eos.config.librdkafka import for_librdkafka
+from spark_kafka_eos.config.writer import WriterOptions
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosOptionError
-from spark_kafka_eos.librdkafka_config import for_librdkafka
-from spark_kafka_eos.write.writer_options import WriterOptions
-
-_TIMEOUT_S = 30
+from spark_kafka_eos.retry import REQUEST_TIMEOUT_S
 
 
 def check_group_has_no_members(options: WriterOptions) -> None:
@@ -37,13 +36,12 @@ def check_group_position(options: WriterOptions, starts: Mapping[tuple[str, int]
     group = options.consumer_group
     if group is None or not ends:
         return []
-    # A read_committed consumer asks for stable offsets (it waits out a pending transactional commit).
-    # Not AdminClient.list_consumer_group_offsets: on librdkafka 2.16 it can crash the process when the
-    # group coordinator moves (librdkafka #5040).
+    # A read_committed consumer asks for stable offsets (it waits out a pending transactional commit); why not
+    # the admin API: see cluster.group_offset_reader.
     reader = Consumer(for_librdkafka({**options.connection.client_config(), "group.id": group, "isolation.level": "read_committed",
                        "enable.auto.commit": False}))
     try:
-        found = reader.committed([KafkaTopicPartition(t, p) for t, p in sorted(ends)], timeout=_TIMEOUT_S)
+        found = reader.committed([KafkaTopicPartition(t, p) for t, p in sorted(ends)], timeout=REQUEST_TIMEOUT_S)
     finally:
         reader.close()
     committed = {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}

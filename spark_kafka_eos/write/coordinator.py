@@ -31,8 +31,10 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql.datasource import WriterCommitMessage
 
 from spark_kafka_eos.cluster import cached_session, cluster_metadata
-from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.config.connection import KafkaConnection
+from spark_kafka_eos.config.writer import DEADLINE_MARGIN_MS, WriterOptions, legacy_derived_prefix
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError, KafkaEosDecisionLogError
+from spark_kafka_eos.retry import OPERATION_TIMEOUT_S
 from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession, TxnSessionError, TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.consumer_group import check_group_position
@@ -43,17 +45,15 @@ from spark_kafka_eos.write.decision_log import (
     transactional_id_refused,
 )
 from spark_kafka_eos.write.group_marker import GroupMarker
-from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
+from spark_kafka_eos.write.hooks import AFTER_DECISION, BEFORE_DECISION, DURING_PHASE2, NO_HOOKS, WriterHooks
 from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant, history_with
 from spark_kafka_eos.write.ownership import Judgement, Verdict, judge
 from spark_kafka_eos.write.recovery import VisibilityCheck, abort_lingering, abort_prepared, is_open, roll_forward
 from spark_kafka_eos.write.transactional_id import coordinator_transactional_id
 from spark_kafka_eos.write.visibility import committed_record_at
-from spark_kafka_eos.write.writer_options import DEADLINE_MARGIN_MS, WriterOptions, legacy_derived_prefix
 
 log = logging.getLogger(__name__)
 
-RECOVERY_RETRY_BUDGET_S = 60.0
 """How long phase 2 of a decision found in the log is retried, when its participants' deadline is unknown."""
 _MAX_RETRY_DELAY_S = 2.0
 _COMPLETION_ATTEMPTS = 3
@@ -112,11 +112,11 @@ class TwoPhaseCommitCoordinator:
         decision_log.fence(self._prefix)
         last = decision_log.last(self._prefix)
         if epoch is None:
-            self._finish(session, decision_log, last, RECOVERY_RETRY_BUDGET_S)
+            self._finish(session, decision_log, last, OPERATION_TIMEOUT_S)
             return Judgement(Verdict.PROCEED)
         judgement = judge(last, epoch)
         self._refuse_unless_owner(judgement, epoch, session, [])
-        last = self._finish(session, decision_log, last, RECOVERY_RETRY_BUDGET_S)
+        last = self._finish(session, decision_log, last, OPERATION_TIMEOUT_S)
         if judgement.verdict == Verdict.PROCEED:
             self._sweep(session, decision_log, last, keep=())
         return judgement
@@ -143,7 +143,7 @@ class TwoPhaseCommitCoordinator:
             self._finish_replay(session, decision_log, last, own)
             return
         self._refuse_unless_known(last, epoch, session, own)
-        last = self._finish(session, decision_log, last, RECOVERY_RETRY_BUDGET_S)
+        last = self._finish(session, decision_log, last, OPERATION_TIMEOUT_S)
         participants = tuple(
             Participant(t.transaction.transactional_id, t.transaction.producer_id, t.transaction.epoch,
                         t.spark_partition, t.records, t.probe, t.probe_digest)
@@ -165,10 +165,10 @@ class TwoPhaseCommitCoordinator:
         group_offsets = _group_offsets(decision)
         if group_offsets:
             self._abort_on_error(session, own, lambda: self._check_group(tasks, group_offsets))
-        self._hooks.at("before_decision", session, decision)
+        self._hooks.at(BEFORE_DECISION, session, decision)
         self._decide(session, decision_log, decision, group_offsets, deadline_ms)
-        self._hooks.at("after_decision", session, decision)
-        self._hooks.at("during_phase2", session, decision)
+        self._hooks.at(AFTER_DECISION, session, decision)
+        self._hooks.at(DURING_PHASE2, session, decision)
         self._finish_decided(session, decision_log, decision, deadline_ms)
         log.info("Committed %s of prefix %s: %d participants", epoch, self._prefix, len(participants))
 
@@ -282,7 +282,7 @@ class TwoPhaseCommitCoordinator:
         decided = {p.txn for p in last.participants}
         duplicates = [t for t in own if t not in decided]
         abort_prepared(session, duplicates)
-        finished = self._finish(session, decision_log, last, RECOVERY_RETRY_BUDGET_S)
+        finished = self._finish(session, decision_log, last, OPERATION_TIMEOUT_S)
         self._sweep(session, decision_log, finished, keep=())
         log.warning("Epoch %s of prefix %s was already decided: aborted %d duplicate transactions",
                     last.epoch_id, self._prefix, len(duplicates))
@@ -452,7 +452,7 @@ class TwoPhaseCommitCoordinator:
             before = decision_log.last(self._prefix)
             lost: str | None = None
             try:
-                last = self._finish(session, decision_log, before, RECOVERY_RETRY_BUDGET_S)
+                last = self._finish(session, decision_log, before, OPERATION_TIMEOUT_S)
             except KafkaEosCommittedDataLostError as err:
                 if not accept_data_loss:
                     raise
@@ -478,7 +478,7 @@ class TwoPhaseCommitCoordinator:
                 return
             abort_prepared(session, own)
             if judgement.verdict == Verdict.PROCEED:
-                last = self._finish(session, decision_log, last, RECOVERY_RETRY_BUDGET_S)
+                last = self._finish(session, decision_log, last, OPERATION_TIMEOUT_S)
                 self._sweep(session, decision_log, last, keep=())
 
     def _log(self) -> DecisionLog:

@@ -44,20 +44,20 @@ from spark_kafka_eos.cluster import (
     point_reader,
     remember_topic,
 )
-from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.config.connection import KafkaConnection
+from spark_kafka_eos.config.librdkafka import for_librdkafka
+from spark_kafka_eos.config.reader import Subscription, internal_read_options
+from spark_kafka_eos.config.writer import WriterOptions
 from spark_kafka_eos.errors import KafkaEosAuthorizationError, KafkaEosDecisionLogError
-from spark_kafka_eos.librdkafka_config import for_librdkafka
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
-from spark_kafka_eos.read.reader_options import Subscription, internal_read_options
-from spark_kafka_eos.retry import COORDINATOR_MOVING, JUST_CREATED, LEADER_MOVING, UNANSWERED, Deadline, retry_kafka
+from spark_kafka_eos.retry import COORDINATOR_MOVING, JUST_CREATED, LEADER_MOVING, REQUEST_TIMEOUT_S, UNANSWERED, Deadline, retry_kafka
 from spark_kafka_eos.txn.session import PreparedTxnState, TxnDescription, TxnState
 from spark_kafka_eos.txn.transactional_producer import start_transactional_producer
 from spark_kafka_eos.write.group_marker import GroupMarker
 from spark_kafka_eos.write.log_envelope import Manifest, chunk_key, digest, head_key, is_chunk_of, join, parse_head, split
 from spark_kafka_eos.write.log_record import LogRecord
 from spark_kafka_eos.write.transactional_id import coordinator_transactional_id
-from spark_kafka_eos.write.writer_options import WriterOptions
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,6 @@ _LOG_TOPIC_CONFIG = {
     "segment.ms": "3600000",
     "min.cleanable.dirty.ratio": "0.1",
 }
-_TIMEOUT_S = 30.0
 
 
 def _log_topic_config(replication: int) -> dict[str, str]:
@@ -114,7 +113,7 @@ class DecisionLog:
         or if an existing topic has more than one partition or a cleanup policy other than compact."""
         if known_topic(self._options.connection, self._topic):
             return
-        metadata = cluster_metadata(self._connection, timeout_s=_TIMEOUT_S)
+        metadata = cluster_metadata(self._connection, timeout_s=REQUEST_TIMEOUT_S)
         if self._topic not in metadata.topics:
             self._create_topic(min(3, len(metadata.brokers)))
             return
@@ -130,10 +129,10 @@ class DecisionLog:
 
     def _create_topic(self, replication: int) -> None:
         futures = self._admin.create_topics(
-            [NewTopic(self._topic, 1, replication, config=_log_topic_config(replication))], operation_timeout=_TIMEOUT_S
+            [NewTopic(self._topic, 1, replication, config=_log_topic_config(replication))], operation_timeout=REQUEST_TIMEOUT_S
         )
         try:
-            futures[self._topic].result(2 * _TIMEOUT_S)
+            futures[self._topic].result(2 * REQUEST_TIMEOUT_S)
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
             if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
@@ -153,8 +152,8 @@ class DecisionLog:
         try:
             # Just created (by us or another driver): the answering broker learns of it a moment later.
             entries = retry_kafka(
-                lambda _: self._admin.describe_configs([resource], request_timeout=_TIMEOUT_S)[resource].result(2 * _TIMEOUT_S),
-                _TIMEOUT_S, {KafkaError.UNKNOWN_TOPIC_OR_PART})
+                lambda _: self._admin.describe_configs([resource], request_timeout=REQUEST_TIMEOUT_S)[resource].result(2 * REQUEST_TIMEOUT_S),
+                REQUEST_TIMEOUT_S, {KafkaError.UNKNOWN_TOPIC_OR_PART})
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
             if error.code() not in _NOT_AUTHORIZED:
@@ -277,7 +276,7 @@ class DecisionLog:
         reader_options = internal_read_options(self._connection, Subscription("assign", partitions=((self._topic, 0),)), isolation)
         return read_offset_range(reader_options, OffsetRange(self._topic, 0, start, end))
 
-    def _offset(self, tp: KafkaTopicPartition, isolation: IsolationLevel, timeout_s: float = _TIMEOUT_S) -> int:
+    def _offset(self, tp: KafkaTopicPartition, isolation: IsolationLevel, timeout_s: float = REQUEST_TIMEOUT_S) -> int:
         def latest(_: Deadline) -> int:
             futures = self._admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=isolation, request_timeout=timeout_s)
             return int(futures[tp].result(timeout_s).offset)
@@ -301,7 +300,7 @@ class DecisionLog:
                 group = index_group(record.prefix)
                 try:
                     metadata = group_offset_reader(self._connection, group).consumer_group_metadata()
-                    producer.send_offsets_to_transaction([index], metadata, _TIMEOUT_S)
+                    producer.send_offsets_to_transaction([index], metadata, REQUEST_TIMEOUT_S)
                 except KafkaException as exc:
                     raise _index_error(group, exc.args[0]) from None
                 if group_offsets and record.consumer_group:
@@ -309,7 +308,7 @@ class DecisionLog:
                     producer.send_offsets_to_transaction(
                         [KafkaTopicPartition(t, p, o, metadata=marker) for (t, p), o in sorted(group_offsets.items())],
                         _group_metadata(self._connection, record.consumer_group),
-                        _TIMEOUT_S,
+                        REQUEST_TIMEOUT_S,
                     )
                 written = True
                 if before_commit is not None:
@@ -332,11 +331,11 @@ class DecisionLog:
             group = index_group(prefix)
             try:
                 metadata = group_offset_reader(self._connection, group).consumer_group_metadata()
-                producer.send_offsets_to_transaction([KafkaTopicPartition(self._topic, 0, 0)], metadata, _TIMEOUT_S)
+                producer.send_offsets_to_transaction([KafkaTopicPartition(self._topic, 0, 0)], metadata, REQUEST_TIMEOUT_S)
             except KafkaException as exc:
                 _abort_quietly(producer)
                 raise KafkaEosDecisionLogError(f"This driver no longer owns prefix {prefix}: {exc.args[0].str()}") from None
-            producer.abort_transaction(_TIMEOUT_S)
+            producer.abort_transaction(REQUEST_TIMEOUT_S)
 
     def _produce(self, producer: Producer, record: LogRecord) -> tuple[int, bytes]:
         """Write ``record`` (its chunks first when it is large); returns the head record's offset and value."""
@@ -364,9 +363,9 @@ class DecisionLog:
 
         for index, (key, value) in enumerate(records):
             producer.produce(self._topic, value=value, key=key, partition=0, on_delivery=report(index))
-        producer.flush(_TIMEOUT_S)
+        producer.flush(REQUEST_TIMEOUT_S)
         if errors or len(offsets) < len(records):
-            problem = errors[0] if errors else f"not delivered within {_TIMEOUT_S:g}s"
+            problem = errors[0] if errors else f"not delivered within {REQUEST_TIMEOUT_S:g}s"
             raise KafkaEosDecisionLogError(f"Writing to the decision log '{self._topic}' failed: {problem}")
         return [offsets[i] for i in range(len(records))]
 
@@ -407,7 +406,7 @@ class DecisionLog:
                 self._producer, self._holder = kept
                 return kept[0]
             try:
-                producer = start_transactional_producer(_coordinator_config(self._options, txn_id), self._topic, _TIMEOUT_S)
+                producer = start_transactional_producer(_coordinator_config(self._options, txn_id), self._topic, REQUEST_TIMEOUT_S)
             except KafkaException as exc:
                 if exc.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
                     raise transactional_id_refused(self._connection, prefix) from None
@@ -481,7 +480,7 @@ def _read_at(connection: KafkaConnection, topic: str, offsets: Sequence[int]) ->
 
 def _next_message(consumer: Consumer, topic: str, offset: int) -> Message | None:
     """The first record at or after ``offset``, or None when there is none (end of the partition)."""
-    deadline = time.monotonic() + _TIMEOUT_S
+    deadline = time.monotonic() + REQUEST_TIMEOUT_S
     while time.monotonic() < deadline:
         message = consumer.poll(0.1)
         if message is None:
@@ -493,7 +492,7 @@ def _next_message(consumer: Consumer, topic: str, offset: int) -> Message | None
             return None
         if error.fatal() or error.code() > 0:
             raise KafkaEosDecisionLogError(f"Reading offset {offset} of the decision log '{topic}' failed: {error.str()}")
-    raise KafkaEosDecisionLogError(f"Reading offset {offset} of the decision log '{topic}' made no progress for {_TIMEOUT_S:g}s.")
+    raise KafkaEosDecisionLogError(f"Reading offset {offset} of the decision log '{topic}' made no progress for {REQUEST_TIMEOUT_S:g}s.")
 
 
 def _index_timeout(prefix: str, group: str, waited_s: float, error: KafkaError) -> KafkaEosDecisionLogError:
@@ -532,7 +531,7 @@ def _group_metadata(connection: KafkaConnection, group: str) -> object:
 
 def _abort_quietly(producer: Producer) -> None:
     try:
-        producer.abort_transaction(_TIMEOUT_S)
+        producer.abort_transaction(REQUEST_TIMEOUT_S)
     except KafkaException:
         pass  # the broker aborts it after COORDINATOR_TRANSACTION_TIMEOUT_MS
 
@@ -541,7 +540,7 @@ def _commit(producer: Producer, commit_by: float | None = None, attempts: int = 
     """Commit, retrying retriable errors until ``commit_by`` (``time.monotonic()``). An error here leaves
     the outcome to be read back from the log: the caller re-reads it rather than guessing."""
     for attempt in range(attempts):
-        left_s = _TIMEOUT_S if commit_by is None else min(_TIMEOUT_S, commit_by - time.monotonic())
+        left_s = REQUEST_TIMEOUT_S if commit_by is None else min(REQUEST_TIMEOUT_S, commit_by - time.monotonic())
         try:
             producer.commit_transaction(max(left_s, 0.1))
             return

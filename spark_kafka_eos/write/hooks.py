@@ -9,8 +9,12 @@ import pyarrow as pa
 from spark_kafka_eos.txn.session import TransactionSession
 from spark_kafka_eos.write.log_record import LogRecord
 
-POINTS = ("before_decision", "after_decision", "during_phase2")
-"""``during_phase2`` runs after the decision, before the coordinator's phase 2."""
+BEFORE_DECISION = "before_decision"
+AFTER_DECISION = "after_decision"
+DURING_PHASE2 = "during_phase2"
+"""After the decision, before the coordinator's phase 2."""
+POINTS = (BEFORE_DECISION, AFTER_DECISION, DURING_PHASE2)
+"""The coordinator's named points, in the order it reaches them."""
 
 
 class WriterHooks:

@@ -31,8 +31,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from spark_kafka_eos.config.writer import WriterOptions
 from spark_kafka_eos.errors import KafkaEosSchemaError, KafkaEosWriteError
-from spark_kafka_eos.write.writer_options import WriterOptions
 
 VALUE, KEY, TOPIC, PARTITION, HEADERS = "value", "key", "topic", "partition", "headers"
 SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET = "source_topic", "source_partition", "source_offset"

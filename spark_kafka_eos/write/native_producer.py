@@ -18,7 +18,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 
 from spark_kafka_eos.compiled import forward_logs, open_compiled
-from spark_kafka_eos.librdkafka_config import for_librdkafka
+from spark_kafka_eos.config.librdkafka import for_librdkafka
 from spark_kafka_eos.txn.transactional_producer import WARM_UP_TIMEOUT_S
 from spark_kafka_eos.write.delivery_reports import DeliveryTally, EosStats, write_error
 from spark_kafka_eos.write.input_schema import (

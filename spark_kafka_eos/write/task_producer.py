@@ -33,7 +33,9 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from pyspark import TaskContext
 
 from spark_kafka_eos.cluster import cached_session, cluster_metadata
+from spark_kafka_eos.config.writer import STATS_INTERVAL_MS, WriterOptions
 from spark_kafka_eos.errors import KafkaEosWriteError
+from spark_kafka_eos.retry import OPERATION_TIMEOUT_S
 from spark_kafka_eos.txn.session import PreparedTxnState, TxnState
 from spark_kafka_eos.txn.transactional_producer import start_transactional_producer
 from spark_kafka_eos.write.commit_message import PartitionCount, SourceOffset, TaskCommit
@@ -57,14 +59,11 @@ from spark_kafka_eos.write.native_producer import open_native_producer
 from spark_kafka_eos.write.ownership import already_decided
 from spark_kafka_eos.write.transaction_guard import worker_guard
 from spark_kafka_eos.write.transactional_id import task_transactional_id_candidates
-from spark_kafka_eos.write.writer_options import STATS_INTERVAL_MS, WriterOptions
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 """librdkafka's default; the driver normally passes the broker's transaction.max.timeout.ms instead."""
-CONTROL_TIMEOUT_S = 60.0
-"""Bound of init_transactions (which may first wait for the abort of the id's previous transaction) and abort."""
 _FLUSH_SLICE_S = 0.2
 _IDENTITY_TIMEOUT_S = max(10.0, 20 * STATS_INTERVAL_MS / 1000)
 
@@ -250,7 +249,7 @@ class _TaskTransaction:
         if client is None:
             client = _ConfluentProducer(config)
         try:
-            client.start(topic, CONTROL_TIMEOUT_S, before_init)
+            client.start(topic, OPERATION_TIMEOUT_S, before_init)
             client.begin()
         except KafkaException as exc:
             raise write_error(transactional_id, "init_transactions / begin_transaction", [(None, None, exc.args[0], 0)]) from None
@@ -267,7 +266,7 @@ class _TaskTransaction:
 
     def produce(self, batch: pa.RecordBatch, columns: InputColumns, topic_option: str | None) -> None:
         client = self._live()
-        client.produce(batch, columns, topic_option, self._transactional_id, CONTROL_TIMEOUT_S)
+        client.produce(batch, columns, topic_option, self._transactional_id, OPERATION_TIMEOUT_S)
         client.poll(0)
         self._raise_on_failed_delivery()  # stop writing into a transaction that can only be aborted
 
@@ -320,7 +319,7 @@ class _TaskTransaction:
         if client is None:
             return
         try:
-            client.abort(CONTROL_TIMEOUT_S)
+            client.abort(OPERATION_TIMEOUT_S)
         except KafkaException as exc:
             log.warning("could not abort transaction %s (%s); the driver's recovery aborts it",
                         self._transactional_id, exc.args[0].str())

@@ -6,8 +6,8 @@ from __future__ import annotations
 from confluent_kafka import KafkaError, KafkaException
 
 from spark_kafka_eos.cluster import max_transaction_timeout_ms
+from spark_kafka_eos.config.writer import WriterOptions
 from spark_kafka_eos.errors import KafkaEosAuthorizationError, KafkaEosOptionError
-from spark_kafka_eos.write.writer_options import WriterOptions
 
 
 def resolve_transaction_timeout_ms(options: WriterOptions) -> int:

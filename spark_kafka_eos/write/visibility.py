@@ -8,11 +8,12 @@ from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import ConfigResource
 
 from spark_kafka_eos.cluster import admin_client, point_reader
+from spark_kafka_eos.config.reader import Subscription, internal_read_options
+from spark_kafka_eos.config.writer import WriterOptions
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
-from spark_kafka_eos.read.reader_options import Subscription, internal_read_options
+from spark_kafka_eos.retry import REQUEST_TIMEOUT_S
 from spark_kafka_eos.write.log_record import Position
-from spark_kafka_eos.write.writer_options import WriterOptions
 
 
 def record_digest(key: str | bytes | None, value: str | bytes | None) -> str:
@@ -23,7 +24,6 @@ def record_digest(key: str | bytes | None, value: str | bytes | None) -> str:
     return hashlib.sha256(raw(key) + b"|" + raw(value)).hexdigest()[:16]
 
 
-_TIMEOUT_S = 30.0
 
 
 class ProbeRemoved(Exception):
@@ -53,12 +53,12 @@ def _removed_by_cleanup(options: WriterOptions, position: Position) -> str | Non
     topic, partition, offset = position
     consumer, lock = point_reader(options.connection)
     with lock:
-        start, _ = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_TIMEOUT_S, cached=False)
+        start, _ = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=REQUEST_TIMEOUT_S, cached=False)
     if offset < start:
         return f"retention removed it ({topic}-{partition} starts at offset {start} now, past the probe at {offset})"
     try:
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-        configs = admin_client(options.connection).describe_configs([resource], request_timeout=_TIMEOUT_S)[resource].result(_TIMEOUT_S)
+        configs = admin_client(options.connection).describe_configs([resource], request_timeout=REQUEST_TIMEOUT_S)[resource].result(REQUEST_TIMEOUT_S)
     except KafkaException:
         return None  # not allowed to describe the topic: judged as before, by the record alone
     policy = configs["cleanup.policy"].value if "cleanup.policy" in configs else ""

@@ -13,6 +13,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos.errors import KafkaEosCommitError
 from spark_kafka_eos.spark_support import has_arrow_stream_writers
 from spark_kafka_eos.write.broker_support import require_transaction_admin_apis
@@ -25,7 +26,6 @@ from spark_kafka_eos.write.log_record import EpochId
 from spark_kafka_eos.write.ownership import Verdict
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.transaction_timeout import resolve_transaction_timeout_ms
-from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 
 log = logging.getLogger(__name__)
 

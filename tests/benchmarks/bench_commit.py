@@ -18,9 +18,9 @@ from contextlib import ExitStack
 import pyarrow as pa
 from confluent_kafka import Producer
 
+from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
-from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.benchmarks.common import bootstrap_servers, produce
 
 TASKS = 8

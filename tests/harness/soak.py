@@ -47,8 +47,9 @@ from pathlib import Path
 
 from confluent_kafka.admin import OffsetSpec
 
+from spark_kafka_eos.config.writer import derived_prefix
+from spark_kafka_eos.write.hooks import POINTS
 from spark_kafka_eos.write.transactional_id import coordinator_transactional_id
-from spark_kafka_eos.write.writer_options import derived_prefix
 from tests.harness.faults import MARKERS_ENV
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import open_transactions_by_kafka
@@ -58,7 +59,7 @@ from tests.harness.notebook_runner import notebook_command
 
 PROJECT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = PROJECT / "notebooks"
-DRIVER_POINTS = ("before_decision", "after_decision", "during_phase2")
+DRIVER_POINTS = POINTS
 KINDS = ("driver", "task", "executor", "broker", "pair")
 BROKER_ROLES = ("leader", "txn-coordinator", "group-coordinator")
 COMMIT_MOMENTS = ("task_write",) + DRIVER_POINTS

@@ -7,6 +7,7 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from spark_kafka_eos.config.writer import WriterOptions
 from spark_kafka_eos.txn.session import (
     PreparedTxnState,
     TxnDescription,
@@ -17,7 +18,6 @@ from spark_kafka_eos.txn.session import (
     TxnTimeoutError,
 )
 from spark_kafka_eos.write.log_record import LogRecord
-from spark_kafka_eos.write.writer_options import WriterOptions
 
 TIMEOUT_MS = 60_000
 _producer_ids = itertools.count(1000)
@@ -190,6 +190,6 @@ def fake_seams(cluster: Cluster) -> dict[str, Callable[..., object]]:
 
 
 def options(prefix: str = "p") -> WriterOptions:
-    from spark_kafka_eos.write.writer_options import parse_writer_options
+    from spark_kafka_eos.config.writer import parse_writer_options
 
     return parse_writer_options({"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "out", "transactional.id.prefix": prefix}, streaming=True)

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from spark_kafka_eos import compiled
+from spark_kafka_eos.config.reader import READ_ENGINE_VARIABLE, parse_reader_options
+from spark_kafka_eos.config.writer import WRITE_ENGINE_VARIABLE, parse_writer_options
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.read.reader_options import READ_ENGINE_VARIABLE, parse_reader_options
-from spark_kafka_eos.write.writer_options import WRITE_ENGINE_VARIABLE, parse_writer_options
 
 BOOTSTRAP = {"kafka.bootstrap.servers": "127.0.0.1:9"}
 ENGINES = {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from spark_kafka_eos.config.reader import parse_reader_options
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.read.reader_options import parse_reader_options
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "orders"}
 

@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
+from spark_kafka_eos.config.reader import OffsetBound, Subscription, TopicPartition
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError
 from spark_kafka_eos.read.planner import OffsetRange, limit_offsets, plan_batch, resolve_bound, restart_moved_back, split_ranges
-from spark_kafka_eos.read.reader_options import OffsetBound, Subscription, TopicPartition
 
 A0, A1 = ("a", 0), ("a", 1)
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.config.connection import KafkaConnection
 from spark_kafka_eos.write import transaction_guard_process
 from spark_kafka_eos.write.transaction_guard import Abandoned
 

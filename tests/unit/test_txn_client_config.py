@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_kafka_eos.txn.client_config import ClientConfig, translate
+from spark_kafka_eos.config.kafka_python import ClientConfig, translate
 from spark_kafka_eos.txn.session import TransactionSession
 
 PASSWORD = "s3cr3t-Pa55"

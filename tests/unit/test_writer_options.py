@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.write.writer_options import (
+from spark_kafka_eos.config.writer import (
     DEFAULT_DECISION_LOG_TOPIC,
     WriterOptions,
     derived_prefix,
     legacy_derived_prefix,
     parse_writer_options,
 )
+from spark_kafka_eos.errors import KafkaEosOptionError
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "out", "transactional.id.prefix": "orders-etl"}
 

@@ -16,12 +16,12 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic, ResourceType
 from pyspark.sql import SparkSession
 
+from spark_kafka_eos.config.writer import parse_writer_options
 from spark_kafka_eos.errors import KafkaEosError
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import EpochId
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
-from spark_kafka_eos.write.writer_options import parse_writer_options
 from tests.harness.kafka import KafkaTestCluster
 from tests.harness.kafka_tools import assert_stable, open_transactions_by_kafka
 from tests.harness.local_cluster import LocalCluster

@@ -11,9 +11,9 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec
 from pyspark.sql import SparkSession
 
+from spark_kafka_eos.config.reader import parse_reader_options
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
-from spark_kafka_eos.read.reader_options import parse_reader_options
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.local_kafka import LocalKafka
 from tests.harness.spark import assert_same_records, kafka_eos

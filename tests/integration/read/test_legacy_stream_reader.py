@@ -9,10 +9,10 @@ import uuid
 
 import pytest
 
+from spark_kafka_eos.config.reader import parse_reader_options
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.read.legacy_stream_reader import KafkaEosLegacyStreamReader
 from spark_kafka_eos.read.reader import ORIGIN_KEY, from_stream_offset
-from spark_kafka_eos.read.reader_options import parse_reader_options
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import group_offsets
 

@@ -22,8 +22,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql.streaming.datasource import ReadMinRows
 
+from spark_kafka_eos.config.reader import parse_reader_options
 from spark_kafka_eos.read import reader as reader_module
-from spark_kafka_eos.read.reader_options import parse_reader_options
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.stream import stream_reader
 

@@ -15,13 +15,13 @@ import pyarrow as pa
 import pytest
 from confluent_kafka.admin import OffsetSpec
 
+from spark_kafka_eos.config.reader import READ_ENGINE_VARIABLE, ReaderOptions, parse_reader_options
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.read.native_fetcher import NativeFetcher
 from spark_kafka_eos.read.partition_reader import open_fetcher, read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.read.progress import FetchProgress
 from spark_kafka_eos.read.python_fetcher import PythonFetcher
-from spark_kafka_eos.read.reader_options import READ_ENGINE_VARIABLE, ReaderOptions, parse_reader_options
 from tests.harness.kafka import KafkaTestCluster, Sent
 
 CORNERS = [

@@ -14,11 +14,11 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AclOperation, AdminClient, NewTopic, ResourceType
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
+from spark_kafka_eos.config.reader import parse_reader_options
 from spark_kafka_eos.errors import KafkaEosAuthorizationError
 from spark_kafka_eos.read.admission_stream_reader import KafkaEosStreamReader
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
-from spark_kafka_eos.read.reader_options import parse_reader_options
 from tests.harness.secured_kafka import SecuredKafka, allow
 
 pytestmark = [pytest.mark.kafka]

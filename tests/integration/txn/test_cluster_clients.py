@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from spark_kafka_eos.cluster import CLIENTS, ClusterClients, admin_client, cached_session, known_topic, remember_topic
-from spark_kafka_eos.connection import KafkaConnection
-from spark_kafka_eos.write.writer_options import parse_writer_options
+from spark_kafka_eos.config.connection import KafkaConnection
+from spark_kafka_eos.config.writer import parse_writer_options
 from tests.harness.kafka import KafkaTestCluster
 
 pytestmark = pytest.mark.kafka

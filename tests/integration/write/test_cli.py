@@ -18,13 +18,13 @@ import pyarrow as pa
 import pytest
 
 from spark_kafka_eos.cli import main
+from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos.errors import KafkaEosCommitError
 from spark_kafka_eos.txn.session import TransactionSession, TxnState
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
-from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import open_transactions_by_kafka
 

@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka.admin import OffsetSpec
 
 from spark_kafka_eos.cluster import open_session
+from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos.errors import (
     KafkaEosCommitError,
     KafkaEosCommittedDataLostError,
@@ -25,7 +26,6 @@ from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
 from spark_kafka_eos.write.ownership import Verdict
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.transactional_id import coordinator_transactional_id, task_transactional_id
-from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.coordinator import TIMEOUT_MS, committed_values, prepare, sink_options, stream_epoch
 from tests.harness.faults import FaultHooks, InjectedFault
 from tests.harness.kafka import KafkaTestCluster, Sent

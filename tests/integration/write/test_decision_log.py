@@ -13,12 +13,12 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
 
+from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
 from spark_kafka_eos.write import decision_log as decision_log_module
 from spark_kafka_eos.write.decision_log import COORDINATOR_TRANSACTION_TIMEOUT_MS, DecisionLog, index_group
 from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
 from spark_kafka_eos.write.transactional_id import coordinator_transactional_id
-from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.pipeline import open_transactions
 
@@ -181,7 +181,7 @@ _APPEND_IN_ANOTHER_PROCESS = """
 import sys
 from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.log_record import LogRecord
-from spark_kafka_eos.write.writer_options import parse_writer_options
+from spark_kafka_eos.config.writer import parse_writer_options
 bootstrap, log_topic, prefix, record = sys.argv[1:]
 options = parse_writer_options({"kafka.bootstrap.servers": bootstrap, "topic": "unused", "transactional.id.prefix": prefix,
                                 "decisionLogTopic": log_topic}, streaming=False)

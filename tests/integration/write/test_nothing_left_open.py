@@ -14,7 +14,7 @@ from confluent_kafka import KafkaError, KafkaException
 from pyspark.sql import SparkSession
 
 from spark_kafka_eos.cluster import cached_session
-from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.config.connection import KafkaConnection
 from spark_kafka_eos.txn.session import TransactionSession, TxnTimeoutError
 from spark_kafka_eos.write import task_producer
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator

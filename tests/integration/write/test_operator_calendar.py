@@ -20,7 +20,8 @@ from pyspark.sql import SparkSession
 
 from spark_kafka_eos.cli import main as cli
 from spark_kafka_eos.cluster import cached_session
-from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.config.connection import KafkaConnection
+from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos.errors import KafkaEosCommitError
 from spark_kafka_eos.txn.session import TransactionSession
 from spark_kafka_eos.write.commit_message import TaskCommit
@@ -29,7 +30,6 @@ from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
 from spark_kafka_eos.write.log_record import EpochId, LogRecord
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
-from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.kafka import KafkaRecord, KafkaTestCluster, OpenTransaction, Sent
 from tests.harness.pipeline import open_transactions
 from tests.integration.write.test_epoch_identity import batch_write, expected, produce, reset, stream, values

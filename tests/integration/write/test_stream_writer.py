@@ -11,8 +11,8 @@ from confluent_kafka.admin import OffsetSpec
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
+from spark_kafka_eos.config.writer import derived_prefix, parse_writer_options
 from spark_kafka_eos.write.decision_log import DecisionLog
-from spark_kafka_eos.write.writer_options import derived_prefix, parse_writer_options
 from tests.harness.faults import clear_fired, fired
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import assert_stable, transactions_by_kafka

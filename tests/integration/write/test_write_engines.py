@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 from spark_kafka_eos import compiled
+from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.txn.session import TransactionSession
 from spark_kafka_eos.write.commit_message import TaskCommit
@@ -25,7 +26,6 @@ from spark_kafka_eos.write.log_record import EpochId
 from spark_kafka_eos.write.native_producer import open_native_producer
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.visibility import record_digest
-from spark_kafka_eos.write.writer_options import WriterOptions, parse_writer_options
 from tests.harness.kafka import KafkaTestCluster
 
 pytestmark = pytest.mark.kafka

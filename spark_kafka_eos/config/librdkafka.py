@@ -27,6 +27,25 @@ MSK_IAM = "AWS_MSK_IAM"
 RECONNECT_BACKOFF_MS = 10
 _REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
 
+# Java-client settings with no librdkafka meaning, and what to use instead.
+JAVA_ONLY_SETTINGS: Mapping[str, str] = {
+    "sasl.jaas.config": "set kafka.sasl.mechanism, kafka.sasl.username and kafka.sasl.password "
+    "(or kafka.sasl.oauthbearer.* for OAUTHBEARER) instead of a JAAS line",
+    "ssl.truststore.location": "give the CA certificates as PEM with kafka.ssl.ca.location",
+    "ssl.truststore.password": "give the CA certificates as PEM with kafka.ssl.ca.location (no password)",
+    "ssl.truststore.type": "give the CA certificates as PEM with kafka.ssl.ca.location",
+    "ssl.keystore.type": "use a PKCS#12 file in kafka.ssl.keystore.location, or PEM files in "
+    "kafka.ssl.certificate.location and kafka.ssl.key.location",
+    "sasl.login.callback.handler.class": "use kafka.sasl.oauthbearer.method=oidc with kafka.sasl.oauthbearer.* settings",
+    "sasl.client.callback.handler.class": "use kafka.sasl.oauthbearer.method=oidc with kafka.sasl.oauthbearer.* settings",
+    "interceptor.classes": "remove it: librdkafka has no Java interceptors",
+    "metric.reporters": "remove it; use kafka.statistics.interval.ms for librdkafka statistics",
+    "security.providers": "remove it: librdkafka uses OpenSSL",
+    "ssl.engine.factory.class": "remove it: librdkafka uses OpenSSL",
+    "default.api.timeout.ms": "use kafka.socket.timeout.ms (requests) or kafkaConsumer.pollTimeoutMs (reads)",
+    "max.poll.records": "use the source option maxRecordsPerBatch",
+}
+
 
 def for_librdkafka(config: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` with the logger, a short first reconnect backoff (unless set) and, for AWS MSK IAM, the OAUTHBEARER token callback."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Mapping
 
-from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.config.connection import KafkaConnection
+from spark_kafka_eos.config.librdkafka import JAVA_ONLY_SETTINGS
 from spark_kafka_eos.errors import KafkaEosOptionError
 
 # Canonical (camelCase) names of the reader's options; Spark lower-cases the keys it passes.
@@ -56,27 +57,9 @@ WRITER_AND_SPARK_OPTIONS = (
 )
 _CANONICAL = {name.lower(): name for name in READER_OPTIONS + WRITER_AND_SPARK_OPTIONS}
 
-# Java-client settings with no librdkafka meaning, and what to use instead.
-JAVA_ONLY_SETTINGS: Mapping[str, str] = {
-    "sasl.jaas.config": "set kafka.sasl.mechanism, kafka.sasl.username and kafka.sasl.password "
-    "(or kafka.sasl.oauthbearer.* for OAUTHBEARER) instead of a JAAS line",
-    "ssl.truststore.location": "give the CA certificates as PEM with kafka.ssl.ca.location",
-    "ssl.truststore.password": "give the CA certificates as PEM with kafka.ssl.ca.location (no password)",
-    "ssl.truststore.type": "give the CA certificates as PEM with kafka.ssl.ca.location",
-    "ssl.keystore.type": "use a PKCS#12 file in kafka.ssl.keystore.location, or PEM files in "
-    "kafka.ssl.certificate.location and kafka.ssl.key.location",
-    "sasl.login.callback.handler.class": "use kafka.sasl.oauthbearer.method=oidc with kafka.sasl.oauthbearer.* settings",
-    "sasl.client.callback.handler.class": "use kafka.sasl.oauthbearer.method=oidc with kafka.sasl.oauthbearer.* settings",
-    "interceptor.classes": "remove it: librdkafka has no Java interceptors",
-    "metric.reporters": "remove it; use kafka.statistics.interval.ms for librdkafka statistics",
-    "security.providers": "remove it: librdkafka uses OpenSSL",
-    "ssl.engine.factory.class": "remove it: librdkafka uses OpenSSL",
-    "default.api.timeout.ms": "use kafka.socket.timeout.ms (requests) or kafkaConsumer.pollTimeoutMs (reads)",
-    "max.poll.records": "use the source option maxRecordsPerBatch",
-}
-
-# Settings that would break the source's guarantees, and why.
-UNSAFE_SETTINGS: Mapping[str, str] = {
+# Consumer settings the reader sets or replaces itself, and what to use instead; the writer refuses them as
+# consumer settings.
+READER_OWNED_SETTINGS: Mapping[str, str] = {
     "enable.auto.commit": "the source tracks offsets in Spark's checkpoint and never commits them "
     "itself; remove kafka.enable.auto.commit",
     "auto.offset.reset": "use startingOffsets (and failOnDataLoss for offsets lost to retention) "
@@ -105,8 +88,8 @@ def parse_kafka_settings(opts: Mapping[str, str]) -> dict[str, str]:
                 key, "is a Java Kafka client setting; kafka_eos uses librdkafka, which does not know it.",
                 JAVA_ONLY_SETTINGS[setting] + ".",
             )
-        if setting in UNSAFE_SETTINGS:
-            raise KafkaEosOptionError(key, "is not supported by the kafka_eos source.", UNSAFE_SETTINGS[setting] + ".")
+        if setting in READER_OWNED_SETTINGS:
+            raise KafkaEosOptionError(key, "is not supported by the kafka_eos source.", READER_OWNED_SETTINGS[setting] + ".")
         settings[setting] = value
     return settings
 

@@ -2,7 +2,7 @@
 
 Option names and forms are those of Spark's built-in Kafka source. Every error here names the option
 and the fix, before any task runs. The rules shared with the writer (known names, ``kafka.*``
-pass-through, bootstrap) are in :mod:`spark_kafka_eos.kafka_options`.
+pass-through, bootstrap) are in :mod:`spark_kafka_eos.config.options`.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 from spark_kafka_eos.compiled import Engine, engine_option
-from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.config.connection import KafkaConnection
+from spark_kafka_eos.config.options import canonical_name, parse_common
+from spark_kafka_eos.config.secrets import redact
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.kafka_options import canonical_name, parse_common
-from spark_kafka_eos.secrets import redact
 
 T = TypeVar("T")
 TopicPartition = tuple[str, int]

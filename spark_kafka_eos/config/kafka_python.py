@@ -13,7 +13,8 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable, Iterator, Mapping
 
-from spark_kafka_eos.secrets import redact
+from spark_kafka_eos.config.librdkafka import JAVA_ONLY_SETTINGS
+from spark_kafka_eos.config.secrets import redact
 
 
 class UnsupportedSettingError(ValueError):
@@ -50,8 +51,7 @@ _UNSUPPORTED_HINTS = {
     "ssl.keystore.password": "convert the PKCS#12 keystore to PEM files (ssl.certificate.location, ssl.key.location)",
     "sasl.kerberos.keytab": "run kinit for the principal before starting; kafka-python uses the ticket cache",
     "sasl.kerberos.principal": "run kinit for the principal before starting; kafka-python uses the ticket cache",
-    "sasl.jaas.config": "this is a Java setting; use sasl.mechanism, sasl.username and sasl.password",
-    "ssl.truststore.location": "this is a Java setting; use ssl.ca.location with a PEM file",
+    **{key: f"this is a Java setting; {hint}" for key, hint in JAVA_ONLY_SETTINGS.items() if key.startswith(_SECURITY_PREFIXES)},
 }
 
 
@@ -203,7 +203,7 @@ def translate(config: Mapping[str, object]) -> ClientConfig:
 def _oauth_provider(settings: Mapping[str, object]) -> object:
     """The token provider for OAUTHBEARER: only OIDC client credentials can be expressed in settings
     (librdkafka's other method needs a callback in code)."""
-    from spark_kafka_eos.txn.oauth import OidcClientCredentials
+    from spark_kafka_eos.config.oauth import OidcClientCredentials
 
     if _text(settings.get("sasl.oauthbearer.method", "default")).lower() != "oidc":
         raise UnsupportedSettingError(

@@ -25,11 +25,11 @@ from urllib.parse import urlsplit
 from confluent_kafka import KafkaException, Producer
 
 from spark_kafka_eos.compiled import Engine, engine_option
-from spark_kafka_eos.connection import KafkaConnection
+from spark_kafka_eos.config.connection import KafkaConnection
+from spark_kafka_eos.config.librdkafka import for_librdkafka
+from spark_kafka_eos.config.options import READER_OWNED_SETTINGS, parse_common, parse_kafka_settings
+from spark_kafka_eos.config.secrets import redact, scrub
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.kafka_options import UNSAFE_SETTINGS, parse_common, parse_kafka_settings
-from spark_kafka_eos.librdkafka_config import for_librdkafka
-from spark_kafka_eos.secrets import redact, scrub
 
 DEFAULT_DECISION_LOG_TOPIC = "_kafka_eos_decisions"
 WRITE_ENGINE_VARIABLE = "KAFKA_EOS_WRITE_ENGINE"
@@ -181,7 +181,7 @@ def _producer_settings(opts: Mapping[str, str]) -> dict[str, str]:
         setting = key[len("kafka."):]
         if setting in _OWNED_SETTINGS:
             raise KafkaEosOptionError(key, "is not supported by the kafka_eos sink.", _OWNED_SETTINGS[setting] + ".")
-        if setting in UNSAFE_SETTINGS:
+        if setting in READER_OWNED_SETTINGS:
             raise KafkaEosOptionError(key, "is a consumer setting; the kafka_eos sink only produces.", "remove it from the writer's options.")
     settings = parse_kafka_settings(opts)
     idempotence = settings.pop("enable.idempotence", "true").strip().lower()
