@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any, Literal, TypeVar
 
 from spark_kafka_eos.config.librdkafka import LIBRDKAFKA_LOGGER
+from spark_kafka_eos.config.secrets import scrub
 from spark_kafka_eos.errors import KafkaEosOptionError
 
 Engine = Literal["auto", "native", "python"]
@@ -79,10 +80,11 @@ def open_compiled(config: Mapping[str, Any], make: Callable[[ModuleType, list[tu
     try:
         return make(native, settings)
     except ValueError as err:
+        problem = scrub(str(err), config)  # librdkafka may quote a setting's value
         if required:
-            raise KafkaEosOptionError(option, f"is native, but the compiled path refused the configuration: {err}.",
+            raise KafkaEosOptionError(option, f"is native, but the compiled path refused the configuration: {problem}.",
                                       f"use {option}=auto or python.") from None
-        log.debug("The compiled %s path cannot run this configuration (%s); taking the pure-Python path.", path, err)
+        log.debug("The compiled %s path cannot run this configuration (%s); taking the pure-Python path.", path, problem)
         return None
 
 

@@ -75,6 +75,9 @@ class NativeProducer:
                 raise missing_topic_error(transactional_id)
             topics = _binary(column, lent)
         partitions = batch.column(PARTITION) if columns.partition else None
+        if partitions is not None and partitions.type != pa.int32():
+            partitions = partitions.cast(pa.int32())  # the extension reads 32-bit partition numbers
+            lent.append(partitions)
         headers = batch.column(HEADERS) if columns.headers else None
         refused = self._call(
             self._producer.produce, batch.num_rows, topic_option, topics, _binary(batch.column(VALUE), lent),

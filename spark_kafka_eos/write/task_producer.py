@@ -251,8 +251,12 @@ class _TaskTransaction:
         try:
             client.start(topic, OPERATION_TIMEOUT_S, before_init)
             client.begin()
-        except KafkaException as exc:
-            raise write_error(transactional_id, "init_transactions / begin_transaction", [(None, None, exc.args[0], 0)]) from None
+        except BaseException as exc:
+            # Nothing is produced yet, so no transaction is open: free the producer now, not when the error is dropped.
+            client.release()
+            if isinstance(exc, KafkaException):
+                raise write_error(transactional_id, "init_transactions / begin_transaction", [(None, None, exc.args[0], 0)]) from None
+            raise
         self._client: ProducerClient | None = client
 
     @property
