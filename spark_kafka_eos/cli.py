@@ -27,9 +27,9 @@ from confluent_kafka import KafkaError, KafkaException
 
 from spark_kafka_eos.cluster import open_session
 from spark_kafka_eos.config.reader import (
+    PartitionKey,
     ReaderOptions,
     Subscription,
-    TopicPartition,
     internal_read_options,
     parse_reader_options,
 )
@@ -197,7 +197,7 @@ def lag_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def lag_lines(group: str, rows: Sequence[tuple[TopicPartition, int | None, int, int]]) -> list[str]:
+def lag_lines(group: str, rows: Sequence[tuple[PartitionKey, int | None, int, int]]) -> list[str]:
     """One line per partition, and the total; a partition without a group offset has no lag figure."""
     lines, total = [], 0
     for (topic, partition), offset, stable, written in rows:
@@ -318,7 +318,7 @@ def partition_offsets(options: WriterOptions, topics: Sequence[str]) -> list[Par
     return [PartitionOffsets(t, p, stable[(t, p)], written[(t, p)]) for t, p in sorted(partitions)]
 
 
-def _existing_partitions(options: WriterOptions, topics: Sequence[str]) -> list[TopicPartition]:
+def _existing_partitions(options: WriterOptions, topics: Sequence[str]) -> list[PartitionKey]:
     """The partitions of those of ``topics`` that exist."""
     reader_options = _reader_options(options, topics, "read_committed")
     return KafkaOffsetLookup(reader_options).partitions(reader_options.subscription, must_exist=False)
@@ -344,7 +344,7 @@ def record_lines(record: LogRecord | None, now_ms: int, states: Mapping[str, Txn
     for p in record.participants:
         now = states.get(p.transactional_id)
         lines.append(f"  participant {p.transactional_id}: spark partition {p.spark_partition}, producer {p.producer_id} "
-                     f"epoch {p.epoch}, {p.describe_output()}" + (f"; now {now.state}" if now else ""))
+                     f"epoch {p.producer_epoch}, {p.describe_output()}" + (f"; now {now.state}" if now else ""))
     if record.consumer_group:
         offsets = ", ".join(f"{t}-{p} -> {o}" for t, p, o in record.offsets) or "none"
         lines.append(f"  consumer group {record.consumer_group}: {offsets}")

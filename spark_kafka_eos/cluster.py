@@ -12,7 +12,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource
 
 from spark_kafka_eos.authentication import AuthenticationWatch, list_topics
@@ -189,8 +190,8 @@ def group_offset_reader(connection: KafkaConnection, group: str) -> Consumer:
     return CLIENTS.group_reader(connection, group)
 
 
-def committed_offsets(connection: KafkaConnection, group: str, partitions: Sequence[TopicPartition],
-                      timeout_s: float) -> list[TopicPartition]:
+def committed_offsets(connection: KafkaConnection, group: str, partitions: Sequence[KafkaTopicPartition],
+                      timeout_s: float) -> list[KafkaTopicPartition]:
     """``group``'s stable committed offsets of ``partitions`` (each with its own ``error``). A group
     coordinator that is loading or moving is waited for, within ``timeout_s``: librdkafka returns
     NOT_COORDINATOR to ``committed()`` instead of retrying it. Other errors raise ``KafkaException``."""

@@ -21,7 +21,7 @@ from spark_kafka_eos.config.secrets import redact
 from spark_kafka_eos.errors import KafkaEosOptionError
 
 T = TypeVar("T")
-TopicPartition = tuple[str, int]
+PartitionKey = tuple[str, int]
 """A Kafka topic-partition as (topic, partition)."""
 
 EARLIEST = -2
@@ -54,7 +54,7 @@ class Subscription:
     kind: Literal["subscribe", "subscribePattern", "assign"]
     topics: tuple[str, ...] = ()
     pattern: str | None = None
-    partitions: tuple[TopicPartition, ...] = ()
+    partitions: tuple[PartitionKey, ...] = ()
 
     def describe(self) -> str:
         if self.kind == "subscribe":
@@ -76,9 +76,9 @@ class OffsetBound:
 
     kind: Literal["earliest", "latest", "offsets", "timestamp", "timestamps", "group"]
     option: str
-    offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+    offsets: Mapping[PartitionKey, int] = field(default_factory=dict)
     timestamp: int | None = None
-    timestamps: Mapping[TopicPartition, int] = field(default_factory=dict)
+    timestamps: Mapping[PartitionKey, int] = field(default_factory=dict)
     group: str | None = None
 
 
@@ -287,7 +287,7 @@ def _parse_subscription(opts: Mapping[str, str]) -> Subscription:
     return Subscription("assign", partitions=tuple(sorted(set(partitions))))
 
 
-def _parse_partition_json(value: str, option: str) -> list[TopicPartition]:
+def _parse_partition_json(value: str, option: str) -> list[PartitionKey]:
     example = '{"topicA":[0,1],"topicB":[2,4]}'
     parsed = _load_json(value, option, example)
     if not isinstance(parsed, dict) or not all(
@@ -340,9 +340,9 @@ def _parse_bound(opts: Mapping[str, str], side: Literal["starting", "ending"], d
     return OffsetBound("offsets", offsets_option, offsets=offsets)
 
 
-def _parse_partition_numbers(value: str, option: str, example: str) -> dict[TopicPartition, int]:
+def _parse_partition_numbers(value: str, option: str, example: str) -> dict[PartitionKey, int]:
     parsed = _load_json(value, option, example)
-    result: dict[TopicPartition, int] = {}
+    result: dict[PartitionKey, int] = {}
     if not isinstance(parsed, dict):
         raise KafkaEosOptionError(option, f"must be a JSON object of topics, got {value!r}.", f"use JSON such as {example}.")
     for topic, per_partition in parsed.items():
@@ -421,7 +421,7 @@ def _is_consumer_only(setting: str) -> bool:
     return setting.startswith(_CONSUMER_ONLY_PREFIXES)
 
 
-def _group_by_topic(partitions: tuple[TopicPartition, ...]) -> dict[str, list[int]]:
+def _group_by_topic(partitions: tuple[PartitionKey, ...]) -> dict[str, list[int]]:
     grouped: dict[str, list[int]] = {}
     for topic, partition in partitions:
         grouped.setdefault(topic, []).append(partition)

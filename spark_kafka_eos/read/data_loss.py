@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from spark_kafka_eos.config.reader import TopicPartition
+from spark_kafka_eos.config.reader import PartitionKey
 from spark_kafka_eos.errors import KafkaEosDataLossError
 
 log = logging.getLogger(__name__)
@@ -29,12 +29,12 @@ def report_data_loss(problem: str, fail_on_data_loss: bool, when_skipped: str) -
     log.warning("%s %s (%s=false).", problem, when_skipped, FAIL_ON_DATA_LOSS)
 
 
-def describe(tp: TopicPartition) -> str:
+def describe(tp: PartitionKey) -> str:
     """``topic-partition``, as Kafka's tools write it."""
     return f"{tp[0]}-{tp[1]}"
 
 
-def moved_back_problem(tp: TopicPartition, position: int, end: int, end_is: str = "the partition's log now ends at") -> str:
+def moved_back_problem(tp: PartitionKey, position: int, end: int, end_is: str = "the partition's log now ends at") -> str:
     """The message for a partition whose offsets moved below the query's position."""
     return (
         f"{describe(tp)} (topic {tp[0]}, partition {tp[1]}): the query stands at offset {position}, but "

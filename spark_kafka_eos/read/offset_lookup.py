@@ -20,7 +20,7 @@ from spark_kafka_eos.authentication import AuthenticationWatch, list_topics
 from spark_kafka_eos.cluster import committed_offsets
 from spark_kafka_eos.config.connection import KafkaConnection
 from spark_kafka_eos.config.librdkafka import for_librdkafka
-from spark_kafka_eos.config.reader import ReaderOptions, Subscription, TopicPartition
+from spark_kafka_eos.config.reader import PartitionKey, ReaderOptions, Subscription
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError, KafkaEosUnavailableError
 from spark_kafka_eos.read.authorization import topic_authorization_error
 from spark_kafka_eos.retry import UNANSWERED, UNREACHABLE
@@ -47,7 +47,7 @@ class KafkaOffsetLookup:
         self._isolation = IsolationLevel.READ_COMMITTED if isolation == "read_committed" else IsolationLevel.READ_UNCOMMITTED
 
     # -- partitions ------------------------------------------------------------------------
-    def partitions(self, subscription: Subscription, must_exist: bool) -> list[TopicPartition]:
+    def partitions(self, subscription: Subscription, must_exist: bool) -> list[PartitionKey]:
         """The partitions a subscription reads now. With ``must_exist``, a subscribed topic
         that does not exist is an error; an assigned partition that does not exist always is."""
         metadata = self._metadata()
@@ -105,21 +105,21 @@ class KafkaOffsetLookup:
         return self._retrying("list topics", request)
 
     # -- offsets ---------------------------------------------------------------------------
-    def earliest(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+    def earliest(self, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, int]:
         return self._list_offsets({tp: OffsetSpec.earliest() for tp in partitions})
 
-    def latest(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+    def latest(self, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, int]:
         return self._list_offsets({tp: OffsetSpec.latest() for tp in partitions})
 
-    def log_end(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+    def log_end(self, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, int]:
         """The high watermark, whatever the isolation level: where each partition's log ends."""
         return self._list_offsets({tp: OffsetSpec.latest() for tp in partitions}, IsolationLevel.READ_UNCOMMITTED)
 
-    def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+    def for_timestamps(self, timestamps: Mapping[PartitionKey, int]) -> dict[PartitionKey, int | None]:
         found = self._list_offsets({tp: OffsetSpec.for_timestamp(ts) for tp, ts in timestamps.items()})
         return {tp: (offset if offset >= 0 else None) for tp, offset in found.items()}
 
-    def committed(self, group: str, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int | None]:
+    def committed(self, group: str, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, int | None]:
         if not partitions:
             return {}
 
@@ -137,12 +137,12 @@ class KafkaOffsetLookup:
         return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in found}
 
     def _list_offsets(
-        self, specs: Mapping[TopicPartition, OffsetSpec], isolation: IsolationLevel | None = None
-    ) -> dict[TopicPartition, int]:
+        self, specs: Mapping[PartitionKey, OffsetSpec], isolation: IsolationLevel | None = None
+    ) -> dict[PartitionKey, int]:
         if not specs:
             return {}
 
-        def request() -> dict[TopicPartition, int]:
+        def request() -> dict[PartitionKey, int]:
             futures = self._admin.list_offsets(
                 {KafkaTopicPartition(t, p): spec for (t, p), spec in specs.items()},
                 isolation_level=isolation or self._isolation,

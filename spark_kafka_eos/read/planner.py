@@ -14,13 +14,13 @@ from typing import Protocol
 
 from pyspark.sql.datasource import InputPartition
 
-from spark_kafka_eos.config.reader import EARLIEST, LATEST, OffsetBound, Subscription, TopicPartition
+from spark_kafka_eos.config.reader import EARLIEST, LATEST, OffsetBound, PartitionKey, Subscription
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.read.data_loss import describe, moved_back_problem, report_data_loss
 
 log = logging.getLogger(__name__)
 
-Offsets = dict[TopicPartition, int]
+Offsets = dict[PartitionKey, int]
 
 
 @dataclass(frozen=True)
@@ -40,30 +40,30 @@ class OffsetRange(InputPartition):
 class OffsetLookup(Protocol):
     """What the planner needs to know from Kafka."""
 
-    def partitions(self, subscription: Subscription, must_exist: bool) -> list[TopicPartition]: ...
+    def partitions(self, subscription: Subscription, must_exist: bool) -> list[PartitionKey]: ...
 
-    def earliest(self, partitions: Sequence[TopicPartition]) -> Offsets: ...
+    def earliest(self, partitions: Sequence[PartitionKey]) -> Offsets: ...
 
-    def latest(self, partitions: Sequence[TopicPartition]) -> Offsets:
+    def latest(self, partitions: Sequence[PartitionKey]) -> Offsets:
         """The LSO under read_committed, the high watermark under read_uncommitted."""
         ...
 
-    def log_end(self, partitions: Sequence[TopicPartition]) -> Offsets:
+    def log_end(self, partitions: Sequence[PartitionKey]) -> Offsets:
         """The high watermark: where each partition's log ends, committed or not."""
         ...
 
-    def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+    def for_timestamps(self, timestamps: Mapping[PartitionKey, int]) -> dict[PartitionKey, int | None]:
         """Earliest offset whose timestamp is >= the given one; None where there is none."""
         ...
 
-    def committed(self, group: str, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int | None]:
+    def committed(self, group: str, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, int | None]:
         """The group's committed offsets; None where it has none."""
         ...
 
 
 def resolve_bound(
     bound: OffsetBound,
-    partitions: Sequence[TopicPartition],
+    partitions: Sequence[PartitionKey],
     earliest: Offsets,
     latest: Offsets,
     lookup: OffsetLookup,
@@ -108,7 +108,7 @@ def resolve_bound(
     return resolved
 
 
-def _require_exact_partitions(bound: OffsetBound, given: set[TopicPartition], partitions: Sequence[TopicPartition]) -> None:
+def _require_exact_partitions(bound: OffsetBound, given: set[PartitionKey], partitions: Sequence[PartitionKey]) -> None:
     known = set(partitions)
     unknown = sorted(given - known)
     if unknown:
@@ -127,7 +127,7 @@ def _require_exact_partitions(bound: OffsetBound, given: set[TopicPartition], pa
 
 
 def plan_batch(
-    partitions: Sequence[TopicPartition],
+    partitions: Sequence[PartitionKey],
     starting: OffsetBound,
     ending: OffsetBound,
     earliest: Offsets,
@@ -182,7 +182,7 @@ def restart_moved_back(position: Offsets, log_end: Offsets, earliest: Offsets, f
     return restarted
 
 
-def check_start_available(tp: TopicPartition, start: int, earliest: int, fail_on_data_loss: bool) -> int:
+def check_start_available(tp: PartitionKey, start: int, earliest: int, fail_on_data_loss: bool) -> int:
     """``start``, or the earliest available offset when retention deleted it and data loss is allowed."""
     if start >= earliest:
         return start

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
-from spark_kafka_eos.config.reader import ReaderOptions, TopicPartition
+from spark_kafka_eos.config.reader import PartitionKey, ReaderOptions
 from spark_kafka_eos.read.data_loss import describe, moved_back_problem, report_data_loss
 from spark_kafka_eos.read.offset_lookup import GroupGuard, KafkaOffsetLookup
 from spark_kafka_eos.read.partition_reader import check_consumer_config, read_offset_range
@@ -130,7 +130,7 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         self._last_trigger_at: float | None = None
         # (partition, position) that latestOffset restarted at the earliest offset, so that
         # partitions() knows it even when the log grew past the position in between.
-        self._moved_back: set[tuple[TopicPartition, int]] = set()
+        self._moved_back: set[tuple[PartitionKey, int]] = set()
         self._progress: Offsets = {}  # last offsets committed to progressGroup
 
     def initialOffset(self) -> StreamOffset:
@@ -276,7 +276,7 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
                 ranges.append(OffsetRange(tp[0], tp[1], start_at, finish[tp]))
         return split_ranges(ranges, self.options.min_partitions, self.options.max_records_per_partition)
 
-    def _start_behind_end(self, tp: TopicPartition, first: int, finish: int, earliest: int, log_end: int) -> int | None:
+    def _start_behind_end(self, tp: PartitionKey, first: int, finish: int, earliest: int, log_end: int) -> int | None:
         """Where to read ``tp`` from when a micro-batch ends before it starts; None: not at all."""
         fail = self.options.fail_on_data_loss
         if log_end < first or (tp, first) in self._moved_back:

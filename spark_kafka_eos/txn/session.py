@@ -104,11 +104,11 @@ class PreparedTxnState:
 
     transactional_id: str
     producer_id: int
-    epoch: int
+    producer_epoch: int
 
     def serialize(self) -> str:
         """``"<transactional id>:<producer id>:<epoch>"``; the id may itself contain ':'."""
-        return f"{self.transactional_id}:{self.producer_id}:{self.epoch}"
+        return f"{self.transactional_id}:{self.producer_id}:{self.producer_epoch}"
 
     @classmethod
     def parse(cls, text: str) -> PreparedTxnState:
@@ -303,8 +303,8 @@ class TransactionSession:
         return self._run("ListTransactions", None, lambda: self._list(request), [])
 
     def init_producer_id(self, transactional_id: str, transaction_timeout_ms: int, producer_id: int = -1,
-                         epoch: int = -1, keep_prepared_txn: bool = False) -> tuple[int, int]:
-        """InitProducerId: returns (producer id, epoch). On an id with an open transaction this fences its
+                         producer_epoch: int = -1, keep_prepared_txn: bool = False) -> tuple[int, int]:
+        """InitProducerId: returns (producer id, producer epoch). On an id with an open transaction this fences its
         owner and aborts the transaction (the coordinator answers CONCURRENT_TRANSACTIONS until the abort is
         written; retried). ``keep_prepared_txn`` needs the 2PC mode (see :meth:`two_phase_commit_enabled`)."""
         two_pc = self.two_phase_commit_enabled()
@@ -318,7 +318,7 @@ class TransactionSession:
         def build() -> InitProducerIdRequest:
             return InitProducerIdRequest(transactional_id=transactional_id,
                                          transaction_timeout_ms=transaction_timeout_ms,
-                                         producer_id=producer_id, producer_epoch=epoch, **version)
+                                         producer_id=producer_id, producer_epoch=producer_epoch, **version)
 
         response = self._run_on_coordinator("InitProducerId", transactional_id, build)
         return response.producer_id, response.producer_epoch
@@ -340,7 +340,7 @@ class TransactionSession:
         """AddOffsetsToTxn: make the group's offsets partition part of the transaction."""
         def build() -> AddOffsetsToTxnRequest:
             return AddOffsetsToTxnRequest(transactional_id=state.transactional_id, producer_id=state.producer_id,
-                                          producer_epoch=state.epoch, group_id=group_id,
+                                          producer_epoch=state.producer_epoch, group_id=group_id,
                                           max_version=ADD_OFFSETS_TO_TXN_MAX_VERSION)
 
         self._run_on_coordinator("AddOffsetsToTxn", state.transactional_id, build)
@@ -357,7 +357,7 @@ class TransactionSession:
 
         def build() -> TxnOffsetCommitRequest:
             return TxnOffsetCommitRequest(transactional_id=state.transactional_id, group_id=group_id,
-                                          producer_id=state.producer_id, producer_epoch=state.epoch,
+                                          producer_id=state.producer_id, producer_epoch=state.producer_epoch,
                                           topics=topics, max_version=TXN_OFFSET_COMMIT_MAX_VERSION)
 
         def errors(response: Any) -> Iterable[int]:
@@ -417,7 +417,7 @@ class TransactionSession:
     def _end_txn(self, state: PreparedTxnState, committed: bool) -> None:
         def build() -> EndTxnRequest:
             return EndTxnRequest(transactional_id=state.transactional_id, producer_id=state.producer_id,
-                                 producer_epoch=state.epoch, committed=committed, max_version=END_TXN_MAX_VERSION)
+                                 producer_epoch=state.producer_epoch, committed=committed, max_version=END_TXN_MAX_VERSION)
 
         request = "EndTxn(commit)" if committed else "EndTxn(abort)"
         self._run_on_coordinator(request, state.transactional_id, build)

@@ -145,7 +145,7 @@ class TwoPhaseCommitCoordinator:
         self._refuse_unless_known(last, epoch, session, own)
         last = self._finish(session, decision_log, last, OPERATION_TIMEOUT_S)
         participants = tuple(
-            Participant(t.transaction.transactional_id, t.transaction.producer_id, t.transaction.epoch,
+            Participant(t.transaction.transactional_id, t.transaction.producer_id, t.transaction.producer_epoch,
                         t.spark_partition, t.records, t.probe, t.probe_digest)
             for t in tasks if t.transaction is not None
         )
@@ -292,7 +292,7 @@ class TwoPhaseCommitCoordinator:
         states = session.describe([p.transactional_id for p in participants])
         problems = [
             f"{p.transactional_id} is {d.state} (producer {d.producer_id} epoch {d.producer_epoch}), not the open "
-            f"transaction of producer {p.producer_id} epoch {p.epoch}: it timed out or was fenced"
+            f"transaction of producer {p.producer_id} epoch {p.producer_epoch}: it timed out or was fenced"
             for p in participants for d in [states[p.transactional_id]] if not is_open(p, d)
         ]
         if problems:

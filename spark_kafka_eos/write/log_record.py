@@ -91,7 +91,7 @@ class Participant:
 
     transactional_id: str
     producer_id: int
-    epoch: int
+    producer_epoch: int
     spark_partition: int
     records: tuple[tuple[str, int, int], ...] = ()
     probe: Position | None = None
@@ -101,7 +101,7 @@ class Participant:
     @property
     def txn(self) -> PreparedTxnState:
         """The identity of its transaction."""
-        return PreparedTxnState(self.transactional_id, self.producer_id, self.epoch)
+        return PreparedTxnState(self.transactional_id, self.producer_id, self.producer_epoch)
 
     def describe_output(self) -> str:
         return ", ".join(f"{t}-{p}: {n} records" for t, p, n in self.records) or "no records"
@@ -160,6 +160,8 @@ class LogRecord:
 
     def to_json(self) -> bytes:
         body = asdict(self)
+        body["participants"] = [{"epoch" if key == "producer_epoch" else key: value for key, value in participant.items()}
+                                for participant in body["participants"]]  # the record's field name is "epoch"
         body["format"] = FORMAT_VERSION
         return json.dumps(body, separators=(",", ":")).encode()
 

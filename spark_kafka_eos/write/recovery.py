@@ -85,12 +85,12 @@ def _describe(p: Participant, d: TxnDescription) -> str:
 
 def is_open(p: Participant, d: TxnDescription) -> bool:
     """The participant's own transaction is still open."""
-    return d.state == TxnState.ONGOING and (d.producer_id, d.producer_epoch) == (p.producer_id, p.epoch)
+    return d.state == TxnState.ONGOING and (d.producer_id, d.producer_epoch) == (p.producer_id, p.producer_epoch)
 
 
 def committable(p: Participant, d: TxnDescription) -> bool:
     """The participant's own transaction is open or committed (or committing)."""
-    return is_open(p, d) or (d.state in _COMMITTED and (d.producer_id, d.producer_epoch) == (p.producer_id, p.epoch))
+    return is_open(p, d) or (d.state in _COMMITTED and (d.producer_id, d.producer_epoch) == (p.producer_id, p.producer_epoch))
 
 
 def _commit(session: TransactionSession, p: Participant) -> tuple[Participant, TxnDescription] | None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import ConfigResource
 
 from spark_kafka_eos.cluster import admin_client, point_reader
@@ -53,7 +54,7 @@ def _removed_by_cleanup(options: WriterOptions, position: Position) -> str | Non
     topic, partition, offset = position
     consumer, lock = point_reader(options.connection)
     with lock:
-        start, _ = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=REQUEST_TIMEOUT_S, cached=False)
+        start, _ = consumer.get_watermark_offsets(KafkaTopicPartition(topic, partition), timeout=REQUEST_TIMEOUT_S, cached=False)
     if offset < start:
         return f"retention removed it ({topic}-{partition} starts at offset {start} now, past the probe at {offset})"
     try:

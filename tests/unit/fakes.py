@@ -104,7 +104,7 @@ class FakeSession:
 
     def _end(self, state: PreparedTxnState, outcome: TxnState) -> None:
         d = self.cluster.txns.get(state.transactional_id)
-        if d is None or (d.producer_id, d.producer_epoch) != (state.producer_id, state.epoch):
+        if d is None or (d.producer_id, d.producer_epoch) != (state.producer_id, state.producer_epoch):
             raise TxnFencedError("fenced", state.transactional_id, "EndTxn")
         if d.state == outcome:
             return
@@ -131,15 +131,15 @@ class FakeDecisionLog:
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        self.epoch: int | None = None
+        self.producer_epoch: int | None = None
 
     def ensure_topic(self) -> None:
         pass
 
     def fence(self, prefix: str) -> None:
-        if self.epoch is None:
+        if self.producer_epoch is None:
             self.cluster.coordinator_epoch += 1
-            self.epoch = self.cluster.coordinator_epoch
+            self.producer_epoch = self.cluster.coordinator_epoch
             self.cluster.events.append("fence-coordinator")
 
     def last(self, prefix: str) -> LogRecord | None:
@@ -149,7 +149,7 @@ class FakeDecisionLog:
     def append(self, record: LogRecord, group_offsets: Mapping[tuple[str, int], int] | None = None,
                before_commit: Callable[[], None] | None = None, commit_by: float | None = None) -> None:
         self.fence(record.prefix)
-        if self.epoch != self.cluster.coordinator_epoch:
+        if self.producer_epoch != self.cluster.coordinator_epoch:
             raise TxnFencedError("the coordinator id was fenced by another driver", f"{record.prefix}-coordinator", "EndTxn")
         if before_commit is not None:
             self.cluster.deciding = True
@@ -176,7 +176,7 @@ class FakeDecisionLog:
 
     def prove_owner(self, prefix: str) -> None:
         self.fence(prefix)
-        if self.epoch != self.cluster.coordinator_epoch:
+        if self.producer_epoch != self.cluster.coordinator_epoch:
             raise TxnFencedError("the coordinator id was fenced by another driver", f"{prefix}-coordinator", "AddOffsetsToTxn")
 
 

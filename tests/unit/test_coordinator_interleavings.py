@@ -172,7 +172,7 @@ def test_a_decided_participant_whose_id_was_reused_is_not_reported_lost_when_its
     assert participant.transaction is not None
     cluster.records.append(LogRecord("decision", PREFIX, str(EpochId.stream(Q1, 0)), (
         Participant(participant.transaction.transactional_id, participant.transaction.producer_id,
-                    participant.transaction.epoch, 0, participant.records, participant.probe),)))
+                    participant.transaction.producer_epoch, 0, participant.records, participant.probe),)))
     FakeSession(cluster).commit(participant.transaction)  # phase 2 ran, then the driver died before "complete"
     cluster.open_transaction(participant.transaction.transactional_id)  # the id was reused since: a new producer epoch
     cluster.visible.add(participant.transaction.transactional_id)

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from spark_kafka_eos.config.reader import OffsetBound, Subscription, TopicPartition
+from spark_kafka_eos.config.reader import OffsetBound, PartitionKey, Subscription
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError
 from spark_kafka_eos.read.planner import OffsetRange, limit_offsets, plan_batch, resolve_bound, restart_moved_back, split_ranges
 
@@ -16,26 +16,26 @@ A0, A1 = ("a", 0), ("a", 1)
 class FakeLookup:
     """Timestamps index: offset = timestamp // 10, below `latest`; None past it."""
 
-    def __init__(self, latest: Mapping[TopicPartition, int], log_end: Mapping[TopicPartition, int] | None = None) -> None:
+    def __init__(self, latest: Mapping[PartitionKey, int], log_end: Mapping[PartitionKey, int] | None = None) -> None:
         self._latest = latest
         self._log_end = log_end or latest
 
-    def partitions(self, subscription: Subscription, must_exist: bool) -> list[TopicPartition]:
+    def partitions(self, subscription: Subscription, must_exist: bool) -> list[PartitionKey]:
         return sorted(self._latest)
 
-    def earliest(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+    def earliest(self, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, int]:
         return {tp: 0 for tp in partitions}
 
-    def latest(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+    def latest(self, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, int]:
         return {tp: self._latest[tp] for tp in partitions}
 
-    def log_end(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+    def log_end(self, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, int]:
         return {tp: self._log_end[tp] for tp in partitions}
 
-    def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+    def for_timestamps(self, timestamps: Mapping[PartitionKey, int]) -> dict[PartitionKey, int | None]:
         return {tp: (ts // 10 if ts // 10 < self._latest[tp] else None) for tp, ts in timestamps.items()}
 
-    def committed(self, group: str, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int | None]:
+    def committed(self, group: str, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, int | None]:
         return {A0: 42} if group == "g" else {}
 
 
@@ -49,7 +49,7 @@ def bound(kind: str, **kwargs: object) -> OffsetBound:
 
 
 def plan(
-    starting: OffsetBound, ending: OffsetBound, earliest: Mapping[TopicPartition, int] = EARLIEST, fail: bool = True,
+    starting: OffsetBound, ending: OffsetBound, earliest: Mapping[PartitionKey, int] = EARLIEST, fail: bool = True,
     lookup: FakeLookup = LOOKUP,
 ) -> list[OffsetRange]:
     return plan_batch([A0, A1], starting, ending, dict(earliest), dict(LATEST), lookup, fail)

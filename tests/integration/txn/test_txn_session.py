@@ -92,7 +92,7 @@ def test_commit_makes_exactly_the_records_visible_and_is_idempotent(
 
     txn_session.resume(state).commit()  # a roll-forward retry of a commit that already happened
     again = txn_session.describe([state.transactional_id])[state.transactional_id]
-    assert (again.state, again.producer_id, again.producer_epoch) == (TxnState.COMPLETE_COMMIT, state.producer_id, state.epoch)
+    assert (again.state, again.producer_id, again.producer_epoch) == (TxnState.COMPLETE_COMMIT, state.producer_id, state.producer_epoch)
     assert _visible(kafka, topic) == sorted(values)
 
     with pytest.raises(TxnInvalidStateError) as raised:
@@ -142,7 +142,7 @@ def test_commit_with_a_stale_epoch_is_fenced(kafka: KafkaTestCluster, txn_sessio
     # commit_transaction returns once PrepareCommit is logged; visibility follows with the markers.
     current = txn_session.wait_settled([stale.transactional_id])[stale.transactional_id]
     assert current.state == TxnState.COMPLETE_COMMIT
-    assert current.producer_id == stale.producer_id and current.producer_epoch > stale.epoch
+    assert current.producer_id == stale.producer_id and current.producer_epoch > stale.producer_epoch
     with pytest.raises(TxnFencedError) as raised:
         txn_session.commit(stale)
     assert raised.value.transactional_id == stale.transactional_id
@@ -161,7 +161,7 @@ def test_init_producer_id_aborts_a_lingering_transaction(
 
     # The coordinator answers CONCURRENT_TRANSACTIONS while it writes the abort; the session retries.
     producer_id, epoch = txn_session.init_producer_id(state.transactional_id, transaction_timeout_ms=60000)
-    assert producer_id == state.producer_id and epoch > state.epoch
+    assert producer_id == state.producer_id and epoch > state.producer_epoch
 
     settled = txn_session.wait_settled([state.transactional_id])[state.transactional_id]
     assert settled.state in (TxnState.EMPTY, TxnState.COMPLETE_ABORT)

@@ -144,7 +144,7 @@ def test_recover_rolls_an_open_decided_participant_forward(
     task = write_task(options, EpochId.batch("cli"), iter([rows]), TaskIdentity(spark_partition=0, attempt_number=1, task_attempt_id=42))
     assert task.transaction is not None
     txn = task.transaction
-    participant = Participant(txn.transactional_id, txn.producer_id, txn.epoch, 0, task.records)
+    participant = Participant(txn.transactional_id, txn.producer_id, txn.producer_epoch, 0, task.records)
     decision_log = DecisionLog(options)
     decision_log.ensure_topic()
     decision_log.append(LogRecord("decision", prefix.name, "stream:q:7", (participant,), "cli-group", (("in", 0, 13),)))
@@ -153,10 +153,10 @@ def test_recover_rolls_an_open_decided_participant_forward(
 
     assert code == 0
     assert "last record: decision stream:q:7, written " in out
-    assert (f"  participant {txn.transactional_id}: spark partition 0, producer {txn.producer_id} epoch {txn.epoch}, "
+    assert (f"  participant {txn.transactional_id}: spark partition 0, producer {txn.producer_id} epoch {txn.producer_epoch}, "
             f"{participant.describe_output()}; now Ongoing") in out.splitlines()
     assert "  consumer group cli-group: in-0 -> 13" in out.splitlines()
-    assert re.search(rf"^  {txn.transactional_id}: Ongoing, producer {txn.producer_id} epoch {txn.epoch},", out, re.MULTILINE)
+    assert re.search(rf"^  {txn.transactional_id}: Ongoing, producer {txn.producer_id} epoch {txn.producer_epoch},", out, re.MULTILINE)
     assert kafka.read_committed(topic) == []
 
     code, out = run(capsys, prefix.argv("recover"))

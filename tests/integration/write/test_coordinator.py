@@ -69,7 +69,7 @@ def test_a_decided_participant_that_was_aborted_is_reported_as_lost(kafka: Kafka
     decision_log.ensure_topic()
     decision = LogRecord(
         "decision", options.prefix, str(stream_epoch(3)),
-        tuple(Participant(t.transaction.transactional_id, t.transaction.producer_id, t.transaction.epoch, t.spark_partition, t.records, t.probe)
+        tuple(Participant(t.transaction.transactional_id, t.transaction.producer_id, t.transaction.producer_epoch, t.spark_partition, t.records, t.probe)
               for t in (kept, doomed) if t.transaction is not None),
     )
     decision_log.append(decision)
@@ -126,12 +126,12 @@ def test_a_committed_participant_whose_id_was_reused_is_not_reported_lost(kafka:
     decision_log = DecisionLog(options)
     decision_log.ensure_topic()
     decision_log.append(LogRecord("decision", options.prefix, str(stream_epoch(0)), (
-        Participant(task.transaction.transactional_id, task.transaction.producer_id, task.transaction.epoch, 0, task.records, task.probe),)))
+        Participant(task.transaction.transactional_id, task.transaction.producer_id, task.transaction.producer_epoch, 0, task.records, task.probe),)))
     with open_session(options.connection) as session:
         session.commit(task.transaction)  # phase 2 ran; the driver died before recording completion
         kafka.wait_until_stable(topic)
         reused = prepare(options, 0, ["again"], stream_epoch(2))  # the same id, re-initialised: its state no longer says "committed"
-        assert reused.transaction is not None and reused.transaction.epoch != task.transaction.epoch
+        assert reused.transaction is not None and reused.transaction.producer_epoch != task.transaction.producer_epoch
         session.abort(reused.transaction)
     TwoPhaseCommitCoordinator(options, TIMEOUT_MS).prepare()  # records visible: no false alarm
     last = decision_log.last(options.prefix)
@@ -150,7 +150,7 @@ def test_another_record_at_a_participants_probe_is_not_taken_for_its_output(kafk
     decision_log = DecisionLog(options)
     decision_log.ensure_topic()
     decision_log.append(LogRecord("decision", options.prefix, str(stream_epoch(0)), (
-        Participant(task.transaction.transactional_id, task.transaction.producer_id, task.transaction.epoch, 0, task.records,
+        Participant(task.transaction.transactional_id, task.transaction.producer_id, task.transaction.producer_epoch, 0, task.records,
                     task.probe, task.probe_digest),)))
     with open_session(options.connection) as session:
         session.abort(task.transaction)  # as the broker does when it times out
@@ -166,7 +166,7 @@ def _decided(options: WriterOptions, task: TaskCommit) -> None:
     decision_log = DecisionLog(options)
     decision_log.ensure_topic()
     decision_log.append(LogRecord("decision", options.prefix, str(stream_epoch(0)), (
-        Participant(task.transaction.transactional_id, task.transaction.producer_id, task.transaction.epoch, 0, task.records,
+        Participant(task.transaction.transactional_id, task.transaction.producer_id, task.transaction.producer_epoch, 0, task.records,
                     task.probe, task.probe_digest),)))
 
 

@@ -40,7 +40,7 @@ def test_a_participant_that_is_no_longer_open_is_never_decided(kafka: KafkaTestC
 
     with pytest.raises(KafkaEosCommitError, match=(
         rf"{lost_id} is \w+ \(producer \d+ epoch \d+\), not the open transaction of producer {lost.transaction.producer_id} "
-        rf"epoch {lost.transaction.epoch}: it timed out or was fenced.*Nothing of it is visible"
+        rf"epoch {lost.transaction.producer_epoch}: it timed out or was fenced.*Nothing of it is visible"
     )):
         TwoPhaseCommitCoordinator(options, TIMEOUT_MS).commit(stream_epoch(0), [healthy, lost])
 
