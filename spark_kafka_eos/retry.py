@@ -1,11 +1,14 @@
-"""The package's retry policy: which Kafka errors mean "not yet, ask again", and how a call is asked again
-within a deadline. Errors that are not retriable, and the last error at the deadline, are raised as they came.
+"""The package's retry policy: which Kafka errors mean "not yet, ask again", how long requests and operations may
+take, and how a call is asked again (:func:`retry`) or a condition awaited (:func:`wait_until`) within a deadline,
+with a backoff. Errors that are not retriable, and the last error at the deadline, are raised as they came.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
 from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
@@ -39,28 +42,95 @@ JUST_CREATED = frozenset({
 
 
 class Deadline:
-    """A point in time a retried call must end by."""
+    """A point in time a retried call must end by (``Deadline.never()``: none)."""
 
     def __init__(self, seconds: float) -> None:
         self._end = time.monotonic() + seconds
 
-    def passed(self) -> bool:
-        return time.monotonic() > self._end
+    @classmethod
+    def never(cls) -> Deadline:
+        return cls(math.inf)
+
+    def passed(self, after_s: float = 0.0) -> bool:
+        """Whether the deadline has passed, or will have in ``after_s`` seconds."""
+        return time.monotonic() + after_s > self._end
 
     def left(self, at_least: float = 0.1) -> float:
         """Seconds left, but at least ``at_least`` (a request needs some time even at the deadline)."""
         return max(self._end - time.monotonic(), at_least)
 
 
+@dataclass(frozen=True)
+class Backoff:
+    """How long to wait before each new try: ``first_s``, doubled each time up to ``max_s`` (by default
+    ``first_s`` every time)."""
+
+    first_s: float = BACKOFF_S
+    max_s: float | None = None
+
+    def delays(self) -> Iterator[float]:
+        delay = self.first_s
+        while True:
+            yield delay
+            delay = min(delay * 2, self.max_s if self.max_s is not None else self.first_s)
+
+
+def kafka_codes(codes: Collection[int], or_flagged_retriable: bool = False) -> Callable[[BaseException], bool]:
+    """Whether an error is a ``KafkaException`` whose code is in ``codes`` (or, with
+    ``or_flagged_retriable``, one that librdkafka itself flags as retriable)."""
+
+    def retriable(exc: BaseException) -> bool:
+        if not isinstance(exc, KafkaException):
+            return False
+        error = exc.args[0]
+        return bool(error.code() in codes or (or_flagged_retriable and error.retriable()))
+
+    return retriable
+
+
+def any_error(_: BaseException) -> bool:
+    """Every error is worth another try (clean-up and bookkeeping whose failure is only logged)."""
+    return True
+
+
+def retry(call: Callable[[Deadline], T], deadline: Deadline, retriable: Callable[[BaseException], bool],
+          backoff: Backoff = Backoff(), attempts: int | None = None,
+          on_retry: Callable[[Exception, float], None] | None = None) -> T:
+    """``call(deadline)`` until it returns. An ``Exception`` it raises is raised as it came unless it is
+    ``retriable``, another try is left (``attempts``) and the backoff's next wait ends before the deadline;
+    ``on_retry(error, wait)`` is told before each wait."""
+    delays = backoff.delays()
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            return call(deadline)
+        except Exception as exc:
+            delay = next(delays)
+            if not retriable(exc) or (attempts is not None and tries >= attempts) or deadline.passed(delay):
+                raise
+            if on_retry is not None:
+                on_retry(exc, delay)
+            time.sleep(delay)
+
+
 def retry_kafka(call: Callable[[Deadline], T], timeout_s: float, retriable: Collection[int],
                 backoff_s: float = BACKOFF_S) -> T:
     """``call(deadline)`` until it returns, asked again after ``backoff_s`` while it raises a
     ``KafkaException`` whose code is in ``retriable`` and ``timeout_s`` has not passed."""
-    deadline = Deadline(timeout_s)
+    return retry(call, Deadline(timeout_s), kafka_codes(retriable), Backoff(backoff_s))
+
+
+def wait_until(condition: Callable[[], bool], deadline: Deadline, backoff: Backoff = Backoff(),
+               attempts: int | None = None) -> bool:
+    """Ask ``condition`` until it holds, the deadline has passed or it was asked ``attempts`` times, with the
+    backoff's waits in between; whether it held."""
+    delays = backoff.delays()
+    asked = 0
     while True:
-        try:
-            return call(deadline)
-        except KafkaException as exc:
-            if exc.args[0].code() not in retriable or deadline.passed():
-                raise
-            time.sleep(backoff_s)
+        asked += 1
+        if condition():
+            return True
+        if deadline.passed() or (attempts is not None and asked >= attempts):
+            return False
+        time.sleep(next(delays))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
@@ -23,14 +22,15 @@ from spark_kafka_eos.config.librdkafka import for_librdkafka
 from spark_kafka_eos.config.reader import PartitionKey, ReaderOptions, Subscription
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError, KafkaEosUnavailableError
 from spark_kafka_eos.read.authorization import topic_authorization_error
-from spark_kafka_eos.retry import UNANSWERED, UNREACHABLE
+from spark_kafka_eos.retry import UNANSWERED, UNREACHABLE, Backoff, Deadline, kafka_codes, retry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 GroupGuard = Callable[[KafkaConnection, str, Sequence[KafkaTopicPartition]], None]
 """Called with a group's committed offsets (and their metadata) before a read resumes from them."""
 
-_RETRIABLE = UNANSWERED | UNREACHABLE | {KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION}
+_RETRIABLE = kafka_codes(UNANSWERED | UNREACHABLE | {KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION},
+                         or_flagged_retriable=True)
 class KafkaOffsetLookup:
     """Answers the planner's questions with an AdminClient (driver side only; not picklable)."""
 
@@ -155,31 +155,36 @@ class KafkaOffsetLookup:
     def _retrying(self, what: str, call: Callable[[], T]) -> T:
         """``call``, retried on retriable errors up to fetchOffset.numRetries times, all within
         one request timeout, so an unreachable cluster fails after kafka.socket.timeout.ms."""
-        attempts = self._options.fetch_offset_retries + 1
-        deadline = time.monotonic() + self._timeout_s
-        for attempt in range(attempts):
+        tries = 0
+
+        def attempt(_: Deadline) -> T:
+            nonlocal tries
+            tries += 1
             try:
                 try:
                     return call()
                 except TimeoutError:  # a future's result() that waited in vain: as librdkafka's own timeout
                     raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "no answer before the request timeout")) from None
             except KafkaException as exc:
-                error: KafkaError = exc.args[0]
-                if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                     raise KafkaEosDataLossError(
-                        f"A topic or partition vanished while planning ({what}): {error.str()}. "
+                        f"A topic or partition vanished while planning ({what}): {exc.args[0].str()}. "
                         "It was deleted, or its partitions changed; restart the query to re-plan."
                     ) from None
-                if error.code() not in _RETRIABLE and not error.retriable():
-                    raise
-                self._authentication.check(self._admin)  # refused credentials look like an unreachable cluster
-                if attempt + 1 == attempts or time.monotonic() >= deadline:
-                    raise KafkaEosUnavailableError(
-                        f"Kafka at {self._options.bootstrap_servers} (kafka.bootstrap.servers) did not answer "
-                        f"'{what}' within {self._timeout_s:g}s ({attempt + 1} attempt(s)): {error.str()}. "
-                        "Check the address, and that the broker is reachable from the Spark driver and "
-                        "executors; kafka.socket.timeout.ms sets the timeout, fetchOffset.numRetries the retries."
-                    ) from None
-                log.info("Retrying %s after %s", what, error.str())
-                time.sleep(self._options.fetch_offset_retry_interval_ms / 1000.0)
-        raise AssertionError("unreachable")
+                if _RETRIABLE(exc):
+                    self._authentication.check(self._admin)  # refused credentials look like an unreachable cluster
+                raise
+
+        try:
+            return retry(attempt, Deadline(self._timeout_s), _RETRIABLE, Backoff(self._options.fetch_offset_retry_interval_ms / 1000.0),
+                         attempts=self._options.fetch_offset_retries + 1,
+                         on_retry=lambda exc, _: log.info("Retrying %s after %s", what, exc.args[0].str()))
+        except KafkaException as exc:
+            if not _RETRIABLE(exc):
+                raise
+            raise KafkaEosUnavailableError(
+                f"Kafka at {self._options.bootstrap_servers} (kafka.bootstrap.servers) did not answer "
+                f"'{what}' within {self._timeout_s:g}s ({tries} attempt(s)): {exc.args[0].str()}. "
+                "Check the address, and that the broker is reachable from the Spark driver and "
+                "executors; kafka.socket.timeout.ms sets the timeout, fetchOffset.numRetries the retries."
+            ) from None

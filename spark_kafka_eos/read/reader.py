@@ -33,6 +33,7 @@ from spark_kafka_eos.read.planner import (
     split_ranges,
 )
 from spark_kafka_eos.read.progress_group import commit_progress
+from spark_kafka_eos.retry import Backoff, Deadline, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -228,13 +229,19 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         is an open transaction to wait for. Like Spark's source, a low answer is asked again
         (fetchOffset.numRetries) before it counts, in case a broker answered from a stale log."""
         below = [tp for tp in position if stable[tp] < position[tp]]
-        for attempt in range(self.options.fetch_offset_retries + 1):
-            if not below:
-                return {}
-            if attempt:
-                time.sleep(self.options.fetch_offset_retry_interval_ms / 1000.0)
+        if not below:
+            return {}
+        log_end: Offsets = {}
+
+        def caught_up() -> bool:
+            nonlocal below, log_end
             log_end = self.lookup.log_end(below)
             below = [tp for tp in below if log_end[tp] < position[tp]]
+            return not below
+
+        if wait_until(caught_up, Deadline.never(), Backoff(self.options.fetch_offset_retry_interval_ms / 1000.0),
+                      attempts=self.options.fetch_offset_retries + 1):
+            return {}
         restarted = restart_moved_back(position, {tp: log_end[tp] for tp in below}, self.lookup.earliest(below), self.options.fail_on_data_loss)
         self._moved_back.update((tp, position[tp]) for tp in restarted)
         return restarted

@@ -32,7 +32,6 @@ aborted on timeout has a bumped epoch, so committing it raises :class:`TxnFenced
 from __future__ import annotations
 
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,7 +55,7 @@ from kafka.protocol.producer.transaction import (
 from spark_kafka_eos.config.kafka_python import translate
 from spark_kafka_eos.config.secrets import redact
 from spark_kafka_eos.errors import KafkaEosError
-from spark_kafka_eos.retry import OPERATION_TIMEOUT_S
+from spark_kafka_eos.retry import OPERATION_TIMEOUT_S, Backoff, Deadline, wait_until
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -384,18 +383,21 @@ class TransactionSession:
         coordinator has logged PrepareCommit / PrepareAbort; the markers (and so read_committed
         visibility) follow asynchronously. Raises :class:`TxnTimeoutError` after ``timeout_s``
         (default ``operation_timeout_s``)."""
-        deadline = time.monotonic() + (self._operation_timeout_s if timeout_s is None else timeout_s)
-        delay = self._retry_backoff_s
-        while True:
+        described: dict[str, TxnDescription] = {}
+        moving: list[str] = []
+
+        def settled() -> bool:
+            nonlocal described, moving
             described = self.describe(transactional_ids)
             moving = sorted(i for i, d in described.items() if d.state in _TRANSITIONAL)
-            if not moving:
-                return described
-            if time.monotonic() + delay > deadline:
-                raise TxnTimeoutError(f"transactions {moving} did not complete in time",
-                                      ", ".join(moving), "DescribeTransactions")
-            time.sleep(delay)
-            delay = min(delay * 2, _MAX_BACKOFF_S)
+            return not moving
+
+        if not wait_until(settled, Deadline(self._operation_timeout_s if timeout_s is None else timeout_s), self._backoff()):
+            raise TxnTimeoutError(f"transactions {moving} did not complete in time", ", ".join(moving), "DescribeTransactions")
+        return described
+
+    def _backoff(self) -> Backoff:
+        return Backoff(self._retry_backoff_s, _MAX_BACKOFF_S)
 
     def api_versions(self) -> dict[str, tuple[int, int]]:
         """The (min, max) version of each API the bootstrap broker advertises, by API name."""
@@ -482,7 +484,8 @@ class TransactionSession:
         after ``_LIST_SETTLE_S``, what the last round's brokers listed is used (the rest are left to
         their transaction timeout) and a warning names them.
         """
-        deadline = time.monotonic() + min(self._operation_timeout_s, _LIST_SETTLE_S)
+        deadline = Deadline(min(self._operation_timeout_s, _LIST_SETTLE_S))
+        delays = self._backoff().delays()
         failed: dict[int, Exception] = {}
         retry = 0
         while True:
@@ -507,8 +510,8 @@ class TransactionSession:
                                                              _state(txn.transaction_state))
             log.debug("ListTransactions round %d: answered by %s, not by %s", retry + 1, sorted(answered),
                       sorted(unanswered))
-            delay = min(self._retry_backoff_s * 2 ** retry, _MAX_BACKOFF_S)
-            if not unanswered or time.monotonic() + delay > deadline:
+            delay = next(delays)
+            if not unanswered or deadline.passed(delay):
                 break
             await self._net.sleep(delay)
             retry += 1
@@ -530,7 +533,8 @@ class TransactionSession:
         """Run ``attempt`` on the IO thread, retrying retriable errors; raise a classified error."""
         async def retrying() -> T:
             await self._bootstrap()
-            deadline = time.monotonic() + self._operation_timeout_s
+            deadline = Deadline(self._operation_timeout_s)
+            delays = self._backoff().delays()
             retry = 0
             while True:
                 try:
@@ -541,8 +545,8 @@ class TransactionSession:
                     if isinstance(exc, _REDISCOVER):
                         for key in coordinator_keys:
                             self._coordinators.pop(key, None)
-                    delay = min(self._retry_backoff_s * 2 ** retry, _MAX_BACKOFF_S)
-                    if retry == self._max_retries or time.monotonic() + delay > deadline:
+                    delay = next(delays)
+                    if retry == self._max_retries or deadline.passed(delay):
                         raise TxnTimeoutError(
                             f"{request} for transactional id {transactional_id!r} still failing with "
                             f"{_error_name(exc)} after {retry + 1} attempts", transactional_id, request,

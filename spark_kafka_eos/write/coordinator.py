@@ -22,6 +22,7 @@ Tasks prepared their transactions (produced and flushed, left open). ``commit``:
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
@@ -34,7 +35,7 @@ from spark_kafka_eos.cluster import cached_session, cluster_metadata
 from spark_kafka_eos.config.connection import KafkaConnection
 from spark_kafka_eos.config.writer import DEADLINE_MARGIN_MS, WriterOptions, legacy_derived_prefix
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError, KafkaEosDecisionLogError
-from spark_kafka_eos.retry import OPERATION_TIMEOUT_S
+from spark_kafka_eos.retry import OPERATION_TIMEOUT_S, Backoff, Deadline, any_error, retry, wait_until
 from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession, TxnSessionError, TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.consumer_group import check_group_position
@@ -55,7 +56,7 @@ from spark_kafka_eos.write.visibility import committed_record_at
 log = logging.getLogger(__name__)
 
 """How long phase 2 of a decision found in the log is retried, when its participants' deadline is unknown."""
-_MAX_RETRY_DELAY_S = 2.0
+_PHASE2_BACKOFF = Backoff(0.1, 2.0)
 _COMPLETION_ATTEMPTS = 3
 _SWEEP_ATTEMPTS = 3
 DECISION_IN_FLIGHT_WAIT_S = 5.0
@@ -223,11 +224,8 @@ class TwoPhaseCommitCoordinator:
     def _wait_for_decision_in_flight(self, session: TransactionSession) -> None:
         """A live driver's decision commits within milliseconds of being written; one still open after
         :data:`DECISION_IN_FLIGHT_WAIT_S` is a crashed driver's, which the fence then aborts."""
-        deadline = time.monotonic() + DECISION_IN_FLIGHT_WAIT_S
-        delay = 0.01
-        while self._coordinator_state(session) == TxnState.ONGOING and time.monotonic() < deadline:
-            time.sleep(delay)
-            delay = min(delay * 2, 0.5)
+        wait_until(lambda: self._coordinator_state(session) != TxnState.ONGOING, Deadline(DECISION_IN_FLIGHT_WAIT_S),
+                   Backoff(0.01, 0.5))
 
     def _coordinator_state(self, session: TransactionSession) -> str:
         """The state of the prefix's coordinator transaction, as DescribeTransactions names it (a :class:`TxnState` value)."""
@@ -388,17 +386,13 @@ class TwoPhaseCommitCoordinator:
                 f"`kafka-eos recover --prefix {self._prefix} ...`) makes all of it visible."
             ) from err
         keep = [p.transactional_id for p in decision.participants]
-        for attempt in range(_SWEEP_ATTEMPTS):
-            try:
-                self._sweep(session, decision_log, last, keep=keep)
-                return
-            except Exception as err:  # noqa: BLE001 - clean-up only: the data is committed
-                if attempt + 1 == _SWEEP_ATTEMPTS:
-                    log.warning("Could not abort lingering transactions of %s after %s (%s): they pin the sink's LSO "
-                                "until the next epoch of the prefix, `kafka-eos recover --prefix %s`, or their timeout",
-                                self._prefix, decision.epoch_id, err, self._prefix)
-                    return
-                time.sleep(0.5 * 2 ** attempt)
+        try:
+            retry(lambda _: self._sweep(session, decision_log, last, keep=keep), Deadline.never(), any_error,
+                  Backoff(0.5, math.inf), attempts=_SWEEP_ATTEMPTS)
+        except Exception as err:  # noqa: BLE001 - clean-up only: the data is committed
+            log.warning("Could not abort lingering transactions of %s after %s (%s): they pin the sink's LSO "
+                        "until the next epoch of the prefix, `kafka-eos recover --prefix %s`, or their timeout",
+                        self._prefix, decision.epoch_id, err, self._prefix)
 
     def _finish(self, session: TransactionSession, decision_log: DecisionLog, record: LogRecord | None,
                 budget_s: float) -> LogRecord | None:
@@ -408,33 +402,19 @@ class TwoPhaseCommitCoordinator:
         the next epoch (or recovery) writes it."""
         if record is None or record.kind != "decision":
             return record
-        deadline = time.monotonic() + budget_s
-        delay = 0.1
-        while True:
-            try:
-                roll_forward(session, record, self._visible)
-                break
-            except KafkaEosCommittedDataLostError:
-                raise
-            except Exception as err:
-                if time.monotonic() + delay > deadline:
-                    raise
-                log.info("Phase 2 of %s failed (%s); retrying", record.epoch_id, err)
-                time.sleep(delay)
-                delay = min(delay * 2, _MAX_RETRY_DELAY_S)
+        deadline = Deadline(budget_s)
+        retry(lambda _: roll_forward(session, record, self._visible), deadline,
+              lambda err: not isinstance(err, KafkaEosCommittedDataLostError), _PHASE2_BACKOFF,
+              on_retry=lambda err, _: log.info("Phase 2 of %s failed (%s); retrying", record.epoch_id, err))
         completed = record.completed()
-        for attempt in range(_COMPLETION_ATTEMPTS):
-            try:
-                decision_log.append(completed)
-                return completed
-            except Exception as err:  # noqa: BLE001 - the data is committed; only the bookkeeping is late
-                if attempt + 1 == _COMPLETION_ATTEMPTS or time.monotonic() + delay > deadline:
-                    log.warning("Epoch %s of prefix %s is committed, but its completion record could not be written "
-                                "(%s); the next epoch or recovery writes it", record.epoch_id, self._prefix, err)
-                    return record
-                time.sleep(delay)
-                delay = min(delay * 2, _MAX_RETRY_DELAY_S)
-        return record
+        try:
+            retry(lambda _: decision_log.append(completed), deadline, any_error, _PHASE2_BACKOFF,
+                  attempts=_COMPLETION_ATTEMPTS)
+        except Exception as err:  # noqa: BLE001 - the data is committed; only the bookkeeping is late
+            log.warning("Epoch %s of prefix %s is committed, but its completion record could not be written "
+                        "(%s); the next epoch or recovery writes it", record.epoch_id, self._prefix, err)
+            return record
+        return completed
 
     def _sweep(self, session: TransactionSession, decision_log: DecisionLog, last: LogRecord | None, keep: Sequence[str]) -> None:
         """Abort what is left open of the prefix. Ownership is proven after listing by re-appending the last
@@ -515,14 +495,14 @@ def _settle_marker(connection: KafkaConnection, group: str, marker: GroupMarker)
             f"kafka-consumer-groups --group {group} --reset-offsets --to-current --all-topics --execute."
         )
     decision_log = DecisionLog(options)
-    deadline = time.monotonic() + GROUP_SETTLE_WAIT_S
-    while True:
+
+    def settled() -> bool:
+        # Finished (a later record follows only a finished decision), or reset with its recovery.
         last = decision_log.last(marker.prefix)
-        if last is None or last.epoch_id != marker.epoch_id or last.kind != "decision":
-            return  # finished (a later record follows only a finished decision), or reset with its recovery
-        if time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+        return last is None or last.epoch_id != marker.epoch_id or last.kind != "decision"
+
+    if wait_until(settled, Deadline(GROUP_SETTLE_WAIT_S), Backoff(0.5)):
+        return
     log.warning("consumerGroup %s points past %s of prefix %s, whose phase 2 has not finished: rolling it forward",
                 group, marker.epoch_id, marker.prefix)
     try:

@@ -51,7 +51,19 @@ from spark_kafka_eos.config.writer import WriterOptions
 from spark_kafka_eos.errors import KafkaEosAuthorizationError, KafkaEosDecisionLogError
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
-from spark_kafka_eos.retry import COORDINATOR_MOVING, JUST_CREATED, LEADER_MOVING, REQUEST_TIMEOUT_S, UNANSWERED, Deadline, retry_kafka
+from spark_kafka_eos.retry import (
+    COORDINATOR_MOVING,
+    JUST_CREATED,
+    LEADER_MOVING,
+    REQUEST_TIMEOUT_S,
+    UNANSWERED,
+    Backoff,
+    Deadline,
+    kafka_codes,
+    retry,
+    retry_kafka,
+    wait_until,
+)
 from spark_kafka_eos.txn.session import PreparedTxnState, TxnDescription, TxnState
 from spark_kafka_eos.txn.transactional_producer import start_transactional_producer
 from spark_kafka_eos.write.group_marker import GroupMarker
@@ -80,6 +92,7 @@ def _log_topic_config(replication: int) -> dict[str, str]:
 
 
 _NOT_READY = LEADER_MOVING | JUST_CREATED | UNANSWERED
+_INDEX_NOT_READY = kafka_codes(COORDINATOR_MOVING | {KafkaError._TIMED_OUT}, or_flagged_retriable=True)
 _NOT_AUTHORIZED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
 _INDEX_PROBE_S = 5.0
 """How long an index read waits before asking, once, whether the group may be used at all."""
@@ -216,24 +229,25 @@ class DecisionLog:
         index commit (the prefix's coordinator mid-decision, or one whose commit just returned) is
         waited out: the reader is read_committed, so its OffsetFetch asks for stable offsets."""
         group = index_group(prefix)
-        deadline = time.monotonic() + self._settle_timeout_s
         diagnosed = False
-        while True:
+
+        def fetch(deadline: Deadline) -> list[KafkaTopicPartition]:
+            nonlocal diagnosed
             try:
-                [tp] = group_offset_reader(self._connection, group).committed(
-                    [KafkaTopicPartition(self._topic, 0)], timeout=max(min(deadline - time.monotonic(), _INDEX_PROBE_S), 0.1)
-                )
-                break
+                return group_offset_reader(self._connection, group).committed(
+                    [KafkaTopicPartition(self._topic, 0)], timeout=min(deadline.left(), _INDEX_PROBE_S))
             except KafkaException as exc:
-                error: KafkaError = exc.args[0]
-                if error.code() == KafkaError._TIMED_OUT and not diagnosed:
+                if exc.args[0].code() == KafkaError._TIMED_OUT and not diagnosed:
                     diagnosed = True
                     _refuse_if_group_unauthorized(self._connection, group)
-                if time.monotonic() > deadline:
-                    raise _index_timeout(prefix, group, self._settle_timeout_s, error) from None
-                if error.code() not in COORDINATOR_MOVING | {KafkaError._TIMED_OUT} and not error.retriable():
-                    raise _index_error(group, error) from None
-                time.sleep(0.1)
+                raise
+
+        try:
+            [tp] = retry(fetch, Deadline(self._settle_timeout_s), _INDEX_NOT_READY)
+        except KafkaException as exc:
+            if _INDEX_NOT_READY(exc):
+                raise _index_timeout(prefix, group, self._settle_timeout_s, exc.args[0]) from None
+            raise _index_error(group, exc.args[0]) from None
         if tp.error is not None:
             raise _index_error(group, tp.error)
         return (tp.offset - 1, tp.metadata or "") if tp.offset > 0 else None
@@ -250,21 +264,23 @@ class DecisionLog:
     def _stable_end(self, prefix: str) -> int:
         """An end for the scan: the last stable offset, once no record of ``prefix`` lies above it.
         Records of other prefixes' open (or crashed) transactions are not waited for."""
-        deadline = time.monotonic() + self._settle_timeout_s
         tp = KafkaTopicPartition(self._topic, 0)
-        while True:
+        stable = written = -1
+
+        def settled() -> bool:
+            nonlocal stable, written
             stable = self._offset(tp, IsolationLevel.READ_COMMITTED)
             written = self._offset(tp, IsolationLevel.READ_UNCOMMITTED)
-            if stable == written or not self._has_records_of(prefix, stable, written):
-                return stable
-            if time.monotonic() > deadline:
-                raise KafkaEosDecisionLogError(
-                    f"The decision log '{self._topic}' has had an open transaction for {self._settle_timeout_s:g}s "
-                    f"(last stable offset {stable}, high watermark {written}) and prefix {prefix} has records above it "
-                    "whose outcome is not known yet. The broker aborts a crashed coordinator's transaction after its "
-                    "transaction timeout; retry then."
-                )
-            time.sleep(0.02)
+            return stable == written or not self._has_records_of(prefix, stable, written)
+
+        if not wait_until(settled, Deadline(self._settle_timeout_s), Backoff(0.02)):
+            raise KafkaEosDecisionLogError(
+                f"The decision log '{self._topic}' has had an open transaction for {self._settle_timeout_s:g}s "
+                f"(last stable offset {stable}, high watermark {written}) and prefix {prefix} has records above it "
+                "whose outcome is not known yet. The broker aborts a crashed coordinator's transaction after its "
+                "transaction timeout; retry then."
+            )
+        return stable
 
     def _has_records_of(self, prefix: str, start: int, end: int) -> bool:
         for batch in self._read(start, end, "read_uncommitted"):

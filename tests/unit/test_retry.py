@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from spark_kafka_eos.retry import COORDINATOR_MOVING, Deadline, retry_kafka
+from spark_kafka_eos.retry import COORDINATOR_MOVING, Backoff, Deadline, kafka_codes, retry, retry_kafka, wait_until
 
 
 def failing(codes: list[int], result: str = "done") -> tuple[list[Deadline], object]:
@@ -39,3 +39,34 @@ def test_the_last_error_is_raised_at_the_deadline() -> None:
     with pytest.raises(KafkaException) as raised:
         retry_kafka(call, 0.05, COORDINATOR_MOVING, backoff_s=0.01)  # type: ignore[arg-type]
     assert raised.value.args[0].code() == KafkaError.NOT_COORDINATOR and 2 <= len(calls) < 1000
+
+
+def test_the_backoff_doubles_up_to_its_cap_and_is_constant_without_one() -> None:
+    doubling, constant = Backoff(0.1, 0.5).delays(), Backoff(0.2).delays()
+    assert [next(doubling) for _ in range(5)] == [0.1, 0.2, 0.4, 0.5, 0.5]
+    assert [next(constant) for _ in range(3)] == [0.2, 0.2, 0.2]
+
+
+def test_retry_stops_after_its_attempts_and_tells_each_retry() -> None:
+    calls, call = failing([KafkaError.NOT_COORDINATOR] * 10)
+    told: list[float] = []
+    with pytest.raises(KafkaException):
+        retry(call, Deadline.never(), kafka_codes(COORDINATOR_MOVING), Backoff(0.001), attempts=3,  # type: ignore[arg-type]
+              on_retry=lambda _, wait: told.append(wait))
+    assert len(calls) == 3 and told == [0.001, 0.001]
+
+
+def test_kafka_codes_may_also_take_what_librdkafka_flags_retriable() -> None:
+    flagged = KafkaException(KafkaError(KafkaError.NOT_ENOUGH_REPLICAS, retriable=True))
+    assert not kafka_codes(COORDINATOR_MOVING)(flagged)
+    assert kafka_codes(COORDINATOR_MOVING, or_flagged_retriable=True)(flagged)
+    assert not kafka_codes(COORDINATOR_MOVING, or_flagged_retriable=True)(ValueError("not Kafka's"))
+
+
+def test_wait_until_asks_until_the_condition_holds_or_its_attempts_are_spent() -> None:
+    answers = iter([False, False, True])
+    assert wait_until(lambda: next(answers), Deadline.never(), Backoff(0.001))
+    asked: list[int] = []
+    assert not wait_until(lambda: asked.append(1) is not None, Deadline.never(), Backoff(0.001), attempts=4)
+    assert len(asked) == 4
+    assert not wait_until(lambda: False, Deadline(0.02), Backoff(0.005))
