@@ -1,0 +1,22 @@
+"""The README's layout paragraph names every module of the package, and only modules that exist."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "spark_kafka_eos"
+
+
+def layout_section() -> str:
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("Layout, front to leaves")
+    return readme[start:readme.index("Outside the package:", start)]
+
+
+def test_the_readme_layout_names_every_module_and_nothing_else() -> None:
+    named = set(re.findall(r"`([a-z_/]+\.py)`", layout_section()))
+    modules = {str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py") if path.name != "__init__.py"}
+    assert modules - named == set(), "modules the README's layout does not name"
+    assert named - modules == set(), "the README's layout names modules that do not exist"
