@@ -15,45 +15,82 @@ from spark_kafka_eos.config.connection import KafkaConnection
 from spark_kafka_eos.config.librdkafka import JAVA_ONLY_SETTINGS
 from spark_kafka_eos.errors import KafkaEosOptionError
 
-# Canonical (camelCase) names of the reader's options; Spark lower-cases the keys it passes.
+# Option names, as documented (camelCase); Spark lower-cases the keys it passes.
+SUBSCRIBE = "subscribe"
+SUBSCRIBE_PATTERN = "subscribePattern"
+ASSIGN = "assign"
+STARTING_OFFSETS = "startingOffsets"
+ENDING_OFFSETS = "endingOffsets"
+STARTING_TIMESTAMP = "startingTimestamp"
+ENDING_TIMESTAMP = "endingTimestamp"
+STARTING_OFFSETS_BY_TIMESTAMP = "startingOffsetsByTimestamp"
+ENDING_OFFSETS_BY_TIMESTAMP = "endingOffsetsByTimestamp"
+STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY = "startingOffsetsByTimestampStrategy"
+FAIL_ON_DATA_LOSS = "failOnDataLoss"
+MIN_PARTITIONS = "minPartitions"
+MAX_RECORDS_PER_PARTITION = "maxRecordsPerPartition"
+MAX_OFFSETS_PER_TRIGGER = "maxOffsetsPerTrigger"
+MIN_OFFSETS_PER_TRIGGER = "minOffsetsPerTrigger"
+MAX_TRIGGER_DELAY = "maxTriggerDelay"
+INCLUDE_HEADERS = "includeHeaders"
+GROUP_ID_PREFIX = "groupIdPrefix"
+KAFKA_CONSUMER_POLL_TIMEOUT_MS = "kafkaConsumer.pollTimeoutMs"
+FETCH_OFFSET_NUM_RETRIES = "fetchOffset.numRetries"
+FETCH_OFFSET_RETRY_INTERVAL_MS = "fetchOffset.retryIntervalMs"
+MAX_RECORDS_PER_BATCH = "maxRecordsPerBatch"
+MAX_BYTES_PER_BATCH = "maxBytesPerBatch"
+READ_ENGINE = "readEngine"
+CONSUMER_GROUP = "consumerGroup"
+PROGRESS_GROUP = "progressGroup"
+
+# The sink's options, and Spark's own that reach it.
+TOPIC = "topic"
+TRANSACTIONAL_ID_PREFIX = "transactional.id.prefix"
+CHECKPOINT_LOCATION = "checkpointLocation"
+PATH = "path"
+DECISION_LOG_TOPIC = "decisionLogTopic"
+WRITE_ID = "writeId"
+ALLOW_NEW_PREFIX = "allowNewPrefix"
+WRITE_ENGINE = "writeEngine"
+
 READER_OPTIONS = (
-    "subscribe",
-    "subscribePattern",
-    "assign",
-    "startingOffsets",
-    "endingOffsets",
-    "startingTimestamp",
-    "endingTimestamp",
-    "startingOffsetsByTimestamp",
-    "endingOffsetsByTimestamp",
-    "startingOffsetsByTimestampStrategy",
-    "failOnDataLoss",
-    "minPartitions",
-    "maxRecordsPerPartition",
-    "maxOffsetsPerTrigger",
-    "minOffsetsPerTrigger",
-    "maxTriggerDelay",
-    "includeHeaders",
-    "groupIdPrefix",
-    "kafkaConsumer.pollTimeoutMs",
-    "fetchOffset.numRetries",
-    "fetchOffset.retryIntervalMs",
-    "maxRecordsPerBatch",
-    "maxBytesPerBatch",
-    "readEngine",
-    "consumerGroup",
-    "progressGroup",
+    SUBSCRIBE,
+    SUBSCRIBE_PATTERN,
+    ASSIGN,
+    STARTING_OFFSETS,
+    ENDING_OFFSETS,
+    STARTING_TIMESTAMP,
+    ENDING_TIMESTAMP,
+    STARTING_OFFSETS_BY_TIMESTAMP,
+    ENDING_OFFSETS_BY_TIMESTAMP,
+    STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY,
+    FAIL_ON_DATA_LOSS,
+    MIN_PARTITIONS,
+    MAX_RECORDS_PER_PARTITION,
+    MAX_OFFSETS_PER_TRIGGER,
+    MIN_OFFSETS_PER_TRIGGER,
+    MAX_TRIGGER_DELAY,
+    INCLUDE_HEADERS,
+    GROUP_ID_PREFIX,
+    KAFKA_CONSUMER_POLL_TIMEOUT_MS,
+    FETCH_OFFSET_NUM_RETRIES,
+    FETCH_OFFSET_RETRY_INTERVAL_MS,
+    MAX_RECORDS_PER_BATCH,
+    MAX_BYTES_PER_BATCH,
+    READ_ENGINE,
+    CONSUMER_GROUP,
+    PROGRESS_GROUP,
 )
 # Options of the sink and of Spark itself: known, so never reported as typos of a source option.
 WRITER_AND_SPARK_OPTIONS = (
-    "topic",
-    "transactional.id.prefix",
-    "checkpointLocation",
-    "path",
-    "decisionLogTopic",
-    "writeId",
-    "allowNewPrefix",
-    "writeEngine",
+    TOPIC,
+    TRANSACTIONAL_ID_PREFIX,
+    CHECKPOINT_LOCATION,
+    PATH,
+    DECISION_LOG_TOPIC,
+    WRITE_ID,
+    ALLOW_NEW_PREFIX,
+    WRITE_ENGINE,
 )
 _CANONICAL = {name.lower(): name for name in READER_OPTIONS + WRITER_AND_SPARK_OPTIONS}
 

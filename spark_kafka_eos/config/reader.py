@@ -16,7 +16,34 @@ from typing import Literal, TypeVar
 
 from spark_kafka_eos.compiled import Engine, engine_option
 from spark_kafka_eos.config.connection import KafkaConnection
-from spark_kafka_eos.config.options import canonical_name, parse_common
+from spark_kafka_eos.config.options import (
+    ASSIGN,
+    CONSUMER_GROUP,
+    ENDING_OFFSETS,
+    ENDING_OFFSETS_BY_TIMESTAMP,
+    ENDING_TIMESTAMP,
+    FAIL_ON_DATA_LOSS,
+    FETCH_OFFSET_NUM_RETRIES,
+    FETCH_OFFSET_RETRY_INTERVAL_MS,
+    GROUP_ID_PREFIX,
+    INCLUDE_HEADERS,
+    KAFKA_CONSUMER_POLL_TIMEOUT_MS,
+    MAX_BYTES_PER_BATCH,
+    MAX_OFFSETS_PER_TRIGGER,
+    MAX_RECORDS_PER_BATCH,
+    MAX_RECORDS_PER_PARTITION,
+    MAX_TRIGGER_DELAY,
+    MIN_OFFSETS_PER_TRIGGER,
+    MIN_PARTITIONS,
+    PROGRESS_GROUP,
+    READ_ENGINE,
+    STARTING_OFFSETS,
+    STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY,
+    SUBSCRIBE,
+    SUBSCRIBE_PATTERN,
+    canonical_name,
+    parse_common,
+)
 from spark_kafka_eos.config.secrets import redact
 from spark_kafka_eos.errors import KafkaEosOptionError
 
@@ -168,31 +195,31 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
     subscription = _parse_subscription(opts)
     starting = _parse_bound(opts, "starting", default="latest" if streaming else "earliest")
     ending = _parse_bound(opts, "ending", default="latest") if not streaming else None
-    if streaming and any(k in opts for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")):
-        name = next(canonical_name(k) for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp") if k in opts)
+    if streaming and any(k in opts for k in (ENDING_OFFSETS.lower(), ENDING_TIMESTAMP.lower(), ENDING_OFFSETS_BY_TIMESTAMP.lower())):
+        name = next(canonical_name(k) for k in (ENDING_OFFSETS.lower(), ENDING_TIMESTAMP.lower(), ENDING_OFFSETS_BY_TIMESTAMP.lower()) if k in opts)
         raise KafkaEosOptionError(name, "is not valid in a streaming query.", "remove it, or use spark.read for a bounded read.")
     if not streaming:
         _check_batch_bounds(starting, ending)
     isolation = kafka_config.pop("isolation.level", "read_committed")
     if isolation not in _ISOLATION_LEVELS:
         raise KafkaEosOptionError("kafka.isolation.level", f"is {isolation!r}.", "use read_committed (the default) or read_uncommitted.")
-    group_id = kafka_config.pop("group.id", "") or f"{opts.get('groupidprefix', 'spark-kafka-eos-source')}-{uuid.uuid4()}"
-    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").lower()
+    group_id = kafka_config.pop("group.id", "") or f"{opts.get(GROUP_ID_PREFIX.lower(), 'spark-kafka-eos-source')}-{uuid.uuid4()}"
+    strategy = opts.get(STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY.lower(), "error").lower()
     if strategy not in ("error", "latest"):
         raise KafkaEosOptionError(
-            "startingOffsetsByTimestampStrategy", f"is {strategy!r}.", "use 'error' (the default) or 'latest'."
+            STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY, f"is {strategy!r}.", "use 'error' (the default) or 'latest'."
         )
-    progress_group = opts.get("progressgroup", "").strip() or None
+    progress_group = opts.get(PROGRESS_GROUP.lower(), "").strip() or None
     if progress_group is not None and not streaming:
         raise KafkaEosOptionError(
-            "progressGroup", "is for streaming reads: it commits each micro-batch's end offsets.",
+            PROGRESS_GROUP, "is for streaming reads: it commits each micro-batch's end offsets.",
             "remove it from this batch read; a batch sink's consumerGroup commits offsets inside its decision.",
         )
-    max_offsets = _positive_int(opts, "maxOffsetsPerTrigger")
-    min_offsets = _positive_int(opts, "minOffsetsPerTrigger")
+    max_offsets = _positive_int(opts, MAX_OFFSETS_PER_TRIGGER)
+    min_offsets = _positive_int(opts, MIN_OFFSETS_PER_TRIGGER)
     if max_offsets is not None and min_offsets is not None and min_offsets > max_offsets:
         raise KafkaEosOptionError(
-            "minOffsetsPerTrigger", f"({min_offsets}) is larger than maxOffsetsPerTrigger ({max_offsets}).",
+            MIN_OFFSETS_PER_TRIGGER, f"({min_offsets}) is larger than maxOffsetsPerTrigger ({max_offsets}).",
             "make minOffsetsPerTrigger <= maxOffsetsPerTrigger.",
         )
     return ReaderOptions(
@@ -201,18 +228,18 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
         starting=starting,
         ending=ending,
         timestamp_strategy="latest" if strategy == "latest" else "error",
-        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
-        min_partitions=_positive_int(opts, "minPartitions"),
-        max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition"),
+        fail_on_data_loss=_bool(opts, FAIL_ON_DATA_LOSS, True),
+        min_partitions=_positive_int(opts, MIN_PARTITIONS),
+        max_records_per_partition=_positive_int(opts, MAX_RECORDS_PER_PARTITION),
         max_offsets_per_trigger=max_offsets,
         min_offsets_per_trigger=min_offsets,
-        max_trigger_delay_ms=_duration_ms(opts, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
-        include_headers=_bool(opts, "includeHeaders", False),
-        max_records_per_batch=_positive_int(opts, "maxRecordsPerBatch") or DEFAULT_MAX_RECORDS_PER_BATCH,
-        max_bytes_per_batch=_positive_int(opts, "maxBytesPerBatch") or DEFAULT_MAX_BYTES_PER_BATCH,
-        poll_timeout_ms=_positive_int(opts, "kafkaConsumer.pollTimeoutMs") or DEFAULT_POLL_TIMEOUT_MS,
-        fetch_offset_retries=_non_negative_int(opts, "fetchOffset.numRetries", DEFAULT_FETCH_OFFSET_RETRIES),
-        fetch_offset_retry_interval_ms=_non_negative_int(opts, "fetchOffset.retryIntervalMs", DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS),
+        max_trigger_delay_ms=_duration_ms(opts, MAX_TRIGGER_DELAY, DEFAULT_MAX_TRIGGER_DELAY_MS),
+        include_headers=_bool(opts, INCLUDE_HEADERS, False),
+        max_records_per_batch=_positive_int(opts, MAX_RECORDS_PER_BATCH) or DEFAULT_MAX_RECORDS_PER_BATCH,
+        max_bytes_per_batch=_positive_int(opts, MAX_BYTES_PER_BATCH) or DEFAULT_MAX_BYTES_PER_BATCH,
+        poll_timeout_ms=_positive_int(opts, KAFKA_CONSUMER_POLL_TIMEOUT_MS) or DEFAULT_POLL_TIMEOUT_MS,
+        fetch_offset_retries=_non_negative_int(opts, FETCH_OFFSET_NUM_RETRIES, DEFAULT_FETCH_OFFSET_RETRIES),
+        fetch_offset_retry_interval_ms=_non_negative_int(opts, FETCH_OFFSET_RETRY_INTERVAL_MS, DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS),
         isolation_level=isolation,
         group_id=group_id,
         kafka_config=kafka_config,
@@ -222,7 +249,7 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
 
 
 def _read_engine(opts: Mapping[str, str]) -> ReadEngine:
-    return engine_option(opts, "readEngine", READ_ENGINE_VARIABLE, "read")
+    return engine_option(opts, READ_ENGINE, READ_ENGINE_VARIABLE, "read")
 
 
 
@@ -236,8 +263,8 @@ def internal_read_options(
     return ReaderOptions(
         connection=connection,
         subscription=subscription,
-        starting=OffsetBound("earliest", "startingOffsets"),
-        ending=OffsetBound("latest", "endingOffsets"),
+        starting=OffsetBound("earliest", STARTING_OFFSETS),
+        ending=OffsetBound("latest", ENDING_OFFSETS),
         timestamp_strategy="error",
         fail_on_data_loss=fail_on_data_loss,
         min_partitions=None,
@@ -258,7 +285,7 @@ def internal_read_options(
 
 
 def _parse_subscription(opts: Mapping[str, str]) -> Subscription:
-    given = [name for name in ("subscribe", "subscribePattern", "assign") if name.lower() in opts]
+    given = [name for name in (SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN) if name.lower() in opts]
     if len(given) != 1:
         problem = "none of them is set." if not given else f"{' and '.join(given)} are all set."
         raise KafkaEosOptionError(
@@ -271,19 +298,19 @@ def _parse_subscription(opts: Mapping[str, str]) -> Subscription:
         # A set, as in Spark: a topic named twice is read once.
         topics = tuple(dict.fromkeys(t.strip() for t in value.split(",") if t.strip()))
         if not topics:
-            raise KafkaEosOptionError("subscribe", "names no topic.", "give a comma-separated list of topics.")
+            raise KafkaEosOptionError(SUBSCRIBE, "names no topic.", "give a comma-separated list of topics.")
         return Subscription("subscribe", topics=topics)
     if kind == "subscribePattern":
         try:
             re.compile(value)
         except re.error as err:
-            raise KafkaEosOptionError("subscribePattern", f"is not a valid regular expression ({err}).", "fix the pattern.") from None
+            raise KafkaEosOptionError(SUBSCRIBE_PATTERN, f"is not a valid regular expression ({err}).", "fix the pattern.") from None
         if not value:
-            raise KafkaEosOptionError("subscribePattern", "is empty.", "give a regular expression such as 'orders-.*'.")
+            raise KafkaEosOptionError(SUBSCRIBE_PATTERN, "is empty.", "give a regular expression such as 'orders-.*'.")
         return Subscription("subscribePattern", pattern=value)
-    partitions = _parse_partition_json(value, "assign")
+    partitions = _parse_partition_json(value, ASSIGN)
     if not partitions:
-        raise KafkaEosOptionError("assign", "names no partition.", "use JSON such as {\"topicA\":[0,1],\"topicB\":[2]}.")
+        raise KafkaEosOptionError(ASSIGN, "names no partition.", "use JSON such as {\"topicA\":[0,1],\"topicB\":[2]}.")
     return Subscription("assign", partitions=tuple(sorted(set(partitions))))
 
 
@@ -319,10 +346,10 @@ def _parse_bound(opts: Mapping[str, str], side: Literal["starting", "ending"], d
         return OffsetBound("timestamps", by_ts_option, timestamps=per_partition)
     raw = opts.get(offsets_option.lower(), default).strip()
     if raw.lower() == "group" and side == "starting":
-        group = opts.get("consumergroup", "").strip()
+        group = opts.get(CONSUMER_GROUP.lower(), "").strip()
         if not group:
             raise KafkaEosOptionError(
-                "startingOffsets", "is group, but no consumerGroup is set.",
+                STARTING_OFFSETS, "is group, but no consumerGroup is set.",
                 "name the group with .option('consumerGroup', ...): its committed offsets are the start "
                 "(earliest where it has none).",
             )

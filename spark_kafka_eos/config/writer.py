@@ -27,7 +27,19 @@ from confluent_kafka import KafkaException, Producer
 from spark_kafka_eos.compiled import Engine, engine_option
 from spark_kafka_eos.config.connection import KafkaConnection
 from spark_kafka_eos.config.librdkafka import for_librdkafka
-from spark_kafka_eos.config.options import READER_OWNED_SETTINGS, parse_common, parse_kafka_settings
+from spark_kafka_eos.config.options import (
+    ALLOW_NEW_PREFIX,
+    CHECKPOINT_LOCATION,
+    CONSUMER_GROUP,
+    DECISION_LOG_TOPIC,
+    READER_OWNED_SETTINGS,
+    TOPIC,
+    TRANSACTIONAL_ID_PREFIX,
+    WRITE_ENGINE,
+    WRITE_ID,
+    parse_common,
+    parse_kafka_settings,
+)
 from spark_kafka_eos.config.secrets import redact, scrub
 from spark_kafka_eos.errors import KafkaEosOptionError
 
@@ -135,17 +147,17 @@ def parse_writer_options(options: Mapping[str, str], streaming: bool) -> WriterO
     prefix, prefix_source = _prefix(opts, streaming)
     parsed = WriterOptions(
         connection=connection,
-        topic=_topic_name(opts, "topic"),
+        topic=_topic_name(opts, TOPIC),
         prefix=prefix,
         prefix_source=prefix_source,
-        decision_log_topic=_topic_name(opts, "decisionLogTopic") or DEFAULT_DECISION_LOG_TOPIC,
+        decision_log_topic=_topic_name(opts, DECISION_LOG_TOPIC) or DEFAULT_DECISION_LOG_TOPIC,
         consumer_group=_consumer_group(opts),
         transaction_timeout_ms=None if timeout is None else _transaction_timeout(timeout),
         kafka_config=kafka_config,
         write_id=_write_id(opts, streaming),
-        allow_new_prefix=_flag(opts, "allowNewPrefix"),
-        checkpoint_location=(opts.get("checkpointlocation") or "").strip() or None,
-        write_engine=engine_option(opts, "writeEngine", WRITE_ENGINE_VARIABLE, "write"),
+        allow_new_prefix=_flag(opts, ALLOW_NEW_PREFIX),
+        checkpoint_location=(opts.get(CHECKPOINT_LOCATION.lower()) or "").strip() or None,
+        write_engine=engine_option(opts, WRITE_ENGINE, WRITE_ENGINE_VARIABLE, "write"),
     )
     _check_with_librdkafka(parsed)
     return parsed
@@ -201,16 +213,16 @@ def _producer_settings(opts: Mapping[str, str]) -> dict[str, str]:
 
 
 def _prefix(opts: Mapping[str, str], streaming: bool) -> tuple[str, PrefixSource]:
-    given = opts.get("transactional.id.prefix")
+    given = opts.get(TRANSACTIONAL_ID_PREFIX)
     if given is not None:
         prefix = given.strip()
         if not _PREFIX.fullmatch(prefix) or len(prefix) > MAX_PREFIX_LENGTH:
             raise KafkaEosOptionError(
-                "transactional.id.prefix", f"is {given!r}.",
+                TRANSACTIONAL_ID_PREFIX, f"is {given!r}.",
                 f"use 1 to {MAX_PREFIX_LENGTH} characters among letters, digits, '.', '_' and '-'.",
             )
         return prefix, "option"
-    checkpoint = (opts.get("checkpointlocation") or "").strip()
+    checkpoint = (opts.get(CHECKPOINT_LOCATION.lower()) or "").strip()
     if streaming and checkpoint:
         return derived_prefix(checkpoint), "checkpointLocation"
     if streaming:
@@ -220,25 +232,25 @@ def _prefix(opts: Mapping[str, str], streaming: bool) -> tuple[str, PrefixSource
             "or give the query's .option('checkpointLocation', ...) to derive it from.",
         )
     raise KafkaEosOptionError(
-        "transactional.id.prefix", "is missing; a batch write needs it so that a failed run's open transactions "
+        TRANSACTIONAL_ID_PREFIX, "is missing; a batch write needs it so that a failed run's open transactions "
         "are found and aborted by the next run.",
         "add .option('transactional.id.prefix', 'orders-backfill') and keep it the same when re-running the job.",
     )
 
 
 def _write_id(opts: Mapping[str, str], streaming: bool) -> str | None:
-    raw = opts.get("writeid")
+    raw = opts.get(WRITE_ID.lower())
     if raw is None:
         return None
     if streaming:
         raise KafkaEosOptionError(
-            "writeId", "is for batch writes (df.write); a stream's epochs are named by its query and micro-batch.",
+            WRITE_ID, "is for batch writes (df.write); a stream's epochs are named by its query and micro-batch.",
             "remove it: the checkpoint makes a restarted query's replays recognisable.",
         )
     write_id = raw.strip()
     if not _PREFIX.fullmatch(write_id) or len(write_id) > MAX_PREFIX_LENGTH:
         raise KafkaEosOptionError(
-            "writeId", f"is {raw!r}.",
+            WRITE_ID, f"is {raw!r}.",
             f"use 1 to {MAX_PREFIX_LENGTH} characters among letters, digits, '.', '_' and '-' (e.g. the job's run date).",
         )
     return write_id
@@ -282,11 +294,11 @@ def _topic_name(opts: Mapping[str, str], option: str) -> str | None:
 
 
 def _consumer_group(opts: Mapping[str, str]) -> str | None:
-    raw = opts.get("consumergroup")
+    raw = opts.get(CONSUMER_GROUP.lower())
     if raw is None:
         return None
     if not raw.strip():
-        raise KafkaEosOptionError("consumerGroup", "is empty.", "name the consumer group whose offsets the sink commits, or remove the option.")
+        raise KafkaEosOptionError(CONSUMER_GROUP, "is empty.", "name the consumer group whose offsets the sink commits, or remove the option.")
     return raw.strip()
 
 
