@@ -3,6 +3,10 @@ address involved and says how to fix it."""
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+_E = TypeVar("_E", bound="KafkaEosError")
+
 
 class KafkaEosError(Exception):
     """Base class of every error raised by spark-kafka-eos."""
@@ -10,6 +14,11 @@ class KafkaEosError(Exception):
     code: int | None = None
     """The Kafka (librdkafka) error code behind it, where there is one: the values of
     ``confluent_kafka.KafkaError`` (e.g. ``KafkaError.MSG_SIZE_TOO_LARGE``)."""
+
+    def with_code(self: _E, code: int) -> _E:
+        """This error, carrying the Kafka error code behind it."""
+        self.code = code
+        return self
 
 
 class KafkaEosOptionError(KafkaEosError, ValueError):

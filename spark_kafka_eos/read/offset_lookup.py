@@ -187,4 +187,4 @@ class KafkaOffsetLookup:
                 f"'{what}' within {self._timeout_s:g}s ({tries} attempt(s)): {exc.args[0].str()}. "
                 "Check the address, and that the broker is reachable from the Spark driver and "
                 "executors; kafka.socket.timeout.ms sets the timeout, fetchOffset.numRetries the retries."
-            ) from None
+            ).with_code(exc.args[0].code()) from None

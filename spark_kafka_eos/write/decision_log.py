@@ -517,7 +517,7 @@ def _index_timeout(prefix: str, group: str, waited_s: float, error: KafkaError) 
         "the prefix's coordinator has a decision open (a driver of the prefix is running, or crashed mid-decision), "
         f"or the group coordinator is unavailable. The broker aborts a crashed decision after "
         f"{COORDINATOR_TRANSACTION_TIMEOUT_MS / 1000:g}s; retry then."
-    )
+    ).with_code(error.code())
 
 
 def _refuse_if_group_unauthorized(connection: KafkaConnection, group: str) -> None:
@@ -534,7 +534,7 @@ def _index_error(group: str, error: KafkaError) -> KafkaEosDecisionLogError:
     fix = (f" Fix: allow the sink's principal to Read group {group} (e.g. a prefixed ACL on the transactional id prefix: "
            "kafka-acls --add --allow-principal ... --operation Read --group <prefix> --resource-pattern-type prefixed)."
            if error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED else "")
-    return KafkaEosDecisionLogError(f"The decision log index group {group} could not be used: {error.str()}.{fix}")
+    return KafkaEosDecisionLogError(f"The decision log index group {group} could not be used: {error.str()}.{fix}").with_code(error.code())
 
 
 def _group_metadata(connection: KafkaConnection, group: str) -> object:

@@ -21,3 +21,17 @@ def test_a_future_that_times_out_is_reported_as_unavailable_after_the_retries() 
     with pytest.raises(KafkaEosUnavailableError, match=r"did not answer 'list offsets' within .* \(3 attempt\(s\)\).*fetchOffset.numRetries"):
         KafkaOffsetLookup(options)._retrying("list offsets", waits_in_vain)
     assert len(calls) == 3
+
+
+def test_the_unavailable_error_carries_the_kafka_code_behind_it() -> None:
+    from confluent_kafka import KafkaError
+
+    options = parse_reader_options({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t",
+                                    "fetchoffset.numretries": "0"}, streaming=False)
+
+    def waits_in_vain() -> None:
+        raise TimeoutError()
+
+    with pytest.raises(KafkaEosUnavailableError) as raised:
+        KafkaOffsetLookup(options)._retrying("list offsets", waits_in_vain)
+    assert raised.value.code == KafkaError._TIMED_OUT
