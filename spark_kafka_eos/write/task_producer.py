@@ -65,6 +65,8 @@ log = logging.getLogger(__name__)
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 """librdkafka's default; the driver normally passes the broker's transaction.max.timeout.ms instead."""
 _FLUSH_SLICE_S = 0.2
+_ABORT_FLUSH_S = 10.0
+_ABORT_IDENTITY_WAIT_S = 2.0
 _IDENTITY_TIMEOUT_S = max(10.0, 20 * STATS_INTERVAL_MS / 1000)
 
 
@@ -133,7 +135,7 @@ def write_task(
             prepared, records, probe, probe_digest = None, (), None, None
     except BaseException as exc:
         if transaction is not None:
-            transaction.abort()
+            _ensure_aborted(options, transaction.transactional_id, transaction.abort())
             guard.released(transaction.transactional_id)
             # The traceback's frames still reference the producer; release it now, not when the error is dropped.
             traceback.clear_frames(exc.__traceback__)
@@ -175,6 +177,22 @@ def _decided_or_abort(options: WriterOptions, epoch: EpochId, prepared: Prepared
         except Exception as err:  # noqa: BLE001 - the error below matters more; the driver's sweep retries
             log.warning("Could not abort %s either (%s)", prepared.transactional_id, err)
         raise
+
+
+def _ensure_aborted(options: WriterOptions, transactional_id: str, identity: tuple[int, int] | None) -> None:
+    """Check that the coordinator no longer holds this attempt's transaction open (``identity``: its producer
+    id and epoch, when librdkafka reported them) and abort it by identity if it does: a failed task must not
+    leave a transaction pinning the sink's LSO until its timeout. Best effort: the driver's sweep is the backstop."""
+    if identity is None:
+        return
+    try:
+        session = cached_session(options.connection)
+        described = session.describe([transactional_id])[transactional_id]
+        if described.state == TxnState.ONGOING and (described.producer_id, described.producer_epoch) == identity:
+            log.warning("The transaction of %s was still open after the producer aborted it: aborting it by identity", transactional_id)
+            session.abort(PreparedTxnState(transactional_id, *identity))
+    except Exception as err:  # noqa: BLE001 - the task's own error matters more
+        log.warning("Could not check that %s is aborted (%s); the driver's recovery aborts it", transactional_id, err)
 
 
 def _open_transaction(options: WriterOptions, epoch: EpochId, identity: TaskIdentity, timeout_ms: int) -> _TaskTransaction:
@@ -301,15 +319,12 @@ class _TaskTransaction:
 
     def _wait_for_identity(self) -> tuple[int, int]:
         """The producer id and epoch, waiting for the first statistics that have them if none came yet."""
-        client = self._live()
-        deadline = time.monotonic() + _IDENTITY_TIMEOUT_S
-        while (identity := client.identity) is None:
-            if time.monotonic() > deadline:
-                raise KafkaEosWriteError(
-                    self._transactional_id, f"librdkafka reported no statistics (producer id, epoch) in {_IDENTITY_TIMEOUT_S:g} s.",
-                    "check that the brokers are healthy; Spark retries the task",
-                )
-            client.poll(STATS_INTERVAL_MS / 1000)
+        identity = _identity_within(self._live(), _IDENTITY_TIMEOUT_S)
+        if identity is None:
+            raise KafkaEosWriteError(
+                self._transactional_id, f"librdkafka reported no statistics (producer id, epoch) in {_IDENTITY_TIMEOUT_S:g} s.",
+                "check that the brokers are healthy; Spark retries the task",
+            )
         return identity
 
     def _raise_on_failed_delivery(self) -> None:
@@ -317,23 +332,39 @@ class _TaskTransaction:
         if client.failed():
             raise client.deliveries().error(self._transactional_id, "delivery")
 
-    def abort(self) -> None:
-        """Abort the open transaction (best effort: what stays open is aborted by the driver's recovery)."""
+    def abort(self) -> tuple[int, int] | None:
+        """Abort the open transaction (best effort: what stays open is aborted by the driver's recovery).
+        Returns the producer id and epoch it had, if known, for :func:`_ensure_aborted`."""
         client, self._client = self._client, None
         if client is None:
-            return
+            return None
+        identity = None
         try:
+            identity = _identity_within(client, _ABORT_IDENTITY_WAIT_S)
+            if not client.failed():
+                # librdkafka must not abort with records (or their AddPartitionsToTxn) still in flight. After a
+                # failed delivery it holds the rest until the abort, so there is nothing to wait for.
+                client.flush(_ABORT_FLUSH_S)
             client.abort(OPERATION_TIMEOUT_S)
         except KafkaException as exc:
             log.warning("could not abort transaction %s (%s); the driver's recovery aborts it",
                         self._transactional_id, exc.args[0].str())
         finally:
             client.release()
+        return identity
 
     def _live(self) -> ProducerClient:
         if self._client is None:
             raise RuntimeError(f"the transaction of {self._transactional_id} is already prepared or aborted")
         return self._client
+
+
+def _identity_within(client: ProducerClient, timeout_s: float) -> tuple[int, int] | None:
+    """The producer id and epoch, waiting up to ``timeout_s`` for the first statistics that have them."""
+    deadline = time.monotonic() + timeout_s
+    while (identity := client.identity) is None and time.monotonic() < deadline:
+        client.poll(STATS_INTERVAL_MS / 1000)
+    return identity
 
 
 class _ConfluentProducer:

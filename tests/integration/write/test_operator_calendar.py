@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -21,7 +22,7 @@ from pyspark.sql import SparkSession
 from spark_kafka_eos.cli import main as cli
 from spark_kafka_eos.cluster import cached_session
 from spark_kafka_eos.config.connection import KafkaConnection
-from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos.config.writer import WRITE_ENGINE_VARIABLE, WriterOptions, parse_writer_options
 from spark_kafka_eos.errors import KafkaEosCommitError
 from spark_kafka_eos.txn.session import TransactionSession
 from spark_kafka_eos.write.commit_message import TaskCommit
@@ -321,26 +322,29 @@ def test_a_replay_over_other_source_offsets_than_its_decision_is_refused(
     assert open_transactions(kafka, prefix) == []
 
 
+@pytest.mark.parametrize("engine", ["native", "python"])
 def test_a_task_never_fences_an_attempt_that_took_its_id_after_it_looked(
-        kafka: KafkaTestCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+        kafka: KafkaTestCluster, monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
     """Two attempts of one partition (a stage retry restarts attempt numbers, a zombie still writes) pick
     ids from the same candidates. The other attempt opens its transaction on the first candidate after
-    this task saw it free and before this task's InitProducerId: this task must take the next one."""
+    this task saw it free and before this task's producer starts (on either write path): this task must
+    take the next one."""
     from spark_kafka_eos.write import task_producer
 
+    monkeypatch.setenv(WRITE_ENGINE_VARIABLE, engine)
     sink, prefix = kafka.create_topic(1, "sink"), f"race-{uuid.uuid4().hex[:6]}"
     options = sink_options(kafka, sink, prefix)
     epoch = EpochId.stream("race-query", 0)
     first_id = task_producer.task_transactional_id_candidates(prefix, epoch, 0, 0)[0]
-    real_start = task_producer.start_transactional_producer
     other: list[OpenTransaction] = []
 
-    def other_attempt_gets_there_first(*args: object, **kwargs: object) -> object:
-        if not other:
-            other.append(kafka.open_transaction(sink, [Sent(0, None, b"other-attempt")], transactional_id=first_id))
-        return real_start(*args, **kwargs)  # type: ignore[arg-type]
+    class OtherAttemptGetsThereFirst(task_producer._TaskTransaction):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            if not other:
+                other.append(kafka.open_transaction(sink, [Sent(0, None, b"other-attempt")], transactional_id=first_id))
+            super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(task_producer, "start_transactional_producer", other_attempt_gets_there_first)
+    monkeypatch.setattr(task_producer, "_TaskTransaction", OtherAttemptGetsThereFirst)
     [mine] = prepared(options, epoch, [b"this-attempt"], partitions=1)
     assert other and mine.transaction is not None and mine.transaction.transactional_id != first_id
     other[0].producer.commit_transaction(30)  # still the holder of its id: not fenced

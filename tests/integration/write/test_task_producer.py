@@ -6,6 +6,7 @@ confluent-kafka's)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import uuid
@@ -277,6 +278,31 @@ def test_null_topic_without_topic_option_fails_and_aborts(kafka: KafkaTestCluste
     assert_aborted(session, task_transactional_id(options.prefix, EPOCH, 0, 0))
     kafka.wait_until_stable(topic)
     assert visible_values(kafka, topic) == []
+
+
+def test_a_transaction_the_producer_failed_to_abort_is_aborted_by_identity(
+        kafka: KafkaTestCluster, session: TransactionSession, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The fault: the producer's abort returns without aborting (as librdkafka did once under load). The task
+    checks the coordinator and aborts its transaction by producer id and epoch, so nothing stays open."""
+    from spark_kafka_eos.write import native_producer, task_producer
+
+    for client in (task_producer._ConfluentProducer, native_producer.NativeProducer):
+        monkeypatch.setattr(client, "abort", lambda self, timeout_s: None)
+    topic = kafka.create_topic(partitions=1)
+    options = sink(kafka, topic)
+
+    def failing() -> Iterator[pa.RecordBatch]:
+        yield values_batch("x", 20)
+        raise RuntimeError("upstream failure")
+
+    with caplog.at_level(logging.WARNING, logger=task_producer.__name__), pytest.raises(RuntimeError, match="upstream failure"):
+        write_task(options, EPOCH, failing(), TaskIdentity(0, 0, 1))
+
+    assert any("still open after the producer aborted it" in r.message for r in caplog.records)  # the fault fired
+    assert_aborted(session, task_transactional_id(options.prefix, EPOCH, 0, 0))
+    kafka.wait_until_stable(topic)
+    assert visible_values(kafka, topic) == []
+    assert_nothing_open(session, options.prefix)
 
 
 def test_failure_upstream_of_the_writer_aborts_what_was_written(kafka: KafkaTestCluster, session: TransactionSession) -> None:
