@@ -10,6 +10,9 @@ KAFKA_PORT ?= 9092
 CLUSTER_DATA := .cache/kafka/cluster
 CLUSTER_PORT ?= 9093
 PYTEST_ARGS ?=
+# make test runs its files on this many pytest workers (pytest-xdist), each with its own broker and Spark: the
+# suite mostly waits on Kafka and the JVMs, so two workers keep a 2-core machine busy. PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= 2
 
 .PHONY: help venv native java kafka-jars kafka-start kafka-stop cluster-start cluster-stop lint test test-all unit demo bench-read bench-write bench-latency bench-memory soak clean
 
@@ -116,7 +119,7 @@ lint: venv
 
 test: lint kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 	@echo ">> running tests but the long tier (a local Kafka is started on a free loopback port unless KAFKA_EOS_BOOTSTRAP_SERVERS is set)"
-	$(PY) -m pytest -m "not long" --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not long" --durations=25 $(PYTEST_ARGS)
 
 # The reader's suites, run a second time in make test-all on the pure-Python path (make test runs the compiled
 # one, and the range-level and differential tests on both).

@@ -7,12 +7,15 @@ package itself is installed again on every use, so that it is the working tree's
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +49,19 @@ class CompatVenv:
                               env={**CLEAN_ENV, **(env or {})})
 
 
+@contextmanager
+def _exclusive(name: str) -> Iterator[None]:
+    """Held by one test process at a time (``make test`` runs two workers): a build in the working tree, or
+    one virtualenv's installs."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def _pip(python: Path, *args: str) -> None:
     done = subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", "-q", *args], capture_output=True, text=True,
                           timeout=1200, env=CLEAN_ENV)
@@ -68,11 +84,12 @@ def project_wheel() -> Path:
     """The working tree's package as a wheel, built once per test session (a build costs seconds; every
     virtualenv of the tier installs it, as a user installs the published wheel)."""
     out = Path(tempfile.mkdtemp(prefix="kafka-eos-wheel-"))
-    done = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "wheel", "--no-deps", "-w", str(out),
-                           str(PROJECT)], capture_output=True, text=True, timeout=600, env=CLEAN_ENV)
+    with _exclusive("working-tree-build"):  # setuptools builds in the tree's build/
+        done = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "wheel", "--no-deps", "-w", str(out),
+                               str(PROJECT)], capture_output=True, text=True, timeout=600, env=CLEAN_ENV)
+        shutil.rmtree(PROJECT / "build", ignore_errors=True)
     if done.returncode != 0:
         raise RuntimeError(f"pip wheel {PROJECT} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
-    shutil.rmtree(PROJECT / "build", ignore_errors=True)
     [wheel] = out.glob("spark_kafka_eos-*.whl")
     return wheel
 
@@ -84,14 +101,15 @@ def compat_venv(pyspark_version: str, python_version: str) -> CompatVenv:
     path = CACHE / f"pyspark-connect-{pyspark_version}-py{python_version}"
     python = path / "bin" / "python"
     ready = path / ".pyspark-connect-installed"
-    if not ready.exists():
-        subprocess.run([str(find_python(python_version)), "-m", "venv", "--clear", str(path)], check=True, timeout=300)
-        # With the Connect client's dependencies, as the runtimes have them (Databricks' shared clusters).
-        _pip(python, "install", f"pyspark[connect]=={pyspark_version}")
-        ready.touch()
     wheel = str(project_wheel())
-    _pip(python, "install", wheel)
-    _pip(python, "install", "--no-deps", "--force-reinstall", wheel)
-    found = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('pyspark'))"],
-                           capture_output=True, text=True, timeout=120, env=CLEAN_ENV, cwd=CACHE)
+    with _exclusive(path.name):
+        if not ready.exists():
+            subprocess.run([str(find_python(python_version)), "-m", "venv", "--clear", str(path)], check=True, timeout=300)
+            # With the Connect client's dependencies, as the runtimes have them (Databricks' shared clusters).
+            _pip(python, "install", f"pyspark[connect]=={pyspark_version}")
+            ready.touch()
+        _pip(python, "install", wheel)
+        _pip(python, "install", "--no-deps", "--force-reinstall", wheel)
+        found = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('pyspark'))"],
+                               capture_output=True, text=True, timeout=120, env=CLEAN_ENV, cwd=CACHE)
     return CompatVenv(pyspark_version, path, found.stdout.strip())
