@@ -60,6 +60,8 @@ _PHASE2_BACKOFF = Backoff(0.1, 2.0)
 _COMPLETION_ATTEMPTS = 3
 _SWEEP_ATTEMPTS = 3
 DECISION_IN_FLIGHT_WAIT_S = 5.0
+STRAGGLER_GRACE_S = 10.0
+"""How long abort() keeps sweeping for tasks of the failed epoch that prepared after it began."""
 
 
 class _DeadlineTooNear(Exception):
@@ -460,6 +462,22 @@ class TwoPhaseCommitCoordinator:
             if judgement.verdict == Verdict.PROCEED:
                 last = self._finish(session, decision_log, last, OPERATION_TIMEOUT_S)
                 self._sweep(session, decision_log, last, keep=())
+                self._sweep_stragglers(session, decision_log, last)
+
+    def _sweep_stragglers(self, session: TransactionSession, decision_log: DecisionLog, last: LogRecord | None) -> None:
+        """Spark calls abort() as soon as the job fails, while it still stops the epoch's other tasks: a task
+        whose write returned just then prepares a transaction nobody will decide (its Python worker lives on,
+        so its guard lets it go). Sweep again for :data:`STRAGGLER_GRACE_S`; each sweep proves ownership first,
+        so a driver that took the prefix over since is never touched."""
+        def swept() -> bool:
+            self._sweep(session, decision_log, last, keep=())
+            return False  # watched until the grace period ends
+
+        try:
+            wait_until(swept, Deadline(STRAGGLER_GRACE_S), Backoff(1.0))
+        except Exception as err:  # noqa: BLE001 - the prefix is another driver's now, or the cluster is away
+            log.warning("Stopped sweeping for straggling tasks of prefix %s (%s): what they left open is aborted by the "
+                        "next epoch or run of the prefix, `kafka-eos recover --prefix %s`, or its timeout", self._prefix, err, self._prefix)
 
     def _log(self) -> DecisionLog:
         decision_log = self._open_log(self._options)

@@ -287,3 +287,31 @@ def test_the_coordinator_producer_a_driver_keeps_queues_nothing_while_it_waits(k
     assert kept is not None  # the commit kept it
     time.sleep(0.5)
     assert len(kept[0]) == 0
+
+
+def test_a_task_that_prepares_after_the_jobs_abort_began_is_swept(kafka: KafkaTestCluster) -> None:
+    """Spark calls abort() as soon as a task fails for good, while the job's other tasks are still being
+    stopped: one whose write returned just then prepares after abort() began (seen in make test). abort()
+    keeps sweeping for a grace period, so that straggler's transaction does not pin the LSO."""
+    import threading
+
+    from spark_kafka_eos.write.coordinator import STRAGGLER_GRACE_S
+
+    topic = kafka.create_topic(2)
+    options = sink_options(kafka, topic)
+    job = EpochId.batch("2026-11-25")
+    failed_job = [prepare(options, 0, ["row-0"], job)]
+    straggler: list[TaskCommit] = []
+
+    def prepares_late() -> None:
+        time.sleep(2.0)
+        straggler.append(prepare(options, 1, ["row-1"], job))
+
+    late = threading.Thread(target=prepares_late)
+    late.start()
+    TwoPhaseCommitCoordinator(options, TIMEOUT_MS).abort(job, failed_job)  # Spark's abort: the straggler's message never comes
+    late.join()
+    assert straggler and straggler[0].transaction is not None  # the fault fired: it prepared after abort() began
+    assert STRAGGLER_GRACE_S > 2.0
+    assert open_transactions(kafka, options.prefix) == []
+    assert committed_values(kafka, topic) == []
