@@ -55,8 +55,9 @@ from spark_kafka_eos.write.visibility import committed_record_at
 
 log = logging.getLogger(__name__)
 
-"""How long phase 2 of a decision found in the log is retried, when its participants' deadline is unknown."""
 _PHASE2_BACKOFF = Backoff(0.1, 2.0)
+"""The waits between tries of phase 2 and of the completion record after it. A decision found in the log, whose
+participants' deadline is unknown, is retried for :data:`~spark_kafka_eos.retry.OPERATION_TIMEOUT_S`."""
 _COMPLETION_ATTEMPTS = 3
 _SWEEP_ATTEMPTS = 3
 DECISION_IN_FLIGHT_WAIT_S = 5.0
