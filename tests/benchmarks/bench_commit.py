@@ -24,6 +24,7 @@ from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
 from tests.benchmarks.common import bootstrap_servers, produce
 
 TASKS = 8
+WARM_UP_COMMITS = 10
 PARTITIONS = 4
 
 
@@ -136,19 +137,21 @@ def main() -> None:
         log_topic = f"_kafka_eos_bench_decisions-{uuid.uuid4().hex[:8]}"
         run = uuid.uuid4().hex[:6]
         empty = options(bootstrap, log_topic, f"bench-{run}-a")
-        commit_times_ms(options(bootstrap, log_topic, f"bench-{run}-warmup"), 3)  # creates the topic, warms clients
+        # Warm-ups: the topic is created, the clients connect, and a broker started a moment ago warms up (its
+        # first few dozen transactions are slower).
+        commit_times_ms(options(bootstrap, log_topic, f"bench-{run}-warmup"), WARM_UP_COMMITS)
         _, on_empty = commit_times_ms(empty, args.commits)
         whole = options(bootstrap, log_topic, f"bench-{run}-c", create_topic(bootstrap, f"bench-out-{run}", 3))
-        coordinator_commit_times_ms(whole, 2)  # warms the coordinator's clients
-        whole_on_empty = coordinator_commit_times_ms(whole, args.commits, first_batch=2)
+        coordinator_commit_times_ms(whole, WARM_UP_COMMITS)
+        whole_on_empty = coordinator_commit_times_ms(whole, args.commits, first_batch=WARM_UP_COMMITS)
 
         started = time.perf_counter()
         write_foreign_records(bootstrap, log_topic, args.foreign)
         print(f">> wrote {args.foreign:,} records of 1,000 other prefixes in {time.perf_counter() - started:.1f}s")
         _, known = commit_times_ms(empty, args.commits, first_batch=args.commits + 1)
         first, fresh = commit_times_ms(options(bootstrap, log_topic, f"bench-{run}-b"), args.commits)
-        whole_known = coordinator_commit_times_ms(whole, args.commits, first_batch=args.commits + 2)
-        wider = coordinator_commit_times_ms(whole, args.commits, first_batch=2 * args.commits + 2, participants=8)
+        whole_known = coordinator_commit_times_ms(whole, args.commits, first_batch=args.commits + WARM_UP_COMMITS)
+        wider = coordinator_commit_times_ms(whole, args.commits, first_batch=2 * args.commits + WARM_UP_COMMITS, participants=8)
         source = create_topic(bootstrap, f"bench-in-{run}", 3)
         grouped = options(bootstrap, log_topic, f"bench-{run}-g", whole.topic or "", consumerGroup=f"bench-{run}-group")
         coordinator_commit_times_ms(grouped, 2, source=source)  # warms the group's clients
