@@ -12,6 +12,9 @@ One run measures, on the same data:
 * the ceiling: the same query into a Python stream sink that counts its Arrow batches and drops them;
 * the median and p90 of TwoPhaseCommitCoordinator.commit for 3 prepared tasks, outside Spark.
 
+Beside each time, the CPU seconds each process kind used (the broker, Spark's JVM, Spark's Python workers, the
+benchmark's own process): the broker shares this machine's cores, so its CPU bounds every sink's figure here.
+
 Then the sinks alone, without the Kafka source in front of them: a batch ``df.write`` of the same number of
 generated rows (``spark.range``, 100-byte values) into kafka_eos on both write paths, Spark's Kafka sink and the
 sink that drops its input, again alternating over BENCH_ROUNDS rounds after a warm-up.
@@ -37,7 +40,19 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.benchmarks.ceiling import CEILING_SINK, DiscardingSink
-from tests.benchmarks.common import Count, PythonWorkerMemory, Run, alternate, bench_spark, bootstrap_servers, connector_jars, count_committed, report
+from tests.benchmarks.common import (
+    Count,
+    PythonWorkerMemory,
+    Run,
+    alternate,
+    bench_spark,
+    bootstrap_servers,
+    connector_jars,
+    count_committed,
+    report,
+    report_cpu,
+    with_cpu,
+)
 from tests.benchmarks.common import produce as produce_one
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", "1000000"))
@@ -174,15 +189,20 @@ def main() -> None:
         if "stream" in PARTS:
             print(f">> one warm-up run each ({WARM_UP_RECORDS:,} records), then {ROUNDS} alternating rounds; "
                   f"every run's output must count {RECORDS:,} records")
+            stream_cpu: dict[str, list[dict[str, float]]] = {label: [] for label in (EOS, SPARK, RAW, CEILING, EOS_PYTHON)}
             seconds = alternate(
-                {EOS: measured(stream_to("kafka_eos", source, RECORDS, "native")), SPARK: stream_to("kafka", source, RECORDS), RAW: raw(RECORDS),
-                 CEILING: stream_to(CEILING_SINK, source, RECORDS), EOS_PYTHON: stream_to("kafka_eos", source, RECORDS, "python")}, RECORDS, ROUNDS,
+                {label: with_cpu(run, stream_cpu[label]) for label, run in (
+                    (EOS, measured(stream_to("kafka_eos", source, RECORDS, "native"))), (SPARK, stream_to("kafka", source, RECORDS)),
+                    (RAW, raw(RECORDS)), (CEILING, stream_to(CEILING_SINK, source, RECORDS)),
+                    (EOS_PYTHON, stream_to("kafka_eos", source, RECORDS, "python")))},
+                RECORDS, ROUNDS,
                 warm_up={EOS: stream_to("kafka_eos", warm_up_source, WARM_UP_RECORDS, "native"), SPARK: stream_to("kafka", warm_up_source, WARM_UP_RECORDS),
                          RAW: raw(WARM_UP_RECORDS), CEILING: stream_to(CEILING_SINK, warm_up_source, WARM_UP_RECORDS),
                          EOS_PYTHON: stream_to("kafka_eos", warm_up_source, WARM_UP_RECORDS, "python")},
                 warm_up_expected=WARM_UP_RECORDS,
             )
             rate = report(seconds, RECORDS)
+            report_cpu(stream_cpu, seconds)
             print(f">> kafka_eos sink / Spark's Kafka sink throughput ratio (medians): {rate[EOS] / rate[SPARK]:.2f}")
             print(f">> kafka_eos sink, pure-Python write path / Spark's Kafka sink ratio (medians): {rate[EOS_PYTHON] / rate[SPARK]:.2f}")
             print(f">> kafka_eos sink / raw transactional producer ratio (medians):    {rate[EOS] / rate[RAW]:.2f}")
@@ -192,15 +212,19 @@ def main() -> None:
         if "batch" in PARTS:
             print(f">> the sinks alone: batch df.write of {RECORDS:,} generated rows, {PARTITIONS} partitions; "
                   f"one warm-up run each, then {ROUNDS} alternating rounds")
+            batch_cpu: dict[str, list[dict[str, float]]] = {label: [] for label in (BATCH_EOS, BATCH_SPARK, BATCH_CEILING, BATCH_EOS_PYTHON)}
             batch_seconds = alternate(
-                {BATCH_EOS: batch_to("kafka_eos", RECORDS, "native"), BATCH_SPARK: batch_to("kafka", RECORDS), BATCH_CEILING: batch_to(CEILING_SINK, RECORDS),
-                 BATCH_EOS_PYTHON: batch_to("kafka_eos", RECORDS, "python")}, RECORDS, ROUNDS,
+                {label: with_cpu(run, batch_cpu[label]) for label, run in (
+                    (BATCH_EOS, batch_to("kafka_eos", RECORDS, "native")), (BATCH_SPARK, batch_to("kafka", RECORDS)),
+                    (BATCH_CEILING, batch_to(CEILING_SINK, RECORDS)), (BATCH_EOS_PYTHON, batch_to("kafka_eos", RECORDS, "python")))},
+                RECORDS, ROUNDS,
                 warm_up={label: run for label, run in (
                     (BATCH_EOS, batch_to("kafka_eos", WARM_UP_RECORDS, "native")), (BATCH_SPARK, batch_to("kafka", WARM_UP_RECORDS)),
                     (BATCH_CEILING, batch_to(CEILING_SINK, WARM_UP_RECORDS)), (BATCH_EOS_PYTHON, batch_to("kafka_eos", WARM_UP_RECORDS, "python")))},
                 warm_up_expected=WARM_UP_RECORDS,
             )
             batch_rate = report(batch_seconds, RECORDS)
+            report_cpu(batch_cpu, batch_seconds)
             print(f">> batch df.write: kafka_eos sink / Spark's Kafka sink throughput ratio (medians): {batch_rate[BATCH_EOS] / batch_rate[BATCH_SPARK]:.2f}")
             print(f">> batch df.write: kafka_eos sink, pure-Python write path / Spark's Kafka sink ratio (medians): "
                   f"{batch_rate[BATCH_EOS_PYTHON] / batch_rate[BATCH_SPARK]:.2f}")

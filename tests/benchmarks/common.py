@@ -151,6 +151,75 @@ class PythonWorkerMemory:
             self._stop.wait(self._interval_s)
 
 
+CPU_KINDS = ("Kafka broker", "Spark JVM", "Spark Python workers", "benchmark process")
+
+
+class ProcessCpu:
+    """CPU seconds used by this machine's processes while it is entered, by kind (:data:`CPU_KINDS`): the
+    broker's JVM, Spark's JVM, Spark's Python workers, and this process (with its librdkafka threads). A
+    process that ends inside the span is not counted; Spark keeps its Python workers for reuse."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = dict.fromkeys(CPU_KINDS, 0.0)
+        self._start: dict[int, tuple[str, float]] = {}
+
+    def __enter__(self) -> ProcessCpu:
+        self._start = _cpu_by_process()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for pid, (kind, used) in _cpu_by_process().items():
+            self.seconds[kind] += used - self._start.get(pid, (kind, 0.0))[1]
+
+
+def _cpu_by_process() -> dict[int, tuple[str, float]]:
+    ticks = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(proc.name) == os.getpid():
+            kind = "benchmark process"
+        elif b"kafka.Kafka" in argv:
+            kind = "Kafka broker"
+        elif b"java" in argv[0] and any(b"org.apache.spark" in a for a in argv):
+            kind = "Spark JVM"
+        elif b"python" in argv[0] and b"pyspark" in b" ".join(argv[1:]):
+            kind = "Spark Python workers"
+        else:
+            continue
+        found[int(proc.name)] = (kind, (int(fields[11]) + int(fields[12])) / ticks)  # utime + stime
+    return found
+
+
+def with_cpu(run: Run, into: list[dict[str, float]]) -> Run:
+    """``run``, adding the CPU seconds each process kind used while it ran to ``into``."""
+    def measured() -> Count:
+        with ProcessCpu() as cpu:
+            count = run()
+        into.append(cpu.seconds)
+        return count
+
+    return measured
+
+
+def report_cpu(cpu: dict[str, list[dict[str, float]]], seconds: dict[str, list[float]]) -> None:
+    """Each system's median CPU seconds by process kind beside its median wall time: on this machine's cores, a
+    run cannot be faster than the CPU it needs divided by the cores."""
+    cores = os.cpu_count() or 1
+    print(f"   CPU seconds by process (medians over the timed rounds; {cores} cores)")
+    print(f"   {'':<54} {'wall':>6}  " + "  ".join(f"{kind:>20}" for kind in CPU_KINDS) + f"  {'all / cores':>11}")
+    for label, runs in cpu.items():
+        medians = {kind: statistics.median(r[kind] for r in runs) for kind in CPU_KINDS}
+        print(f"   {label:<54} {statistics.median(seconds[label]):6.2f}  " + "  ".join(f"{medians[kind]:>20.2f}" for kind in CPU_KINDS)
+              + f"  {sum(medians.values()) / cores:>11.2f}", flush=True)
+
+
 def bench_spark(app_name: str, jars: list[Path], **config: str) -> Any:
     """A local[2] session with Spark's Kafka connector ``jars``, quiet, and ``config`` (dots as __)."""
     from pyspark.sql import SparkSession
