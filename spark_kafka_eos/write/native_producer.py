@@ -30,6 +30,7 @@ from spark_kafka_eos.write.input_schema import (
     InputColumns,
     missing_topic_error,
     null_header_error,
+    topic_missing,
 )
 
 _BinaryInput = tuple[int, int, int, int, bool]
@@ -71,7 +72,7 @@ class NativeProducer:
         topics = None
         if topic_option is None:
             column = batch.column(TOPIC) if columns.topic else None
-            if column is None or column.null_count:
+            if column is None or topic_missing(column):
                 raise missing_topic_error(transactional_id)
             topics = _binary(column, lent)
         partitions = batch.column(PARTITION) if columns.partition else None

@@ -53,6 +53,7 @@ from spark_kafka_eos.write.input_schema import (
     InputColumns,
     missing_topic_error,
     null_header_error,
+    topic_missing,
 )
 from spark_kafka_eos.write.log_record import EpochId, Position
 from spark_kafka_eos.write.native_producer import open_native_producer
@@ -461,10 +462,10 @@ def _records(batch: pa.RecordBatch, columns: InputColumns, topic_option: str | N
 def _topics(batch: pa.RecordBatch, columns: InputColumns, topic_option: str | None, transactional_id: str) -> Iterable[str]:
     if topic_option is not None:  # the topic option wins over a topic column, as in Spark
         return repeat(topic_option, batch.num_rows)
-    topics: list[str | None] = batch.column(TOPIC).to_pylist() if columns.topic else [None]
-    if None in topics:
+    column = batch.column(TOPIC) if columns.topic else None
+    if column is None or topic_missing(column):
         raise missing_topic_error(transactional_id)
-    return cast(list[str], topics)  # no None, checked above
+    return cast(list[str], column.to_pylist())  # no None, checked above
 
 
 def _headers(column: pa.Array, transactional_id: str) -> list[list[tuple[str, bytes | None]] | None]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 from pyspark.sql.types import (
     ArrayType,
@@ -17,7 +18,7 @@ from pyspark.sql.types import (
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos.errors import KafkaEosSchemaError
 from spark_kafka_eos.schema import HEADERS_TYPE
-from spark_kafka_eos.write.input_schema import InputColumns, validate_input_schema
+from spark_kafka_eos.write.input_schema import InputColumns, topic_missing, validate_input_schema
 
 SOURCE = [("source_topic", StringType()), ("source_partition", IntegerType()), ("source_offset", LongType())]
 
@@ -134,3 +135,18 @@ def test_source_columns_without_consumer_group_are_accepted() -> None:
 
 def test_duplicate_sink_column_is_refused() -> None:
     assert error_of(("value", BinaryType()), ("value", StringType())).column == "value"
+
+
+@pytest.mark.parametrize("kind", [pa.string(), pa.binary(), pa.large_string(), pa.large_binary(), pa.string_view()])
+def test_a_null_or_empty_topic_is_missing(kind: pa.DataType) -> None:
+    def column(*topics: str | None) -> pa.Array:
+        return pa.array(topics, kind)
+
+    assert topic_missing(None)
+    assert not topic_missing(column("a", "orders"))
+    assert not topic_missing(column())
+    assert topic_missing(column("a", None))
+    assert topic_missing(column("a", ""))
+    assert topic_missing(column("", "a"))
+    assert not topic_missing(column("", "a", "b").slice(1))  # the slice's own rows only
+    assert topic_missing(column("a", "b", "").slice(1))

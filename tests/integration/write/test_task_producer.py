@@ -267,10 +267,12 @@ def test_topic_option_wins_over_the_topic_column(kafka: KafkaTestCluster, sessio
     assert visible_values(kafka, chosen) == [b"v"] and visible_values(kafka, ignored) == []
 
 
-def test_null_topic_without_topic_option_fails_and_aborts(kafka: KafkaTestCluster, session: TransactionSession) -> None:
+@pytest.mark.parametrize("missing", [None, ""], ids=["null", "empty"])
+def test_a_row_without_a_topic_and_no_topic_option_fails_and_aborts(
+        kafka: KafkaTestCluster, session: TransactionSession, missing: str | None) -> None:
     topic = kafka.create_topic(partitions=1)
     options = sink(kafka, topic=None)
-    rows = [batch(value=[b"ok"], topic=[topic]), batch(value=[b"lost"], topic=[None])]
+    rows = [batch(value=[b"ok"], topic=[topic]), batch(value=[b"lost", b"also lost"], topic=[topic, missing])]
 
     with pytest.raises(KafkaEosWriteError, match="no topic"):
         write_task(options, EPOCH, iter(rows), TaskIdentity(0, 0, 1))
