@@ -166,6 +166,9 @@ def _binary(array: pa.Array, lent: list[pa.Array]) -> _BinaryInput:
 
 
 def _headers(column: pa.Array, transactional_id: str, lent: list[pa.Array]) -> tuple[int, int, int, _BinaryInput, _BinaryInput]:
+    if pa.types.is_large_list(column.type):
+        column = column.cast(pa.list_(column.type.value_type))  # the extension reads 32-bit list offsets
+        lent.append(column)
     entries = column.values
     keys, values = entries.field("key"), entries.field("value")
     if entries.null_count or keys.null_count:

@@ -5,7 +5,7 @@ and how delivery reports are tallied. So these tests write the same batches on b
 fresh topics, and compare what an independent read_committed consumer sees, record by record (partition,
 offset, key, value, headers), together with what the task reports to the driver (counts per partition,
 and a probe that points at one of its records, with its digest). The batches use every column's corner: null and empty keys and values, string
-and binary columns with 32- and 64-bit offsets, headers with null values and non-ASCII names, explicit and
+and binary columns with 32- and 64-bit offsets, headers (as lists and as large lists) with null values and non-ASCII names, explicit and
 null partitions, a topic column, and a batch that is a slice of a larger one (Arrow offsets not zero).
 """
 
@@ -32,6 +32,7 @@ pytestmark = pytest.mark.kafka
 
 EPOCH = EpochId.batch("write-engine-tests")
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+LARGE_HEADERS = pa.large_list(HEADERS.value_type)
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,7 @@ def sink(kafka: KafkaTestCluster, engine: str, **extra: str) -> WriterOptions:
     return parse_writer_options({key.lower(): value for key, value in options.items()}, streaming=False)
 
 
-def corners(topics: tuple[str, str], value_type: pa.DataType) -> pa.RecordBatch:
+def corners(topics: tuple[str, str], value_type: pa.DataType, headers_type: pa.DataType = HEADERS) -> pa.RecordBatch:
     """Rows with a key or an explicit partition each, so that every record's partition is the same on both paths."""
     left, right = topics
     values: list[Any] = [b"v0", b"", None, b"\x00\xff" * 700, b"v4", b"v5", "n\u00e4me".encode(), b"v7"]
@@ -59,7 +60,7 @@ def corners(topics: tuple[str, str], value_type: pa.DataType) -> pa.RecordBatch:
             "partition": pa.array([None, 1, 2, None, 0, 0, None, 1], pa.int32()),
             "headers": pa.array(
                 [[{"key": "h", "value": b"1"}, {"key": "nil", "value": None}], None, [], [{"key": "n\u00e4me", "value": b""}],
-                 None, [{"key": "h", "value": b"2"}], None, [{"key": "", "value": b"x"}]], HEADERS),
+                 None, [{"key": "h", "value": b"2"}], None, [{"key": "", "value": b"x"}]], headers_type),
         }
     )
 
@@ -76,12 +77,14 @@ def write_and_commit(kafka: KafkaTestCluster, session: TransactionSession, engin
     return result, sorted(records, key=lambda r: (r[0], r[1], r[2]))
 
 
-@pytest.mark.parametrize("value_type", [pa.binary(), pa.string(), pa.large_binary()], ids=str)
-def test_both_engines_write_the_same_records(kafka: KafkaTestCluster, session: TransactionSession, value_type: pa.DataType) -> None:
+@pytest.mark.parametrize(("value_type", "headers_type"), [(pa.binary(), HEADERS), (pa.string(), HEADERS), (pa.large_binary(), LARGE_HEADERS)],
+                         ids=["binary", "string", "large_binary"])
+def test_both_engines_write_the_same_records(kafka: KafkaTestCluster, session: TransactionSession, value_type: pa.DataType,
+                                             headers_type: pa.DataType) -> None:
     written: dict[str, tuple[TaskCommit, list[tuple[Any, ...]], tuple[str, str]]] = {}
     for engine in ("native", "python"):
         topics = (kafka.create_topic(partitions=3), kafka.create_topic(partitions=2))
-        whole = corners(topics, value_type)
+        whole = corners(topics, value_type, headers_type)
         batches = [whole, pa.RecordBatch.from_pydict({name: [] for name in whole.schema.names}, schema=whole.schema),
                    whole.slice(2, 5)]
         result, records = write_and_commit(kafka, session, engine, batches, topics)
