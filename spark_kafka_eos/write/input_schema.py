@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -146,15 +145,15 @@ def topic_missing(column: pa.Array | None) -> bool:
     if len(column) == 0:
         return False
     # From the offsets, with numpy (loaded with pyarrow): pyarrow.compute costs a new Python worker 0.3 s to import.
-    width = _OFFSET_TYPES.get(column.type)
-    if width is None:  # e.g. a view type
-        column, width = column.cast(pa.large_binary()), np.int64
-    offsets = np.frombuffer(column.buffers()[1], dtype=width, count=len(column) + 1, offset=column.offset * np.dtype(width).itemsize)
+    size = OFFSET_BYTES.get(column.type)
+    if size is None:  # e.g. a view type
+        column, size = column.cast(pa.large_binary()), 8
+    offsets = np.frombuffer(column.buffers()[1], dtype=f"<i{size}", count=len(column) + 1, offset=column.offset * size)
     return bool((offsets[1:] == offsets[:-1]).any())
 
 
-_OFFSET_TYPES: dict[pa.DataType, type[np.signedinteger[Any]]] = {
-    pa.string(): np.int32, pa.binary(): np.int32, pa.large_string(): np.int64, pa.large_binary(): np.int64}
+OFFSET_BYTES = {pa.string(): 4, pa.binary(): 4, pa.large_string(): 8, pa.large_binary(): 8}
+"""The variable-width Arrow types the writers read from their buffers, by the size of one offset."""
 
 
 def missing_topic_error(transactional_id: str) -> KafkaEosWriteError:

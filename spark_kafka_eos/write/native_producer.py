@@ -24,6 +24,7 @@ from spark_kafka_eos.write.delivery_reports import DeliveryTally, EosStats, writ
 from spark_kafka_eos.write.input_schema import (
     HEADERS,
     KEY,
+    OFFSET_BYTES,
     PARTITION,
     TOPIC,
     VALUE,
@@ -34,7 +35,7 @@ from spark_kafka_eos.write.input_schema import (
 )
 
 _BinaryInput = tuple[int, int, int, int, bool]
-_VARIABLE_WIDTH = {pa.binary(): False, pa.string(): False, pa.large_binary(): True, pa.large_string(): True}
+_VARIABLE_WIDTH = {kind: size == 8 for kind, size in OFFSET_BYTES.items()}
 
 
 def open_native_producer(config: Mapping[str, Any], required: bool) -> NativeProducer | None:
