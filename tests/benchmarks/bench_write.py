@@ -189,13 +189,11 @@ def main() -> None:
         if "stream" in PARTS:
             print(f">> one warm-up run each ({WARM_UP_RECORDS:,} records), then {ROUNDS} alternating rounds; "
                   f"every run's output must count {RECORDS:,} records")
-            stream_cpu: dict[str, list[dict[str, float]]] = {label: [] for label in (EOS, SPARK, RAW, CEILING, EOS_PYTHON)}
+            stream_systems, stream_cpu = with_cpu(
+                {EOS: measured(stream_to("kafka_eos", source, RECORDS, "native")), SPARK: stream_to("kafka", source, RECORDS), RAW: raw(RECORDS),
+                 CEILING: stream_to(CEILING_SINK, source, RECORDS), EOS_PYTHON: stream_to("kafka_eos", source, RECORDS, "python")})
             seconds = alternate(
-                {label: with_cpu(run, stream_cpu[label]) for label, run in (
-                    (EOS, measured(stream_to("kafka_eos", source, RECORDS, "native"))), (SPARK, stream_to("kafka", source, RECORDS)),
-                    (RAW, raw(RECORDS)), (CEILING, stream_to(CEILING_SINK, source, RECORDS)),
-                    (EOS_PYTHON, stream_to("kafka_eos", source, RECORDS, "python")))},
-                RECORDS, ROUNDS,
+                stream_systems, RECORDS, ROUNDS,
                 warm_up={EOS: stream_to("kafka_eos", warm_up_source, WARM_UP_RECORDS, "native"), SPARK: stream_to("kafka", warm_up_source, WARM_UP_RECORDS),
                          RAW: raw(WARM_UP_RECORDS), CEILING: stream_to(CEILING_SINK, warm_up_source, WARM_UP_RECORDS),
                          EOS_PYTHON: stream_to("kafka_eos", warm_up_source, WARM_UP_RECORDS, "python")},
@@ -212,12 +210,11 @@ def main() -> None:
         if "batch" in PARTS:
             print(f">> the sinks alone: batch df.write of {RECORDS:,} generated rows, {PARTITIONS} partitions; "
                   f"one warm-up run each, then {ROUNDS} alternating rounds")
-            batch_cpu: dict[str, list[dict[str, float]]] = {label: [] for label in (BATCH_EOS, BATCH_SPARK, BATCH_CEILING, BATCH_EOS_PYTHON)}
+            batch_systems, batch_cpu = with_cpu(
+                {BATCH_EOS: batch_to("kafka_eos", RECORDS, "native"), BATCH_SPARK: batch_to("kafka", RECORDS), BATCH_CEILING: batch_to(CEILING_SINK, RECORDS),
+                 BATCH_EOS_PYTHON: batch_to("kafka_eos", RECORDS, "python")})
             batch_seconds = alternate(
-                {label: with_cpu(run, batch_cpu[label]) for label, run in (
-                    (BATCH_EOS, batch_to("kafka_eos", RECORDS, "native")), (BATCH_SPARK, batch_to("kafka", RECORDS)),
-                    (BATCH_CEILING, batch_to(CEILING_SINK, RECORDS)), (BATCH_EOS_PYTHON, batch_to("kafka_eos", RECORDS, "python")))},
-                RECORDS, ROUNDS,
+                batch_systems, RECORDS, ROUNDS,
                 warm_up={label: run for label, run in (
                     (BATCH_EOS, batch_to("kafka_eos", WARM_UP_RECORDS, "native")), (BATCH_SPARK, batch_to("kafka", WARM_UP_RECORDS)),
                     (BATCH_CEILING, batch_to(CEILING_SINK, WARM_UP_RECORDS)), (BATCH_EOS_PYTHON, batch_to("kafka_eos", WARM_UP_RECORDS, "python")))},

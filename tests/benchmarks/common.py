@@ -141,14 +141,18 @@ class PythonWorkerMemory:
                 if not proc.name.isdigit():
                     continue
                 try:
-                    argv = (proc / "cmdline").read_bytes().split(b"\0")
-                    if b"python" not in argv[0] or b"pyspark" not in b" ".join(argv[1:]):
-                        continue  # the JVM's command line names pyspark too
+                    if not _is_spark_python_worker((proc / "cmdline").read_bytes().split(b"\0")):
+                        continue
                     rss_kib = next(int(line.split()[1]) for line in (proc / "status").read_text().splitlines() if line.startswith("VmRSS:"))
                 except (OSError, StopIteration, ValueError):
                     continue
                 self.peak_mib = max(self.peak_mib, rss_kib / 1024)
             self._stop.wait(self._interval_s)
+
+
+def _is_spark_python_worker(argv: list[bytes]) -> bool:
+    """A Python process running pyspark's daemon or worker modules (the JVM's command line names pyspark too)."""
+    return b"python" in argv[0] and b"pyspark" in b" ".join(argv[1:])
 
 
 CPU_KINDS = ("Kafka broker", "Spark JVM", "Spark Python workers", "benchmark process")
@@ -189,7 +193,7 @@ def _cpu_by_process() -> dict[int, tuple[str, float]]:
             kind = "Kafka broker"
         elif b"java" in argv[0] and any(b"org.apache.spark" in a for a in argv):
             kind = "Spark JVM"
-        elif b"python" in argv[0] and b"pyspark" in b" ".join(argv[1:]):
+        elif _is_spark_python_worker(argv):
             kind = "Spark Python workers"
         else:
             continue
@@ -197,15 +201,21 @@ def _cpu_by_process() -> dict[int, tuple[str, float]]:
     return found
 
 
-def with_cpu(run: Run, into: list[dict[str, float]]) -> Run:
-    """``run``, adding the CPU seconds each process kind used while it ran to ``into``."""
-    def measured() -> Count:
-        with ProcessCpu() as cpu:
-            count = run()
-        into.append(cpu.seconds)
-        return count
+def with_cpu(systems: dict[str, Run]) -> tuple[dict[str, Run], dict[str, list[dict[str, float]]]]:
+    """``systems``, each run adding the CPU seconds each process kind used while it ran to its list in the
+    second dict (for :func:`report_cpu`)."""
+    cpu: dict[str, list[dict[str, float]]] = {label: [] for label in systems}
 
-    return measured
+    def measured(run: Run, into: list[dict[str, float]]) -> Run:
+        def wrapped() -> Count:
+            with ProcessCpu() as used:
+                count = run()
+            into.append(used.seconds)
+            return count
+
+        return wrapped
+
+    return {label: measured(run, cpu[label]) for label, run in systems.items()}, cpu
 
 
 def report_cpu(cpu: dict[str, list[dict[str, float]]], seconds: dict[str, list[float]]) -> None:
