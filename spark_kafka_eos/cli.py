@@ -38,9 +38,9 @@ from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos.errors import KafkaEosError
 from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.txn.session import TransactionSession, TxnDescription
-from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos.write.coordinator import RecoveryReport, TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.decision_log import DecisionLog
-from spark_kafka_eos.write.log_record import LogRecord
+from spark_kafka_eos.write.log_record import HISTORY_LIMIT, LogRecord, history_without, memory_after
 from spark_kafka_eos.write.recovery import abort_lingering, open_transactions
 from spark_kafka_eos.write.transaction_timeout import resolve_transaction_timeout_ms
 
@@ -210,7 +210,7 @@ def lag_lines(group: str, rows: Sequence[tuple[PartitionKey, int | None, int, in
 
 def recover_command(options: WriterOptions, session: TransactionSession, args: argparse.Namespace) -> int:
     """Roll forward and abort lingering transactions; exit 1 when there was nothing to do."""
-    return EXIT_OK if recover_prefix(options, session) else EXIT_NOTHING_DONE
+    return EXIT_OK if recover_prefix(options, session)[0] else EXIT_NOTHING_DONE
 
 
 def reset_command(options: WriterOptions, session: TransactionSession, args: argparse.Namespace) -> int:
@@ -223,16 +223,31 @@ def reset_command(options: WriterOptions, session: TransactionSession, args: arg
         print(f"nothing to reset: {_last_summary(options, decision_log, last)}; "
               "a new query may already use this prefix from micro-batch 0")
         return EXIT_NOTHING_DONE
-    reset = LogRecord("reset", options.prefix, f"reset:{_now_ms()}", previous_epoch_id=last.epoch_id,
-                      history=last.runs())
     if not args.yes:
         print("\n".join(reset_plan(options, last, open_transactions(session, options.prefix))))
         return EXIT_NOTHING_DONE
-    recover_prefix(options, session, accept_data_loss=args.accept_data_loss)
+    _, report = recover_prefix(options, session, accept_data_loss=args.accept_data_loss)
+    reset = reset_record(last, report)
     decision_log.append(reset)
     print(f"appended reset record {reset.epoch_id} for prefix {options.prefix} to {options.decision_log_topic}: "
           "a new query may use this prefix from micro-batch 0")
     return EXIT_OK
+
+
+def reset_record(last: LogRecord, report: RecoveryReport | None) -> LogRecord:
+    """The reset that follows ``last``. It keeps the prefix's history, but for an epoch whose loss it accepts:
+    one with none of its records visible is forgotten (a re-run writes it whole, once); one with part of them
+    visible is remembered as partly lost (a re-run would write the rest twice, so it is refused)."""
+    history, memory = last.runs(), memory_after(last)
+    if report is not None and report.data_loss and last.kind == "decision":
+        if report.all_lost:
+            history = history_without(last, last.epoch)
+        elif last.epoch.kind == "batch":
+            memory["partly_lost"] = (*last.partly_lost, last.epoch_id)[-HISTORY_LIMIT:]
+    # A reset without history stands for its previous epoch (records written before histories were kept):
+    # name none when the only epoch remembered was just forgotten.
+    return LogRecord("reset", last.prefix, f"reset:{_now_ms()}", previous_epoch_id=last.epoch_id if history else None,
+                     history=history, **memory)  # type: ignore[arg-type]
 
 
 def _acknowledge_fresh_start(options: WriterOptions, args: argparse.Namespace) -> int:
@@ -253,17 +268,18 @@ def _acknowledge_fresh_start(options: WriterOptions, args: argparse.Namespace) -
     return EXIT_OK
 
 
-def recover_prefix(options: WriterOptions, session: TransactionSession, accept_data_loss: bool = False) -> bool:
+def recover_prefix(options: WriterOptions, session: TransactionSession,
+                   accept_data_loss: bool = False) -> tuple[bool, RecoveryReport | None]:
     """What the driver's recovery and commit do: fence other drivers, roll the last decision forward,
     then abort and fence every open transaction of the prefix. Prints what it did; returns whether it
-    did anything. A participant that can no longer be committed is an error, unless
+    did anything, and the coordinator's report (None when the decision log does not exist). A participant that can no longer be committed is an error, unless
     ``accept_data_loss``: then it is printed."""
     timeout_ms = resolve_transaction_timeout_ms(options)
     decision_log = existing_decision_log(options)
     if decision_log is None:  # no decision was ever taken: nothing to roll forward, nothing to prove
         print(f"nothing to roll forward: {_last_summary(options, decision_log, None)}")
         aborted = abort_lingering(session, options.prefix, timeout_ms, lambda: None)
-        rolled = False
+        rolled, report = False, None
     else:
         report = TwoPhaseCommitCoordinator(options, timeout_ms).recover(accept_data_loss)
         before, aborted = report.last_before, report.aborted
@@ -278,7 +294,7 @@ def recover_prefix(options: WriterOptions, session: TransactionSession, accept_d
             print(f"nothing to roll forward: {_last_summary(options, decision_log, before)}")
     print(f"aborted {len(aborted)} open transaction(s) of prefix {options.prefix}: {', '.join(aborted)}"
           if aborted else f"no open transactions of prefix {options.prefix}")
-    return rolled or bool(aborted)
+    return rolled or bool(aborted), report
 
 
 def _last_summary(options: WriterOptions, decision_log: DecisionLog | None, last: LogRecord | None) -> str:

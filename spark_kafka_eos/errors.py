@@ -88,6 +88,10 @@ class KafkaEosCommittedDataLostError(KafkaEosError):
     """A participant of a committed decision was aborted (usually: its transaction timed out before
     phase 2 reached it). Its records are lost; this is never silent."""
 
+    all_lost: bool = False
+    """Every participant of the decision is lost: none of the epoch's records is visible, so it can be
+    re-run whole once a ``reset --accept-data-loss`` has forgotten it."""
+
 
 class KafkaEosOutputUnverifiableError(KafkaEosCommittedDataLostError):
     """A participant of a committed decision can no longer be committed, and the record that would tell

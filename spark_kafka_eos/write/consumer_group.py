@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from confluent_kafka import Consumer
@@ -29,10 +30,13 @@ def check_group_has_no_members(options: WriterOptions) -> None:
 
 
 def check_group_position(options: WriterOptions, starts: Mapping[tuple[str, int], int],
-                         ends: Mapping[tuple[str, int], int]) -> list[KafkaTopicPartition]:
+                         ends: Mapping[tuple[str, int], int],
+                         remembered: Mapping[tuple[str, int], int] | None = None) -> list[KafkaTopicPartition]:
     """Compare-and-set, the compare half: raise unless the group stands at or before where this epoch
     started reading (``starts``: the first source offset it consumed per partition) and committing
-    ``ends`` would not move it backwards. Returns the group's committed offsets, with their metadata."""
+    ``ends`` would not move it backwards. ``remembered``: where the prefix last committed the group, which
+    counts where the group has no offset (expired, or deleted). Returns the group's committed offsets, with
+    their metadata."""
     group = options.consumer_group
     if group is None or not ends:
         return []
@@ -45,6 +49,7 @@ def check_group_position(options: WriterOptions, starts: Mapping[tuple[str, int]
     finally:
         reader.close()
     committed = {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
+    _refuse_forgotten(group, starts, committed, remembered or {})
     behind = sorted((tp, o, committed[tp]) for tp, o in ends.items() if tp in committed and o < committed[tp])
     if behind:
         where = ", ".join(f"{t}-{p}: {o} < {c}" for (t, p), o, c in behind[:5])
@@ -64,6 +69,30 @@ def check_group_position(options: WriterOptions, starts: Mapping[tuple[str, int]
             "writer per consumerGroup at a time, and re-run this job with startingOffsets=group."
         )
     return list(found)
+
+
+def _refuse_forgotten(group: str, starts: Mapping[tuple[str, int], int], committed: Mapping[tuple[str, int], int],
+                      remembered: Mapping[tuple[str, int], int]) -> None:
+    """A partition the prefix committed to the group, where the group now has no offset, read from before
+    that offset: the job resumed from a group Kafka forgot (a reader with ``startingOffsets=group`` falls
+    back to earliest there), and would write records again that an earlier decision wrote."""
+    forgotten = sorted((tp, s, remembered[tp]) for tp, s in starts.items()
+                       if tp not in committed and tp in remembered and s < remembered[tp])
+    if not forgotten:
+        return
+    where = ", ".join(f"{t}-{p}: from {s}, committed to {r}" for (t, p), s, r in forgotten[:5])
+    resume: dict[str, dict[str, int]] = {}
+    for (t, p), r in sorted(remembered.items()):
+        resume.setdefault(t, {})[str(p)] = committed.get((t, p), r)
+    raise KafkaEosCommitError(
+        f"The epoch was aborted (nothing of it is visible): consumerGroup '{group}' has no committed offset for "
+        f"partitions this transactional.id.prefix committed it to before ({where}). Kafka expired them "
+        "(a group without members keeps its offsets offsets.retention.minutes, 7 days by default, after its last "
+        "commit) or the group was deleted, so the job read again what an earlier decision wrote. It is safe to "
+        f"re-run. Fix: re-run it with .option('startingOffsets', '{json.dumps(resume, separators=(',', ':'))}') "
+        "(where the group stood; its offsets are committed again with the output), and raise the broker's "
+        "offsets.retention.minutes above the time between runs."
+    )
 
 
 def _describe(options: WriterOptions, group: str) -> tuple[str, int]:

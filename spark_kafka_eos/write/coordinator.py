@@ -24,8 +24,8 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -47,7 +47,7 @@ from spark_kafka_eos.write.decision_log import (
 )
 from spark_kafka_eos.write.group_marker import GroupMarker
 from spark_kafka_eos.write.hooks import AFTER_DECISION, BEFORE_DECISION, DURING_PHASE2, NO_HOOKS, WriterHooks
-from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant, history_with
+from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant, history_with, memory_after
 from spark_kafka_eos.write.ownership import Judgement, Verdict, judge
 from spark_kafka_eos.write.recovery import VisibilityCheck, abort_lingering, abort_prepared, is_open, roll_forward
 from spark_kafka_eos.write.transactional_id import coordinator_transactional_id
@@ -100,7 +100,7 @@ class TwoPhaseCommitCoordinator:
         ``epoch`` (a batch job, whose run is known up front): judge it, refusing a run that does not
         own the prefix, and sweep what earlier jobs left open."""
         decision_log = self._log()
-        with nullcontext(self._session_of(self._options.connection)) as session:
+        with self._marked(decision_log), nullcontext(self._session_of(self._options.connection)) as session:
             judgement = self._prepare(session, decision_log, epoch)
         decision_log.keep_for_reuse()
         return judgement
@@ -129,7 +129,7 @@ class TwoPhaseCommitCoordinator:
     def commit(self, epoch: EpochId, messages: Sequence[WriterCommitMessage | None]) -> None:
         tasks = _task_commits(messages, epoch)
         decision_log = self._log()
-        with nullcontext(self._session_of(self._options.connection)) as session:
+        with self._marked(decision_log), nullcontext(self._session_of(self._options.connection)) as session:
             self._commit(session, decision_log, epoch, tasks)
         decision_log.keep_for_reuse()
 
@@ -159,16 +159,17 @@ class TwoPhaseCommitCoordinator:
                 # The query's first micro-batch wrote nothing: record it anyway, so that the prefix knows the
                 # query (its later first decision is then not taken for a query moved here). Not for a batch
                 # job: an empty run re-run once its input has arrived must write it.
-                last = LogRecord("complete", self._prefix, str(epoch), history=history)
+                last = LogRecord("complete", self._prefix, str(epoch), history=history, **memory_after(last))  # type: ignore[arg-type]
                 decision_log.append(last)
             self._sweep(session, decision_log, last, keep=())
             return
         deadline_ms = self._verify(session, participants)
-        decision = LogRecord("decision", self._prefix, str(epoch), participants, self._options.consumer_group,
-                             _source_offsets(tasks), history=history)
+        offsets = _source_offsets(tasks)
+        decision = LogRecord("decision", self._prefix, str(epoch), participants, self._options.consumer_group, offsets,
+                             history=history, **memory_after(last, self._options.consumer_group, offsets))  # type: ignore[arg-type]
         group_offsets = _group_offsets(decision)
         if group_offsets:
-            self._abort_on_error(session, own, lambda: self._check_group(tasks, group_offsets))
+            self._abort_on_error(session, own, lambda: self._check_group(tasks, group_offsets, last))
         self._hooks.at(BEFORE_DECISION, session, decision)
         self._decide(session, decision_log, decision, group_offsets, deadline_ms)
         self._hooks.at(AFTER_DECISION, session, decision)
@@ -176,12 +177,14 @@ class TwoPhaseCommitCoordinator:
         self._finish_decided(session, decision_log, decision, deadline_ms)
         log.info("Committed %s of prefix %s: %d participants", epoch, self._prefix, len(participants))
 
-    def _check_group(self, tasks: Sequence[TaskCommit], group_offsets: dict[tuple[str, int], int]) -> None:
+    def _check_group(self, tasks: Sequence[TaskCommit], group_offsets: dict[tuple[str, int], int], last: LogRecord | None) -> None:
         """The group must stand where this epoch started (compare-and-set), and a decision of another
-        prefix that moved it must be finished before this one builds on it."""
-        starts = _merged((task.source_starts for task in tasks), min)
-        committed = check_group_position(self._options, starts, group_offsets)
+        prefix that moved it must be finished before this one builds on it. Where the group has no offset,
+        the one this prefix last committed to it stands in: Kafka may have expired it, or someone deleted it."""
         assert self._options.consumer_group is not None
+        starts = _merged((task.source_starts for task in tasks), min)
+        remembered = last.group_position(self._options.consumer_group) if last is not None else {}
+        committed = check_group_position(self._options, starts, group_offsets, remembered)
         settle_group(self._options.connection, self._options.consumer_group, committed,
                      own=(self._options.decision_log_topic, self._prefix))
 
@@ -268,6 +271,9 @@ class TwoPhaseCommitCoordinator:
         if judgement.verdict != Verdict.REFUSE:
             return
         abort_prepared(session, own)
+        if judgement.fix:
+            raise KafkaEosCommitError(f"transactional.id.prefix '{self._prefix}' refused {epoch.describe()}: {judgement.reason}. "
+                                      f"Nothing of it was committed. Fix: {judgement.fix}.")
         raise KafkaEosCommitError(
             f"transactional.id.prefix '{self._prefix}' refused {epoch.describe()}: {judgement.reason}. Nothing of it "
             "was committed. Fix: give this query (or job) its own transactional.id.prefix; or, if the run that owns "
@@ -430,25 +436,26 @@ class TwoPhaseCommitCoordinator:
         then abort everything of the prefix left open. Run it only when no query uses the prefix.
         Lost participants raise, unless ``accept_data_loss``: then they are reported."""
         decision_log = self._log()
-        with nullcontext(self._session_of(self._options.connection)) as session:
+        with self._marked(decision_log), nullcontext(self._session_of(self._options.connection)) as session:
             decision_log.fence(self._prefix)
             before = decision_log.last(self._prefix)
             lost: str | None = None
+            all_lost = False
             try:
                 last = self._finish(session, decision_log, before, OPERATION_TIMEOUT_S)
             except KafkaEosCommittedDataLostError as err:
                 if not accept_data_loss:
                     raise
-                lost, last = str(err), before
+                lost, all_lost, last = str(err), err.all_lost, before
             aborted = abort_lingering(session, self._prefix, self._timeout_ms, lambda: _prove(decision_log, self._prefix, last))
-        return RecoveryReport(before, lost, aborted)
+        return RecoveryReport(before, lost, aborted, all_lost)
 
     # -- abort ----------------------------------------------------------------------------
     def abort(self, epoch: EpochId, messages: Sequence[WriterCommitMessage | None]) -> None:
         """Spark gave up on ``epoch`` (a task failed, or commit raised)."""
         own = [m.transaction for m in messages if isinstance(m, TaskCommit) and m.transaction is not None]
         decision_log = self._log()
-        with nullcontext(self._session_of(self._options.connection)) as session:
+        with self._marked(decision_log), nullcontext(self._session_of(self._options.connection)) as session:
             if judge(self._last_before_fencing(decision_log, session, own), epoch).verdict == Verdict.REFUSE:
                 abort_prepared(session, own)  # not the owner: touch nothing else
                 return
@@ -479,6 +486,20 @@ class TwoPhaseCommitCoordinator:
         except Exception as err:  # noqa: BLE001 - the prefix is another driver's now, or the cluster is away
             log.warning("Stopped sweeping for straggling tasks of prefix %s (%s): what they left open is aborted by the "
                         "next epoch or run of the prefix, `kafka-eos recover --prefix %s`, or its timeout", self._prefix, err, self._prefix)
+
+    @contextmanager
+    def _marked(self, decision_log: DecisionLog) -> Iterator[None]:
+        """Run an operation; then, whether it succeeded or not, leave the coordinator id committed if the
+        operation fenced it anew on a prefix with history and committed nothing (see
+        :meth:`DecisionLog.keep_history_mark`)."""
+        try:
+            yield
+        finally:
+            try:
+                decision_log.keep_history_mark(self._prefix)
+            except Exception as err:  # noqa: BLE001 - fenced by another driver (which then leaves its own), or the cluster is away
+                log.warning("Could not leave prefix %s's coordinator committed after this operation (%s): should its decision "
+                            "log be lost before the prefix's next operation, a re-run would not be refused", self._prefix, err)
 
     def _log(self) -> DecisionLog:
         decision_log = self._open_log(self._options)
@@ -518,7 +539,15 @@ def _settle_marker(connection: KafkaConnection, group: str, marker: GroupMarker)
     def settled() -> bool:
         # Finished (a later record follows only a finished decision), or reset with its recovery.
         last = decision_log.last(marker.prefix)
-        return last is None or last.epoch_id != marker.epoch_id or last.kind != "decision"
+        if last is None:
+            raise KafkaEosCommitError(
+                f"consumerGroup '{group}' was moved by {marker.epoch_id} of prefix '{marker.prefix}', but its decision log "
+                f"'{marker.log_topic}' has no record of that prefix (the log was deleted and re-created, or compacted "
+                "away): nothing can tell whether the records before the group's offsets were committed. Nothing was "
+                "read or written. Fix: check that prefix's output; then, if it is all there, clear the mark with "
+                f"kafka-consumer-groups --group {group} --reset-offsets --to-current --all-topics --execute."
+            )
+        return last.epoch_id != marker.epoch_id or last.kind != "decision"
 
     if wait_until(settled, Deadline(GROUP_SETTLE_WAIT_S), Backoff(0.5)):
         return
@@ -543,6 +572,8 @@ class RecoveryReport:
     last_before: LogRecord | None
     data_loss: str | None
     aborted: list[str]
+    all_lost: bool = False
+    """``data_loss`` concerns every participant of ``last_before``: none of its records is visible."""
 
 
 def _abort_undecided(session: TransactionSession, decision: LogRecord, err: Exception) -> None:

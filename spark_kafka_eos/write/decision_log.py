@@ -119,6 +119,8 @@ class DecisionLog:
         self._settle_timeout_s = settle_timeout_s
         self._producer: Producer | None = None
         self._holder: PreparedTxnState | None = None
+        self._committed_since_fence = True
+        self._last_seen: dict[str, LogRecord] = {}
 
     # -- topic ----------------------------------------------------------------------------
     def ensure_topic(self) -> None:
@@ -193,6 +195,7 @@ class DecisionLog:
         entry = self._index_entry(prefix)
         known = _KNOWN_HEADS.get((self._connection, self._topic, prefix))
         if known is not None and entry is not None and known[0] == entry:
+            self._last_seen[prefix] = known[1]
             return known[1]
         head = self._indexed_head(prefix, entry)
         if head is None:
@@ -209,6 +212,7 @@ class DecisionLog:
         record = LogRecord.from_json(value)
         if entry is not None:
             _KNOWN_HEADS.put((self._connection, self._topic, prefix), (entry, record))
+        self._last_seen[prefix] = record
         return record
 
     def _indexed_head(self, prefix: str, entry: tuple[int, str] | None) -> bytes | None:
@@ -335,6 +339,8 @@ class DecisionLog:
                     raise  # before_commit's own refusal
                 raise RecordNotCommittedError(str(err)) from err
             _commit(producer, commit_by)
+            self._committed_since_fence = True
+            self._last_seen[record.prefix] = record
             _KNOWN_HEADS.put((self._connection, self._topic, record.prefix), ((offset, index.metadata or ""), record))
 
     def prove_owner(self, prefix: str) -> None:
@@ -390,6 +396,18 @@ class DecisionLog:
         no longer commit a decision."""
         self._coordinator_producer(prefix)
 
+    def keep_history_mark(self, prefix: str) -> None:
+        """After an operation whose fence initialised the coordinator id and that committed nothing since:
+        re-append the prefix's last record. ``init_transactions`` leaves the id Empty, which reads like a
+        coordinator that never committed; the id's committed state is what tells a lost decision log from a
+        prefix without history (:meth:`~spark_kafka_eos.write.coordinator.TwoPhaseCommitCoordinator`), so
+        every operation on a prefix with history leaves it committed. Also refreshes the index group's
+        offset, so that it expires only ``offsets.retention.minutes`` after the prefix's last operation."""
+        last = self._last_seen.get(prefix)
+        if self._committed_since_fence or last is None:
+            return
+        self.append(last)
+
     @contextmanager
     def _transaction_of(self, prefix: str) -> Iterator[Producer]:
         """The coordinator's producer, for one transaction; should anything in it fail, it is not reused."""
@@ -428,6 +446,7 @@ class DecisionLog:
                     raise transactional_id_refused(self._connection, prefix) from None
                 raise
             self._producer = producer
+            self._committed_since_fence = False
             # Described right after the fence; should another driver fence this one in between, the identity is
             # that driver's, and this producer's next transaction fails (fenced) like any fenced driver's.
             self._holder = session.describe([txn_id])[txn_id].prepared_state()

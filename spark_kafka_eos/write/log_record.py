@@ -31,6 +31,10 @@ Position = tuple[str, int, int]
 """(topic, partition, offset)."""
 HistoryEntry = tuple[str, int]
 """(epoch id as text, when it was decided in ms): the last epoch one run decided."""
+GroupPosition = tuple[str, str, int, int]
+"""(consumer group, topic, partition, offset): where the prefix last committed a group's offset."""
+GROUP_POSITIONS_LIMIT = 10_000
+"""Group offsets a prefix remembers (the most recently committed groups' are kept)."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,12 @@ class LogRecord:
     written_at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     previous_epoch_id: str | None = None
     history: tuple[HistoryEntry, ...] = ()
+    partly_lost: tuple[str, ...] = ()
+    """Epochs decided whose output is only partly there: a ``reset --accept-data-loss`` accepted the loss of
+    some of their participants. A re-run of one can neither be skipped nor written whole: it is refused."""
+    group_positions: tuple[GroupPosition, ...] = ()
+    """Where this prefix last committed each ``consumerGroup``'s offsets: Kafka expires a memberless group's
+    offsets (``offsets.retention.minutes``) and operators delete groups; this copy does not expire."""
 
     @property
     def epoch(self) -> EpochId:
@@ -137,7 +147,11 @@ class LogRecord:
 
     def completed(self) -> LogRecord:
         return LogRecord("complete", self.prefix, self.epoch_id, consumer_group=self.consumer_group, offsets=self.offsets,
-                         history=self.runs())
+                         history=self.runs(), partly_lost=self.partly_lost, group_positions=self.group_positions)
+
+    def group_position(self, group: str) -> dict[tuple[str, int], int]:
+        """Where this prefix last committed ``group``'s offsets, per (topic, partition)."""
+        return {(t, p): o for g, t, p, o in self.group_positions if g == group}
 
     def runs(self) -> tuple[HistoryEntry, ...]:
         """The last epoch of every run this prefix decided (a record written before histories were kept
@@ -187,6 +201,8 @@ class LogRecord:
             tuple(tuple(o) for o in body.get("offsets", ())), body["written_at_ms"],
             body.get("previous_epoch_id"),
             tuple((str(e), int(t)) for e, t in body.get("history", ())),
+            tuple(str(e) for e in body.get("partly_lost", ())),
+            tuple((str(g), str(t), int(p), int(o)) for g, t, p, o in body.get("group_positions", ())),
         )
 
 
@@ -197,3 +213,30 @@ def history_with(last: LogRecord | None, epoch: EpochId, now_ms: int) -> tuple[H
     kept = [entry for entry in (last.runs() if last is not None else ()) if EpochId.parse(entry[0]).run_key != key]
     kept.append((str(epoch), now_ms))
     return tuple(kept[-HISTORY_LIMIT:])
+
+
+def memory_after(last: LogRecord | None, consumer_group: str | None = None,
+                 offsets: tuple[Position, ...] = ()) -> dict[str, tuple[object, ...]]:
+    """What a new record carries over from ``last`` besides the history (as keyword arguments of
+    :class:`LogRecord`): the partly lost epochs, and the group positions, moved by ``offsets`` when the new
+    record commits ``consumer_group``'s offsets."""
+    positions = list(last.group_positions) if last is not None else []
+    if consumer_group and offsets:
+        moved = {(t, p) for t, p, _ in offsets}
+        positions = [g for g in positions if not (g[0] == consumer_group and (g[1], g[2]) in moved)]
+        positions += [(consumer_group, t, p, o) for t, p, o in offsets]
+    return {"partly_lost": last.partly_lost if last is not None else (),
+            "group_positions": tuple(positions[-GROUP_POSITIONS_LIMIT:])}
+
+
+def history_without(last: LogRecord, epoch: EpochId) -> tuple[HistoryEntry, ...]:
+    """``last``'s history with ``epoch`` forgotten, as if never decided (every record of it is lost): a
+    batch job's entry goes, a stream's steps back to the micro-batch before."""
+    kept: list[HistoryEntry] = []
+    for epoch_id, at_ms in last.runs():
+        remembered = EpochId.parse(epoch_id)
+        if remembered != epoch:
+            kept.append((epoch_id, at_ms))
+        elif epoch.kind == "stream" and epoch.batch_id:
+            kept.append((str(EpochId.stream(epoch.run_id, epoch.batch_id - 1)), at_ms))
+    return tuple(kept)

@@ -11,7 +11,8 @@ restarts of one checkpoint; a batch job's run is its write id. The rules:
 - after a reset, anyone may proceed, except a stream the prefix remembers replaying what it had
   already decided;
 - a batch job's write id the prefix remembers (in the last record's history) is a replay, however many
-  jobs and resets came since.
+  jobs and resets came since; one whose output a reset accepted as partly lost is refused (neither
+  skipping it nor writing it whole is exact).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class Verdict(Enum):
 class Judgement:
     verdict: Verdict
     reason: str = ""
+    fix: str = ""
+    """For a refusal whose fix is not the usual one (a prefix of its own, or a reset)."""
 
 
 def judge(last: LogRecord | None, epoch: EpochId) -> Judgement:
@@ -39,6 +42,11 @@ def judge(last: LogRecord | None, epoch: EpochId) -> Judgement:
     if last is None:
         return Judgement(Verdict.PROCEED)
     remembered = last.last_decided(epoch)
+    if epoch.kind == "batch" and str(epoch) in last.partly_lost:
+        return Judgement(Verdict.REFUSE, f"it decided {epoch.describe()} before, and a reset accepted the loss of part of its "
+                                         "output (`kafka-eos reset --accept-data-loss` printed which partitions): the rest is "
+                                         "visible, so a re-run would write that twice, and skipping it would leave the loss",
+                         "re-run only the lost partitions' input, under a new writeId")
     if epoch.kind == "batch" and remembered is not None:
         return Judgement(Verdict.REPLAY)  # however many jobs or resets came since
     if last.kind == "reset":

@@ -58,15 +58,22 @@ def roll_forward(session: TransactionSession, decision: LogRecord, visible: Visi
             unverifiable.append((p, d, str(removed)))
     unverifiable_note = "; ".join(f"{_describe(p, d)}: cannot be told, {why}" for p, d, why in unverifiable)
     if lost:
-        raise KafkaEosCommittedDataLostError(
+        all_lost = len(lost) == len(participants)
+        rerun = (f"None of its records is visible: after `kafka-eos reset --prefix {decision.prefix} --yes --accept-data-loss` "
+                 "(which forgets this epoch), re-run it whole" if all_lost else
+                 "Re-run that epoch's input for the partitions named only (a batch job: under a new writeId), after "
+                 f"`kafka-eos reset --prefix {decision.prefix} --yes --accept-data-loss`")
+        error = KafkaEosCommittedDataLostError(
             f"Decision {decision.epoch_id} of prefix '{decision.prefix}' was committed, but some of its participant "
             f"transactions were aborted before they could be committed, so their records are LOST: "
             f"{'; '.join(_describe(p, d) for p, d in lost)}. "
             "This happens when phase 2 (or recovery) comes after the participants' transaction.timeout.ms. "
-            "Re-run that epoch's input for the partitions named, and raise kafka.transaction.timeout.ms "
+            f"{rerun}; and raise kafka.transaction.timeout.ms "
             "(up to the broker's transaction.max.timeout.ms) or restart failed queries sooner."
             + (f" Others cannot be checked any more: {unverifiable_note}." if unverifiable else "")
         )
+        error.all_lost = all_lost
+        raise error
     if unverifiable:
         raise KafkaEosOutputUnverifiableError(
             f"Decision {decision.epoch_id} of prefix '{decision.prefix}' was committed, but some of its participants "

@@ -109,7 +109,6 @@ def write_task(
     transaction: _TaskTransaction | None = None
     positions = _SourcePositions()
     guard = worker_guard()
-    identified = False
     try:
         for batch in batches:
             if batch.num_rows == 0:
@@ -118,12 +117,11 @@ def write_task(
                 columns = InputColumns.of(batch.schema.names)
             if transaction is None:
                 transaction = _open_transaction(options, epoch, identity, timeout_ms)
-                transactional_id = transaction.transactional_id
-                guard.opened(options.connection, transactional_id)
+                guard.opened(options.connection, transaction.transactional_id)
+                # Before anything is produced (no transaction is open on the coordinator yet): the guard then
+                # never aborts by guess, which could hit another attempt that took the id after this one died.
+                guard.identified(transaction.transactional_id, *transaction.wait_for_identity())
             transaction.produce(batch, columns, options.topic)
-            if not identified and transaction.identity is not None:
-                guard.identified(transactional_id, *transaction.identity)
-                identified = True
             if columns.source_position:
                 positions.add(batch)
         prepared, records, probe, probe_digest = transaction.prepare(timeout_ms) if transaction is not None else (None, (), None, None)
@@ -297,7 +295,7 @@ class _TaskTransaction:
         """Flush, check every delivery, read the producer id and epoch, and drop the producer unclosed.
         Also returns where the first record landed (the participant's probe), and its digest."""
         self._flush(transaction_timeout_ms / 1000 + 5)
-        producer_id, epoch = self._wait_for_identity()
+        producer_id, epoch = self.wait_for_identity()
         deliveries = self._live().deliveries()
         client, self._client = self._live(), None
         client.release()  # the transaction stays open
@@ -318,7 +316,7 @@ class _TaskTransaction:
                 raise write_error(self._transactional_id, f"{unflushed} records were still unacknowledged after the flush",
                                   [(None, None, KafkaError(KafkaError._MSG_TIMED_OUT), unflushed)])
 
-    def _wait_for_identity(self) -> tuple[int, int]:
+    def wait_for_identity(self) -> tuple[int, int]:
         """The producer id and epoch, waiting for the first statistics that have them if none came yet."""
         identity = _identity_within(self._live(), _IDENTITY_TIMEOUT_S)
         if identity is None:

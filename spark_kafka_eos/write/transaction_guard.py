@@ -99,8 +99,9 @@ class Abandoned:
 
 
 def abort_abandoned(abandoned: list[Abandoned]) -> list[str]:
-    """Abort each transaction still open with the identity the worker had (or any open one on the id, if
-    the worker died before it learnt its identity: no other attempt takes an id while it is open).
+    """Abort each transaction still open with the identity the worker had. A worker reports its identity
+    before it produces anything, so one that died without reporting it opened no transaction: the id's
+    open transaction, if any, is another attempt's that took the id since, and is left alone.
     Returns the ids aborted."""
     from spark_kafka_eos.cluster import cached_session
     from spark_kafka_eos.txn.session import TxnState
@@ -110,9 +111,10 @@ def abort_abandoned(abandoned: list[Abandoned]) -> list[str]:
     for txn in abandoned:
         try:
             session = cached_session(txn.connection)
+            if txn.producer_id is None:
+                continue
             now = session.describe([txn.transactional_id])[txn.transactional_id]
-            if now.state != TxnState.ONGOING or (
-                    txn.producer_id is not None and (now.producer_id, now.producer_epoch) != (txn.producer_id, txn.producer_epoch)):
+            if now.state != TxnState.ONGOING or (now.producer_id, now.producer_epoch) != (txn.producer_id, txn.producer_epoch):
                 continue
             abort_prepared(session, [now.prepared_state()])
             aborted.append(txn.transactional_id)

@@ -8,7 +8,7 @@ import pytest
 
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
 from spark_kafka_eos.txn.session import PreparedTxnState
-from spark_kafka_eos.write.log_record import FORMAT_VERSION, EpochId, LogRecord, Participant
+from spark_kafka_eos.write.log_record import FORMAT_VERSION, EpochId, LogRecord, Participant, history_without, memory_after
 
 PARTICIPANT = Participant("p-0a1b2c3d-1-0-0", 4001, 7, 0, (("out", 0, 12), ("out", 2, 3)), ("out", 0, 40))
 
@@ -99,3 +99,25 @@ def test_the_history_round_trips_and_remembers_each_run_once_newest_last() -> No
     for day in range(HISTORY_LIMIT + 5):
         many = LogRecord("complete", "p", f"batch:d{day}", history=history_with(many, EpochId.batch(f"d{day}"), day))
     assert many is not None and len(many.history) == HISTORY_LIMIT and many.history[0][0] == "batch:d5"
+
+
+def test_group_positions_and_partly_lost_epochs_round_trip_and_ride_along_in_every_record() -> None:
+    first = LogRecord("decision", "p", "batch:w1", consumer_group="g", offsets=(("in", 0, 100), ("in", 1, 7)),
+                      **memory_after(None, "g", (("in", 0, 100), ("in", 1, 7))))  # type: ignore[arg-type]
+    assert first.group_position("g") == {("in", 0): 100, ("in", 1): 7}
+    assert LogRecord.from_json(first.to_json()) == first
+    # A later decision moves one partition of g; one of another group leaves g's alone; completion keeps both.
+    later = LogRecord("decision", "p", "batch:w2", **memory_after(first.completed(), "g", (("in", 1, 9),)))  # type: ignore[arg-type]
+    other = LogRecord("decision", "p", "batch:w3", **memory_after(later, "h", (("x", 0, 1),)))  # type: ignore[arg-type]
+    assert other.completed().group_position("g") == {("in", 0): 100, ("in", 1): 9}
+    assert other.group_position("h") == {("x", 0): 1}
+    lost = LogRecord("reset", "p", "reset:1", partly_lost=("batch:w1",))
+    assert LogRecord.from_json(lost.to_json()) == lost
+    assert LogRecord("complete", "p", "batch:w4", **memory_after(lost)).partly_lost == ("batch:w1",)  # type: ignore[arg-type]
+
+
+def test_a_forgotten_epoch_leaves_the_history_as_if_never_decided() -> None:
+    last = LogRecord("decision", "p", "batch:w2", history=(("batch:w1", 1), ("stream:q:4", 2), ("batch:w2", 3)))
+    assert history_without(last, EpochId.batch("w2")) == (("batch:w1", 1), ("stream:q:4", 2))
+    assert history_without(last, EpochId.stream("q", 4)) == (("batch:w1", 1), ("stream:q:3", 2), ("batch:w2", 3))
+    assert history_without(LogRecord("decision", "p", "stream:q:0"), EpochId.stream("q", 0)) == ()

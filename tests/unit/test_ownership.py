@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from spark_kafka_eos.cli import reset_record
+from spark_kafka_eos.write.coordinator import RecoveryReport
 from spark_kafka_eos.write.log_record import EpochId, LogRecord
 from spark_kafka_eos.write.ownership import Verdict, judge
 
@@ -60,3 +62,23 @@ def test_log_records_round_trip_with_probe_and_previous_owner() -> None:
     assert LogRecord.from_json(decision.to_json()) == decision
     reset = record("reset", EpochId("reset", "1"), EpochId.stream(Q1, 7))
     assert LogRecord.from_json(reset.to_json()).previous_epoch == EpochId.stream(Q1, 7)
+
+
+def test_a_write_id_whose_output_a_reset_accepted_as_partly_lost_is_refused_with_its_own_fix() -> None:
+    reset = LogRecord("reset", "p", "reset:1", history=(("batch:w1", 1),), partly_lost=("batch:w1",))
+    refused = judge(reset, EpochId.batch("w1"))
+    assert refused.verdict == Verdict.REFUSE and "new writeId" in refused.fix
+    assert judge(reset, EpochId.batch("w2")).verdict == Verdict.PROCEED
+
+
+def test_a_reset_that_accepts_the_loss_of_all_of_an_epoch_forgets_it_and_of_part_of_it_refuses_it() -> None:
+    decision = LogRecord("decision", "p", "batch:w1", history=(("batch:w0", 1), ("batch:w1", 2)))
+    all_lost = reset_record(decision, RecoveryReport(decision, "lost", [], all_lost=True))
+    assert judge(all_lost, EpochId.batch("w1")).verdict == Verdict.PROCEED  # a re-run writes it, once
+    assert judge(all_lost, EpochId.batch("w0")).verdict == Verdict.REPLAY
+    only = LogRecord("decision", "p", "batch:w1", history=(("batch:w1", 2),))
+    assert judge(reset_record(only, RecoveryReport(only, "lost", [], all_lost=True)), EpochId.batch("w1")).verdict == Verdict.PROCEED
+    partly = reset_record(decision, RecoveryReport(decision, "lost", [], all_lost=False))
+    assert judge(partly, EpochId.batch("w1")).verdict == Verdict.REFUSE
+    kept = reset_record(decision, RecoveryReport(decision, None, []))
+    assert judge(kept, EpochId.batch("w1")).verdict == Verdict.REPLAY

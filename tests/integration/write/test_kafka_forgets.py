@@ -1,0 +1,205 @@
+"""Exactly-once when Kafka forgets on purpose: a consumer group's offsets expire or are deleted, a decision log
+is deleted after operations that committed nothing, participants time out after a decision and an operator
+accepts the loss. Each ends with every row exactly once, or with a loud error before anything is visible,
+counted by an independent read_committed consumer."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+
+from spark_kafka_eos.cli import main as cli
+from spark_kafka_eos.cluster import cached_session
+from spark_kafka_eos.config.writer import parse_writer_options
+from spark_kafka_eos.txn.session import TransactionSession, TxnState
+from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos.write.hooks import WriterHooks
+from spark_kafka_eos.write.log_record import EpochId, LogRecord
+from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
+from tests.harness.kafka import KafkaTestCluster
+from tests.harness.local_kafka import LocalKafka
+from tests.harness.pipeline import open_transactions
+from tests.integration.write.test_epoch_identity import batch_write, expected, produce, values
+from tests.integration.write.test_operator_calendar import DriverKilled, rows, tagged
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+
+def backfill(spark: SparkSession, kafka: KafkaTestCluster, source: str, sink: str, prefix: str, group: str,
+             write_id: str, starting: str = "group") -> None:
+    """A backfill that resumes from ``group`` (startingOffsets=group) and commits its progress to it."""
+    (spark.read.format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers).option("subscribe", source)
+     .option("startingOffsets", starting).option("consumerGroup", group).load()
+     .selectExpr("value", "topic AS source_topic", "partition AS source_partition", "offset AS source_offset")
+     .write.format("kafka_eos").mode("append").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+     .option("topic", sink).option("transactional.id.prefix", prefix).option("consumerGroup", group)
+     .option("writeId", write_id).save())
+
+
+def _forgotten_group_is_refused_then_resumed(spark: SparkSession, kafka: KafkaTestCluster, forget: str) -> None:
+    source, sink, group = kafka.create_topic(1, "src"), kafka.create_topic(1, "sink"), f"weekly-{uuid.uuid4().hex[:6]}"
+    prefix = f"weekly-{uuid.uuid4().hex[:6]}"
+    first = produce(kafka, source, 100, "w1")
+    backfill(spark, kafka, source, sink, prefix, group, "w1")
+    assert kafka.group_offsets(group, source) == {0: 100}
+
+    if forget == "deleted":
+        kafka.admin.delete_consumer_groups([group], request_timeout=30)[group].result(30)
+    deadline = time.monotonic() + 180
+    while kafka.group_offsets(group, source) != {0: -1001}:  # expired by the broker, or deleted
+        assert time.monotonic() < deadline, f"the group's offsets were not {forget}"
+        time.sleep(2)
+
+    later = produce(kafka, source, 50, "w2")
+    with pytest.raises(Exception, match=f"consumerGroup '{group}' has no committed offset for partitions this transactional.id.prefix "
+                                        f"committed it to before \\({source}-0: from 0, committed to 100\\).*safe to re-run.*"
+                                        f"startingOffsets', '{{\"{source}\":{{\"0\":100}}}}'"):
+        backfill(spark, kafka, source, sink, prefix, group, "w2")  # reads from earliest: the group has nothing
+    assert values(kafka, sink) == expected(first)
+    assert open_transactions(kafka, prefix) == []
+
+    # The fix the error names: resume where the group stood; the group holds offsets again afterwards.
+    backfill(spark, kafka, source, sink, prefix, group, "w2", starting=f'{{"{source}":{{"0":100}}}}')
+    assert values(kafka, sink) == expected(first, later)
+    assert kafka.group_offsets(group, source) == {0: 150}
+
+
+def test_a_backfill_resuming_from_a_deleted_group_is_refused_before_anything_is_visible(
+        spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    """The reported 200 of 100: a clean-up script deletes the memberless group between two backfills."""
+    _forgotten_group_is_refused_then_resumed(spark, kafka, "deleted")
+
+
+@pytest.fixture(scope="module")
+def forgetful_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaTestCluster]:
+    """A broker that expires a memberless group's offsets one minute after their last commit (checked every second)."""
+    broker = LocalKafka(tmp_path_factory.mktemp("forgetful-kafka"),
+                        overrides={"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "1000"})
+    broker.start()
+    try:
+        yield KafkaTestCluster(broker.bootstrap_servers)
+    finally:
+        broker.kill()
+
+
+def test_a_backfill_resuming_from_a_group_whose_offsets_expired_is_refused_before_anything_is_visible(
+        spark: SparkSession, forgetful_kafka: KafkaTestCluster) -> None:
+    """The reported 200 of 100: a weekly job, whose group's offsets the broker expired
+    (offsets.retention.minutes) before the next run. The prefix's index group expires with them."""
+    _forgotten_group_is_refused_then_resumed(spark, forgetful_kafka, "expired")
+
+
+@pytest.mark.parametrize("no_op", ["re-run", "recover", "empty job"])
+def test_a_decision_log_deleted_after_an_operation_that_committed_nothing_is_an_error_not_a_fresh_start(
+        spark: SparkSession, kafka: KafkaTestCluster, no_op: str) -> None:
+    """d1 commits; an operation fences the prefix's coordinator and commits nothing (a no-op re-run, kafka-eos
+    recover, an empty job); the decision log is deleted; d1 is re-run. The fence left the coordinator id Empty,
+    which read as "never committed": the re-run wrote all of d1 again."""
+    sink, prefix, decision_log = kafka.create_topic(2, "sink"), f"daily-{uuid.uuid4().hex[:6]}", f"decisions-{uuid.uuid4().hex[:6]}"
+    batch_write(rows(spark, "d1"), kafka, sink, prefix, writeId="d1", decisionLogTopic=decision_log)
+    if no_op == "re-run":
+        batch_write(rows(spark, "d1"), kafka, sink, prefix, writeId="d1", decisionLogTopic=decision_log)
+    elif no_op == "recover":
+        assert cli(["recover", "--bootstrap-servers", kafka.bootstrap_servers, "--prefix", prefix,
+                    "--decision-log-topic", decision_log]) == 1  # nothing to do
+    else:
+        batch_write(rows(spark, "empty", 0), kafka, sink, prefix, writeId="empty", decisionLogTopic=decision_log)
+    # Whatever process ran it, the operation initialised the coordinator id (as a new worker does) and left it committed.
+    assert cached_session(parse_writer_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": sink,
+                                                "transactional.id.prefix": prefix}, streaming=False).connection).describe(
+        [f"{prefix}-coordinator"])[f"{prefix}-coordinator"].state in (TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT)
+    assert values(kafka, sink) == sorted(tagged("d1"))
+
+    kafka.delete_topic(decision_log)
+    with pytest.raises(Exception, match=f"'{decision_log}' .*has no record of transactional.id.prefix '{prefix}'.*kafka-eos reset"):
+        batch_write(rows(spark, "d1"), kafka, sink, prefix, writeId="d1", decisionLogTopic=decision_log)
+    assert values(kafka, sink) == sorted(tagged("d1"))
+    assert open_transactions(kafka, prefix) == []
+
+
+class DieInPhase2(WriterHooks):
+    """The driver dies after the decision, having committed the first ``committed`` participants."""
+
+    def __init__(self, committed: int) -> None:
+        self.committed = committed
+        self.fired = False
+
+    def at(self, point: str, session: object, decision: LogRecord) -> None:  # type: ignore[override]
+        if point == "during_phase2":
+            assert isinstance(session, TransactionSession)
+            for participant in decision.participants[:self.committed]:
+                session.commit(participant.txn)
+            self.fired = True
+            raise DriverKilled(decision.epoch_id)
+
+
+TIMEOUT_MS = 20_000
+
+
+def _decide_then_die(kafka: KafkaTestCluster, sink: str, prefix: str, write_id: str, committed: int) -> None:
+    """Job ``write_id`` (two tasks, as Spark's d1 would write them) decides with a 20 s transaction timeout;
+    its driver dies in phase 2 and stays down until the participants it did not commit have timed out."""
+    options = parse_writer_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": sink,
+                                    "transactional.id.prefix": prefix, "kafka.transaction.timeout.ms": str(TIMEOUT_MS)},
+                                   streaming=False)
+    epoch = EpochId.batch(write_id)
+    values_ = tagged(write_id)
+    halves = [values_[:50], values_[50:]]
+    tasks = [write_task(options, epoch, [pa.record_batch([pa.array(half, pa.binary())], names=["value"])],
+                        task=TaskIdentity(p, 0, p), transaction_timeout_ms=TIMEOUT_MS) for p, half in enumerate(halves)]
+    crash = DieInPhase2(committed)
+    with pytest.raises(DriverKilled):
+        TwoPhaseCommitCoordinator(options, TIMEOUT_MS, crash).commit(epoch, tasks)
+    assert crash.fired
+    session = cached_session(options.connection)
+    ids = [t.transaction.transactional_id for t in tasks if t.transaction is not None][committed:]
+    deadline = time.monotonic() + 90
+    while any(d.state == TxnState.ONGOING for d in session.describe(ids).values()):
+        assert time.monotonic() < deadline, "the broker did not abort the timed-out participants"
+        time.sleep(2)
+
+
+def _reset_accepting_loss(kafka: KafkaTestCluster, prefix: str) -> None:
+    assert cli(["reset", "--bootstrap-servers", kafka.bootstrap_servers, "--prefix", prefix, "--yes", "--accept-data-loss"]) == 0
+
+
+def test_a_job_whose_output_was_all_lost_is_written_by_its_re_run_after_a_reset_that_accepts_the_loss(
+        spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    """The reported 0 of 100: the re-run fails loudly (lost); the operator resets with --accept-data-loss and
+    re-runs d1, as the error says. The reset kept d1 in the history, so the re-run was taken for a replay."""
+    sink, prefix = kafka.create_topic(2, "sink"), f"lost-{uuid.uuid4().hex[:6]}"
+    _decide_then_die(kafka, sink, prefix, "d1", committed=0)
+    with pytest.raises(Exception, match="d1 .*LOST.*None of its records is visible.*--accept-data-loss.*re-run it whole"):
+        batch_write(rows(spark, "d1"), kafka, sink, prefix, writeId="d1")
+    assert values(kafka, sink) == []
+
+    _reset_accepting_loss(kafka, prefix)
+    batch_write(rows(spark, "d1"), kafka, sink, prefix, writeId="d1")
+    assert values(kafka, sink) == sorted(tagged("d1"))
+    batch_write(rows(spark, "d1"), kafka, sink, prefix, writeId="d1")  # and from then on it is d1 again
+    assert values(kafka, sink) == sorted(tagged("d1"))
+    assert open_transactions(kafka, prefix) == []
+
+
+def test_a_job_whose_output_was_partly_lost_is_refused_a_whole_re_run_after_the_reset(
+        spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    """Half of d1 was committed before the driver died, half timed out. A re-run of d1 can neither be skipped
+    (half is missing) nor written whole (half would be twice): refused, naming the fix."""
+    sink, prefix = kafka.create_topic(2, "sink"), f"half-{uuid.uuid4().hex[:6]}"
+    _decide_then_die(kafka, sink, prefix, "d1", committed=1)
+    visible = values(kafka, sink)
+    assert len(visible) == 50
+    with pytest.raises(Exception, match="LOST.*for the partitions named only.*new writeId"):
+        batch_write(rows(spark, "d1"), kafka, sink, prefix, writeId="d1")
+
+    _reset_accepting_loss(kafka, prefix)
+    with pytest.raises(Exception, match="refused batch write d1: .*accepted the loss of part of its output.*Fix: re-run only the lost"):
+        batch_write(rows(spark, "d1"), kafka, sink, prefix, writeId="d1")
+    assert values(kafka, sink) == visible
+    assert open_transactions(kafka, prefix) == []
