@@ -465,6 +465,14 @@ class TwoPhaseCommitCoordinator:
             if judgement.verdict == Verdict.REPLAY:
                 assert last is not None
                 self._finish_replay(session, decision_log, last, own)  # decided before the failure: it stands
+                if last.epoch == epoch:
+                    # Whatever failed after the decision (the commit's error, or its Python worker's death) must not
+                    # read as "nothing was written": a retry without writeId is a new job, and would write it all again.
+                    raise KafkaEosCommitError(
+                        f"Epoch {epoch} of prefix '{self._prefix}' IS COMMITTED: its decision was taken before the "
+                        "failure Spark reports with this error, and this abort finished it. Do not re-run it: all of its "
+                        "records are visible (a re-run with the same writeId writes nothing more; one without would "
+                        "write them again).")
                 return
             abort_prepared(session, own)
             if judgement.verdict == Verdict.PROCEED:

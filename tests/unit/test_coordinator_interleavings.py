@@ -194,7 +194,8 @@ def test_abort_of_a_decided_epoch_rolls_it_forward() -> None:
             EpochId.stream(Q1, 0), tasks)
     cluster.transient_commit_failures = 0
     cluster.failing_appends.clear()
-    coordinator(cluster).abort(EpochId.stream(Q1, 0), tasks)  # Spark calls abort after commit raised
+    with pytest.raises(KafkaEosCommitError, match="IS COMMITTED.*Do not re-run"):  # the job's failure must say so
+        coordinator(cluster).abort(EpochId.stream(Q1, 0), tasks)  # Spark calls abort after commit raised
     assert committed(cluster, *tasks)
 
 

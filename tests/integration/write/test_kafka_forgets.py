@@ -22,6 +22,7 @@ from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.hooks import WriterHooks
 from spark_kafka_eos.write.log_record import EpochId, LogRecord
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
+from tests.harness.faults import FAIL_AT_OPTION, FAULTS_FORMAT, clear_fired, fired
 from tests.harness.kafka import KafkaTestCluster
 from tests.harness.local_kafka import LocalKafka
 from tests.harness.pipeline import open_transactions
@@ -202,4 +203,19 @@ def test_a_job_whose_output_was_partly_lost_is_refused_a_whole_re_run_after_the_
     with pytest.raises(Exception, match="refused batch write d1: .*accepted the loss of part of its output.*Fix: re-run only the lost"):
         batch_write(rows(spark, "d1"), kafka, sink, prefix, writeId="d1")
     assert values(kafka, sink) == visible
+    assert open_transactions(kafka, prefix) == []
+
+
+def test_a_job_without_write_id_whose_commit_fails_after_the_decision_fails_saying_it_is_committed(
+        spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    """The commit fails after the decision (here: an injected error; in life, the commit's Python worker dies);
+    Spark's abort() finds the epoch decided and rolls it forward. The job's failure must say that its data IS
+    committed: without a writeId, an orchestrator's retry is a new job and would write everything again."""
+    sink, prefix = kafka.create_topic(2, "sink"), f"nowriteid-{uuid.uuid4().hex[:6]}"
+    clear_fired()
+    with pytest.raises(Exception, match="IS COMMITTED.*Do not re-run"):
+        (rows(spark, "j").write.format(FAULTS_FORMAT).mode("append").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+         .option("topic", sink).option("transactional.id.prefix", prefix).option(FAIL_AT_OPTION, "after_decision").save())
+    assert len(fired("after_decision")) == 1
+    assert values(kafka, sink) == sorted(tagged("j"))
     assert open_transactions(kafka, prefix) == []
