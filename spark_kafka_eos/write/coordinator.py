@@ -118,7 +118,7 @@ class TwoPhaseCommitCoordinator:
         if epoch is None:
             self._finish(session, decision_log, last, OPERATION_TIMEOUT_S)
             return Judgement(Verdict.PROCEED)
-        judgement = judge(last, epoch)
+        judgement = _judge(decision_log, last, epoch)
         self._refuse_unless_owner(judgement, epoch, session, [])
         last = self._finish(session, decision_log, last, OPERATION_TIMEOUT_S)
         if judgement.verdict == Verdict.PROCEED:
@@ -139,7 +139,7 @@ class TwoPhaseCommitCoordinator:
         self._refuse_unless_owner(judge(self._last_before_fencing(decision_log, session, own), epoch), epoch, session, own)
         decision_log.fence(self._prefix)
         last = decision_log.last(self._prefix)
-        judgement = judge(last, epoch)
+        judgement = _judge(decision_log, last, epoch)
         self._refuse_unless_owner(judgement, epoch, session, own)
         if judgement.verdict == Verdict.REPLAY:
             assert last is not None
@@ -153,20 +153,23 @@ class TwoPhaseCommitCoordinator:
                         t.spark_partition, t.records, t.probe, t.probe_digest)
             for t in tasks if t.transaction is not None
         )
-        history = history_with(last, epoch, int(time.time() * 1000))
+        history, archives = decision_log.archive(self._prefix, history_with(last, epoch, int(time.time() * 1000)),
+                                                 last.archives if last is not None else ())
         if not participants:
             if epoch.kind == "stream" and (last is None or last.last_decided(epoch) is None):
                 # The query's first micro-batch wrote nothing: record it anyway, so that the prefix knows the
                 # query (its later first decision is then not taken for a query moved here). Not for a batch
                 # job: an empty run re-run once its input has arrived must write it.
-                last = LogRecord("complete", self._prefix, str(epoch), history=history, **memory_after(last))  # type: ignore[arg-type]
+                last = LogRecord("complete", self._prefix, str(epoch), history=history,
+                                 **{**memory_after(last), "archives": archives})  # type: ignore[arg-type]
                 decision_log.append(last)
             self._sweep(session, decision_log, last, keep=())
             return
         deadline_ms = self._verify(session, participants)
         offsets = _source_offsets(tasks)
         decision = LogRecord("decision", self._prefix, str(epoch), participants, self._options.consumer_group, offsets,
-                             history=history, **memory_after(last, self._options.consumer_group, offsets))  # type: ignore[arg-type]
+                             history=history, **{**memory_after(last, self._options.consumer_group, offsets),  # type: ignore[arg-type]
+                                                 "archives": archives})
         group_offsets = _group_offsets(decision)
         if group_offsets:
             self._abort_on_error(session, own, lambda: self._check_group(tasks, group_offsets, last))
@@ -461,7 +464,7 @@ class TwoPhaseCommitCoordinator:
                 return
             decision_log.fence(self._prefix)
             last = decision_log.last(self._prefix)
-            judgement = judge(last, epoch)
+            judgement = _judge(decision_log, last, epoch)
             if judgement.verdict == Verdict.REPLAY:
                 assert last is not None
                 self._finish_replay(session, decision_log, last, own)  # decided before the failure: it stands
@@ -582,6 +585,15 @@ class RecoveryReport:
     aborted: list[str]
     all_lost: bool = False
     """``data_loss`` concerns every participant of ``last_before``: none of its records is visible."""
+
+
+def _judge(decision_log: DecisionLog, last: LogRecord | None, epoch: EpochId) -> Judgement:
+    """:func:`~spark_kafka_eos.write.ownership.judge`, with the prefix's archived runs: a batch job's write id
+    older than the history its last record carries is a replay too."""
+    if (last is not None and last.archives and epoch.kind == "batch" and last.last_decided(epoch) is None
+            and any(run_id == str(epoch) for run_id, _ in decision_log.archived_runs(last))):
+        return Judgement(Verdict.REPLAY)
+    return judge(last, epoch)
 
 
 def _abort_undecided(session: TransactionSession, decision: LogRecord, err: Exception) -> None:

@@ -23,6 +23,7 @@ log written by an earlier version, index offsets expired after the broker's
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -67,8 +68,8 @@ from spark_kafka_eos.retry import (
 from spark_kafka_eos.txn.session import PreparedTxnState, TxnDescription, TxnState
 from spark_kafka_eos.txn.transactional_producer import start_transactional_producer
 from spark_kafka_eos.write.group_marker import GroupMarker
-from spark_kafka_eos.write.log_envelope import Manifest, chunk_key, digest, head_key, is_chunk_of, join, parse_head, split
-from spark_kafka_eos.write.log_record import LogRecord
+from spark_kafka_eos.write.log_envelope import Manifest, archive_key, chunk_key, digest, head_key, is_chunk_of, join, parse_head, split
+from spark_kafka_eos.write.log_record import HISTORY_LIMIT, ArchiveRef, HistoryEntry, LogRecord, archive_overflow
 from spark_kafka_eos.write.transactional_id import coordinator_transactional_id
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,7 @@ COORDINATOR_TRANSACTION_TIMEOUT_MS = 60_000
 """The decision transaction only writes a few records: a short timeout keeps a crashed driver's
 half-written decision from holding the log's LSO for long."""
 INDEX_GROUP_SUFFIX = ".kafka-eos-log-index"
+ARCHIVE_FORMAT = "kafka-eos-history-archive-1"
 _LOG_TOPIC_CONFIG = {
     "cleanup.policy": "compact",
     "min.compaction.lag.ms": "0",
@@ -343,6 +345,50 @@ class DecisionLog:
             self._last_seen[record.prefix] = record
             _KNOWN_HEADS.put((self._connection, self._topic, record.prefix), ((offset, index.metadata or ""), record))
 
+    def archive(self, prefix: str, history: tuple[HistoryEntry, ...],
+                archives: tuple[ArchiveRef, ...]) -> tuple[tuple[HistoryEntry, ...], tuple[ArchiveRef, ...]]:
+        """(history, archives) for a new record of ``prefix``: once the history outgrows its limit, its oldest runs
+        are committed to an archive record of their own (a key of its own, so compaction keeps it) and dropped
+        from the history. An archive whose record never follows is superseded by the next one of that index."""
+        overflow = archive_overflow(history)
+        if overflow is None:
+            return history, archives
+        old, kept = overflow
+        value = json.dumps({"format": ARCHIVE_FORMAT, "prefix": prefix, "history": old}, separators=(",", ":")).encode()
+        with self._transaction_of(prefix) as producer:
+            producer.begin_transaction()
+            try:
+                [offset] = self._produce_flushed(producer, [(archive_key(prefix, len(archives)), value)])
+            except Exception:
+                _abort_quietly(producer)
+                raise
+            _commit(producer)
+        self._committed_since_fence = True
+        return kept, (*archives, (offset, digest(value)))
+
+    def archived_runs(self, record: LogRecord) -> tuple[HistoryEntry, ...]:
+        """The runs in ``record``'s archives, oldest first. An archive that is gone (the log re-created, or a
+        record edited by hand) is an error: a run it held could no longer be recognised."""
+        missing = [offset for offset, expected in record.archives
+                   if (_ARCHIVES.get((self._connection, self._topic, offset)) or ("",))[0] != expected]
+        found = _read_at(self._connection, self._topic, missing) if missing else {}
+        runs: list[HistoryEntry] = []
+        for offset, expected in record.archives:
+            cached = _ARCHIVES.get((self._connection, self._topic, offset))
+            if cached is None or cached[0] != expected:
+                _, value = found.get(offset, (None, None))
+                if value is None or digest(value) != expected:
+                    raise KafkaEosDecisionLogError(
+                        f"The archive of prefix {record.prefix}'s oldest runs at offset {offset} of the decision log "
+                        f"'{self._topic}' is gone or changed: a re-run of a writeId older than its last {HISTORY_LIMIT} "
+                        "runs could not be recognised, and would be written again. Nothing was written. Fix: restore "
+                        "the log; or, if those runs will never be re-run, `kafka-eos reset` the prefix."
+                    )
+                cached = (expected, tuple((str(e), int(t)) for e, t in json.loads(value)["history"]))
+                _ARCHIVES.put((self._connection, self._topic, offset), cached)
+            runs += cached[1]
+        return tuple(runs)
+
     def prove_owner(self, prefix: str) -> None:
         """Prove, on a prefix with no record, that no other driver has fenced this one: a coordinator
         transaction that registers an offset of the index group (the coordinator checks the producer
@@ -462,6 +508,8 @@ _KNOWN_HEADS: BoundedCache[_Key, tuple[tuple[int, str], LogRecord]] = BoundedCac
 """The last record of each prefix this process wrote or read, with the index entry (offset, digest) that
 pointed at it: while the index group still points there, ``last()`` needs no read of the log. The index
 entry is the authority; this only saves reading what it names again."""
+_ARCHIVES: BoundedCache[tuple[KafkaConnection, str, int], tuple[str, tuple[HistoryEntry, ...]]] = BoundedCache(64)
+"""Archives of prefixes' histories read by this process, by (connection, log topic, offset): (digest, runs)."""
 _IDLE_COORDINATORS: BoundedCache[_Key, tuple[Producer, PreparedTxnState]] = BoundedCache(8)
 """Coordinator producers this process finished with, and the producer id and epoch each holds (at most 8
 prefixes: a worker that served more drops the longest unused). Each is taken by one operation at a time and

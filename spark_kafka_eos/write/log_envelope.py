@@ -44,6 +44,11 @@ def chunk_key(prefix: str, index: int) -> bytes:
     return f"{prefix}/chunk/{index}".encode()
 
 
+def archive_key(prefix: str, index: int) -> bytes:
+    """The key of archive ``index`` of a prefix's history (its oldest runs): unique, so compaction keeps it."""
+    return f"{prefix}/archive/{index}".encode()
+
+
 def is_chunk_of(prefix: str, key: bytes | None) -> bool:
     return key is not None and key.startswith(f"{prefix}/chunk/".encode())
 

@@ -24,7 +24,11 @@ from spark_kafka_eos.txn.session import PreparedTxnState
 FORMAT_VERSION = 2
 _READABLE_FORMATS = (1, FORMAT_VERSION)
 HISTORY_LIMIT = 1000
-"""Runs a prefix remembers (e.g. ~2.7 years of daily backfills); each costs ~70 bytes of every record."""
+"""Runs a prefix's last record remembers itself (e.g. ~2.7 years of daily backfills); each costs ~70 bytes of
+every record. Older runs are archived, :data:`ARCHIVE_BATCH` at a time (see :func:`archive_overflow`)."""
+ARCHIVE_BATCH = 500
+ArchiveRef = tuple[int, str]
+"""(offset, digest of its value): an archive record of the prefix's oldest runs in the decision log."""
 RecordKind = Literal["decision", "complete", "reset"]
 EpochKind = Literal["stream", "batch", "reset"]
 Position = tuple[str, int, int]
@@ -131,6 +135,8 @@ class LogRecord:
     group_positions: tuple[GroupPosition, ...] = ()
     """Where this prefix last committed each ``consumerGroup``'s offsets: Kafka expires a memberless group's
     offsets (``offsets.retention.minutes``) and operators delete groups; this copy does not expire."""
+    archives: tuple[ArchiveRef, ...] = ()
+    """The archive records of the runs that no longer fit in ``history``, oldest first."""
 
     @property
     def epoch(self) -> EpochId:
@@ -147,7 +153,8 @@ class LogRecord:
 
     def completed(self) -> LogRecord:
         return LogRecord("complete", self.prefix, self.epoch_id, consumer_group=self.consumer_group, offsets=self.offsets,
-                         history=self.runs(), partly_lost=self.partly_lost, group_positions=self.group_positions)
+                         history=self.runs(), partly_lost=self.partly_lost, group_positions=self.group_positions,
+                         archives=self.archives)
 
     def group_position(self, group: str) -> dict[tuple[str, int], int]:
         """Where this prefix last committed ``group``'s offsets, per (topic, partition)."""
@@ -203,6 +210,7 @@ class LogRecord:
             tuple((str(e), int(t)) for e, t in body.get("history", ())),
             tuple(str(e) for e in body.get("partly_lost", ())),
             tuple((str(g), str(t), int(p), int(o)) for g, t, p, o in body.get("group_positions", ())),
+            tuple((int(o), str(d)) for o, d in body.get("archives", ())),
         )
 
 
@@ -212,7 +220,15 @@ def history_with(last: LogRecord | None, epoch: EpochId, now_ms: int) -> tuple[H
     key = epoch.run_key
     kept = [entry for entry in (last.runs() if last is not None else ()) if EpochId.parse(entry[0]).run_key != key]
     kept.append((str(epoch), now_ms))
-    return tuple(kept[-HISTORY_LIMIT:])
+    return tuple(kept[-(HISTORY_LIMIT + ARCHIVE_BATCH):])  # the log archives the oldest before it gets here
+
+
+def archive_overflow(history: tuple[HistoryEntry, ...]) -> tuple[tuple[HistoryEntry, ...], tuple[HistoryEntry, ...]] | None:
+    """(runs to archive, runs kept) once ``history`` has grown :data:`ARCHIVE_BATCH` past :data:`HISTORY_LIMIT`;
+    else None. Archiving a batch at a time keeps the archives few (one per 500 runs)."""
+    if len(history) < HISTORY_LIMIT + ARCHIVE_BATCH:
+        return None
+    return history[:ARCHIVE_BATCH], history[ARCHIVE_BATCH:]
 
 
 def memory_after(last: LogRecord | None, consumer_group: str | None = None,
@@ -226,7 +242,8 @@ def memory_after(last: LogRecord | None, consumer_group: str | None = None,
         positions = [g for g in positions if not (g[0] == consumer_group and (g[1], g[2]) in moved)]
         positions += [(consumer_group, t, p, o) for t, p, o in offsets]
     return {"partly_lost": last.partly_lost if last is not None else (),
-            "group_positions": tuple(positions[-GROUP_POSITIONS_LIMIT:])}
+            "group_positions": tuple(positions[-GROUP_POSITIONS_LIMIT:]),
+            "archives": last.archives if last is not None else ()}
 
 
 def history_without(last: LogRecord, epoch: EpochId) -> tuple[HistoryEntry, ...]:

@@ -17,7 +17,7 @@ from spark_kafka_eos.txn.session import (
     TxnState,
     TxnTimeoutError,
 )
-from spark_kafka_eos.write.log_record import LogRecord
+from spark_kafka_eos.write.log_record import ArchiveRef, HistoryEntry, LogRecord, archive_overflow
 
 TIMEOUT_MS = 60_000
 _producer_ids = itertools.count(1000)
@@ -42,6 +42,8 @@ class Cluster:
     on_list: Callable[[], None] | None = None
     after_landed_failure: Callable[[], None] | None = None
     """Runs once after a failed append that landed, before its error is raised (another driver acting)."""
+    archives: list[tuple[HistoryEntry, ...]] = field(default_factory=list)
+    """The decision log's archives of prefixes' oldest runs."""
     visible: set[str] = field(default_factory=set)
     """Transactional ids whose (committed) records a read_committed reader sees."""
 
@@ -141,6 +143,18 @@ class FakeDecisionLog:
             self.cluster.coordinator_epoch += 1
             self.producer_epoch = self.cluster.coordinator_epoch
             self.cluster.events.append("fence-coordinator")
+
+    def archive(self, prefix: str, history: tuple[HistoryEntry, ...],
+                archives: tuple[ArchiveRef, ...]) -> tuple[tuple[HistoryEntry, ...], tuple[ArchiveRef, ...]]:
+        """Archives kept in memory, by their index (as offset)."""
+        overflow = archive_overflow(history)
+        if overflow is None:
+            return history, archives
+        self.cluster.archives.append(overflow[0])
+        return overflow[1], (*archives, (len(self.cluster.archives) - 1, ""))
+
+    def archived_runs(self, record: LogRecord) -> tuple[HistoryEntry, ...]:
+        return tuple(run for offset, _ in record.archives for run in self.cluster.archives[offset])
 
     def keep_history_mark(self, prefix: str) -> None:
         pass  # the fake coordinator id reads as committed whenever the log has records

@@ -10,9 +10,11 @@ import pytest
 
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError, KafkaEosDecisionLogError
 from spark_kafka_eos.txn.session import TxnState
+from spark_kafka_eos.write import log_record
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
+from spark_kafka_eos.write.ownership import Verdict
 from spark_kafka_eos.write.transactional_id import task_transactional_id
 from tests.unit.fakes import TIMEOUT_MS, Cluster, FakeSession, fake_seams, options
 
@@ -207,3 +209,20 @@ def test_an_abort_by_a_run_that_does_not_own_the_prefix_touches_only_its_own_tra
     coordinator(cluster).abort(EpochId.stream(Q2, 0), [newcomer])
     assert aborted(cluster, newcomer)
     assert cluster.state(owners_next.transaction.transactional_id) == TxnState.ONGOING  # type: ignore[union-attr]
+
+
+def test_a_write_id_older_than_the_history_a_record_carries_is_still_a_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hourly jobs forgot an hour after about six weeks: runs past the record's history go to archives."""
+    monkeypatch.setattr(log_record, "HISTORY_LIMIT", 3)
+    monkeypatch.setattr(log_record, "ARCHIVE_BATCH", 2)
+    cluster = Cluster()
+    for hour in range(12):
+        job = EpochId.batch(f"hour-{hour}")
+        coordinator(cluster).commit(job, [task(cluster, job, 0)])
+    last = cluster.last(PREFIX)
+    assert last is not None and len(last.runs()) <= 4 and len(last.archives) == 4
+    again = EpochId.batch("hour-0")
+    rerun = task(cluster, again, 0)
+    assert coordinator(cluster).prepare(again).verdict == Verdict.REPLAY
+    coordinator(cluster).commit(again, [rerun])
+    assert aborted(cluster, rerun)

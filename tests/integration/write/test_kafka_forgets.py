@@ -18,16 +18,19 @@ from spark_kafka_eos.cli import main as cli
 from spark_kafka_eos.cluster import cached_session
 from spark_kafka_eos.config.writer import parse_writer_options
 from spark_kafka_eos.txn.session import TransactionSession, TxnState
+from spark_kafka_eos.write import log_record
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.hooks import WriterHooks
 from spark_kafka_eos.write.log_record import EpochId, LogRecord
+from spark_kafka_eos.write.ownership import Verdict
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from tests.harness.faults import FAIL_AT_OPTION, FAULTS_FORMAT, clear_fired, fired
 from tests.harness.kafka import KafkaTestCluster
 from tests.harness.local_kafka import LocalKafka
 from tests.harness.pipeline import open_transactions
 from tests.integration.write.test_epoch_identity import batch_write, expected, produce, values
-from tests.integration.write.test_operator_calendar import DriverKilled, rows, tagged
+from tests.integration.write.test_operator_calendar import DriverKilled, prepared, rows, sink_options, tagged
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -218,4 +221,23 @@ def test_a_job_without_write_id_whose_commit_fails_after_the_decision_fails_sayi
          .option("topic", sink).option("transactional.id.prefix", prefix).option(FAIL_AT_OPTION, "after_decision").save())
     assert len(fired("after_decision")) == 1
     assert values(kafka, sink) == sorted(tagged("j"))
+    assert open_transactions(kafka, prefix) == []
+
+
+def test_a_write_id_older_than_the_history_a_record_carries_is_recognised_from_its_archive(
+        kafka: KafkaTestCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hourly jobs: past the runs the prefix's last record carries (1,000; 3 here), the oldest are archived in
+    records of their own, and a re-run of one writes nothing, however long ago it ran."""
+    monkeypatch.setattr(log_record, "HISTORY_LIMIT", 3)
+    monkeypatch.setattr(log_record, "ARCHIVE_BATCH", 2)
+    sink, prefix = kafka.create_topic(1, "sink"), f"hourly-{uuid.uuid4().hex[:6]}"
+    options = sink_options(kafka, sink, prefix)
+    for hour in [*range(8), 0, 5]:  # two re-runs: one archived, one still in the record's history
+        job = EpochId.batch(f"hour-{hour}")
+        coordinator = TwoPhaseCommitCoordinator(options, 60_000)
+        if coordinator.prepare(job).verdict == Verdict.PROCEED:
+            coordinator.commit(job, prepared(options, job, tagged(f"hour-{hour}", 10), partitions=1))
+    last = DecisionLog(options).last(prefix)
+    assert last is not None and len(last.archives) == 2 and "batch:hour-0" not in dict(last.runs())
+    assert values(kafka, sink) == sorted(v for hour in range(8) for v in tagged(f"hour-{hour}", 10))
     assert open_transactions(kafka, prefix) == []
