@@ -86,14 +86,14 @@ class KafkaTestCluster:
         self._wait_for_partitions(name, partitions)
         return name
 
-    def recreate_topic(self, topic: str, partitions: int = 1) -> None:
-        """Delete ``topic`` and create it again, empty, with ``partitions`` partitions: its
+    def recreate_topic(self, topic: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+        """Delete ``topic`` and create it again, empty, with ``partitions`` partitions (and ``config``): its
         offsets start again at 0 (what a topic re-created while a query is down looks like)."""
         self.delete_topic(topic)
         deadline = time.monotonic() + 30
         while True:
             try:
-                new = NewTopic(topic, partitions, self.replication_factor)
+                new = NewTopic(topic, partitions, self.replication_factor, config=config or {})
                 self.admin.create_topics([new], operation_timeout=30)[topic].result(30)
                 break
             except KafkaException as err:

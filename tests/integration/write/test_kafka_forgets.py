@@ -30,7 +30,7 @@ from tests.harness.kafka import KafkaTestCluster
 from tests.harness.local_kafka import LocalKafka
 from tests.harness.pipeline import open_transactions
 from tests.integration.write.test_epoch_identity import batch_write, expected, produce, values
-from tests.integration.write.test_operator_calendar import DriverKilled, prepared, rows, sink_options, tagged
+from tests.integration.write.test_operator_calendar import DieAfterDecision, DriverKilled, prepared, rows, sink_options, tagged
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -241,3 +241,37 @@ def test_a_write_id_older_than_the_history_a_record_carries_is_recognised_from_i
     assert last is not None and len(last.archives) == 2 and "batch:hour-0" not in dict(last.runs())
     assert values(kafka, sink) == sorted(v for hour in range(8) for v in tagged(f"hour-{hour}", 10))
     assert open_transactions(kafka, prefix) == []
+
+
+def test_a_resume_from_a_group_moved_by_a_decision_its_re_created_log_forgot_is_refused(
+        spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    """The group moved with a decision whose driver died before phase 2; then its decision log was deleted and
+    re-created. Nothing can tell whether the records before the group's offsets are visible: a reader resuming
+    from the group must not take the missing record for "finished" and start past them."""
+    source, sink, group = kafka.create_topic(1, "src"), kafka.create_topic(1, "sink"), f"etl-{uuid.uuid4().hex[:6]}"
+    first, decisions = f"first-{uuid.uuid4().hex[:6]}", f"decisions-{uuid.uuid4().hex[:6]}"
+    produce(kafka, source, 300, "r")
+    records = kafka.read_committed(source)
+    options = parse_writer_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": sink, "transactional.id.prefix": first,
+                                    "consumerGroup": group, "decisionLogTopic": decisions}, streaming=False)
+    batch = pa.record_batch([pa.array([r.value for r in records], pa.binary()), pa.array([r.topic for r in records], pa.string()),
+                             pa.array([r.partition for r in records], pa.int32()), pa.array([r.offset for r in records], pa.int64())],
+                            names=["value", "source_topic", "source_partition", "source_offset"])
+    epoch = EpochId.batch("part-1")
+    tasks = [write_task(options, epoch, [batch], task=TaskIdentity(0, 0, 0), transaction_timeout_ms=60_000)]
+    crash = DieAfterDecision()
+    with pytest.raises(DriverKilled):
+        TwoPhaseCommitCoordinator(options, 60_000, crash).commit(epoch, tasks)
+    assert crash.fired
+    deadline = time.monotonic() + 30  # the decision's offset commit lands with its transaction's markers
+    while kafka.group_offsets(group, source) != {0: 300}:
+        assert time.monotonic() < deadline, "the decision did not move the group"
+        time.sleep(0.5)
+    kafka.recreate_topic(decisions, 1, {"cleanup.policy": "compact"})
+
+    second = f"second-{uuid.uuid4().hex[:6]}"
+    with pytest.raises(Exception, match=f"consumerGroup '{group}' was moved by batch:part-1 of prefix '{first}', but its decision log "
+                                        f"'{decisions}' has no record of that prefix.*Nothing was read or written"):
+        backfill(spark, kafka, source, sink, second, group, "next")
+    assert open_transactions(kafka, second) == []
+    assert kafka.group_offsets(group, source) == {0: 300}

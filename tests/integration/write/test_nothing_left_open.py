@@ -21,8 +21,9 @@ from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.hooks import WriterHooks
 from spark_kafka_eos.write.log_record import EpochId, LogRecord
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
+from spark_kafka_eos.write.transaction_guard import Abandoned, abort_abandoned
 from tests.harness.faults import FAIL_AT_OPTION, clear_fired, fired
-from tests.harness.kafka import KafkaTestCluster
+from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import assert_stable
 from tests.harness.pipeline import Pipeline, open_transactions
 from tests.integration.write.test_operator_calendar import prepared, sink_options, tagged, values
@@ -127,3 +128,30 @@ def test_a_sweep_that_fails_is_retried_until_the_stragglers_are_aborted(kafka: K
     assert wrapped[-1].failed == 2
     assert open_transactions(kafka, prefix) == []
     assert values(kafka, sink) == sorted(tagged("e", 40) * 2)
+
+
+def test_the_guard_of_a_worker_that_died_before_it_knew_its_identity_never_aborts_the_attempt_that_took_the_id(
+        kafka: KafkaTestCluster) -> None:
+    """A worker told its guard that it opened an id, and died before it learnt its producer id and epoch (so
+    before it produced anything); another attempt took the id and opened a transaction. The guard aborted
+    "any open transaction on the id": the live attempt's."""
+    sink = kafka.create_topic(1, "sink")
+    txn_id = f"guarded-{uuid.uuid4().hex[:6]}-0-0"
+    live = kafka.open_transaction(sink, [Sent(0, None, b"live")], transactional_id=txn_id)
+    connection = KafkaConnection(kafka.bootstrap_servers, ())
+    assert abort_abandoned([Abandoned(txn_id, connection)]) == []
+    live.commit()
+    assert values(kafka, sink) == [b"live"]
+
+
+def test_a_task_tells_its_guard_its_identity_before_it_produces(kafka: KafkaTestCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the guard relies on: the identity reaches it before the task's first record is produced."""
+    sink = kafka.create_topic(1, "sink")
+    options = sink_options(kafka, sink, f"guard-{uuid.uuid4().hex[:6]}")
+    heard: list[str] = []
+    guard = task_producer.worker_guard()
+    monkeypatch.setattr(guard, "identified", lambda *args: heard.append("identified"))
+    produce = task_producer._TaskTransaction.produce
+    monkeypatch.setattr(task_producer._TaskTransaction, "produce", lambda self, *args: (heard.append("produce"), produce(self, *args))[1])
+    prepared(options, EpochId.stream("q", 0), tagged("g", 5), partitions=1)
+    assert heard[:2] == ["identified", "produce"]
