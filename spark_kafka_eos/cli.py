@@ -218,7 +218,7 @@ def reset_command(options: WriterOptions, session: TransactionSession, args: arg
     decision_log = existing_decision_log(options)
     last = decision_log.last(options.prefix) if decision_log else None
     if last is None:
-        return _acknowledge_fresh_start(options, args)
+        return _acknowledge_fresh_start(options, session, args)
     if decision_log is None or last.kind == "reset":
         print(f"nothing to reset: {_last_summary(options, decision_log, last)}; "
               "a new query may already use this prefix from micro-batch 0")
@@ -250,7 +250,7 @@ def reset_record(last: LogRecord, report: RecoveryReport | None) -> LogRecord:
                      history=history, **memory)  # type: ignore[arg-type]
 
 
-def _acknowledge_fresh_start(options: WriterOptions, args: argparse.Namespace) -> int:
+def _acknowledge_fresh_start(options: WriterOptions, session: TransactionSession, args: argparse.Namespace) -> int:
     """The log has no record of the prefix (never used, or its log was lost): a ``reset`` record with no
     history tells the sink that starting afresh is meant, which it otherwise refuses when the prefix's
     coordinator has committed before."""
@@ -265,6 +265,7 @@ def _acknowledge_fresh_start(options: WriterOptions, args: argparse.Namespace) -
     decision_log.append(reset)
     print(f"appended reset record {reset.epoch_id} for prefix {options.prefix} to {options.decision_log_topic}: "
           "a fresh start, acknowledged")
+    recover_prefix(options, session)  # what crashed jobs of the prefix left open would pin the sink's LSO
     return EXIT_OK
 
 

@@ -440,6 +440,7 @@ class TwoPhaseCommitCoordinator:
         Lost participants raise, unless ``accept_data_loss``: then they are reported."""
         decision_log = self._log()
         with self._marked(decision_log), nullcontext(self._session_of(self._options.connection)) as session:
+            self._last_before_fencing(decision_log, session)  # a lost log is refused here too, before its fence forgets it
             decision_log.fence(self._prefix)
             before = decision_log.last(self._prefix)
             lost: str | None = None
@@ -468,9 +469,10 @@ class TwoPhaseCommitCoordinator:
             if judgement.verdict == Verdict.REPLAY:
                 assert last is not None
                 self._finish_replay(session, decision_log, last, own)  # decided before the failure: it stands
-                if last.epoch == epoch:
+                if last.epoch == epoch and epoch.kind == "batch":
                     # Whatever failed after the decision (the commit's error, or its Python worker's death) must not
                     # read as "nothing was written": a retry without writeId is a new job, and would write it all again.
+                    # (A stream's restart replays the micro-batch, which is recognised.)
                     raise KafkaEosCommitError(
                         f"Epoch {epoch} of prefix '{self._prefix}' IS COMMITTED: its decision was taken before the "
                         "failure Spark reports with this error, and this abort finished it. Do not re-run it: all of its "

@@ -196,8 +196,22 @@ def test_abort_of_a_decided_epoch_rolls_it_forward() -> None:
             EpochId.stream(Q1, 0), tasks)
     cluster.transient_commit_failures = 0
     cluster.failing_appends.clear()
-    with pytest.raises(KafkaEosCommitError, match="IS COMMITTED.*Do not re-run"):  # the job's failure must say so
-        coordinator(cluster).abort(EpochId.stream(Q1, 0), tasks)  # Spark calls abort after commit raised
+    coordinator(cluster).abort(EpochId.stream(Q1, 0), tasks)  # Spark calls abort after commit raised
+    assert committed(cluster, *tasks)
+
+
+def test_abort_of_a_decided_batch_job_rolls_it_forward_and_says_it_is_committed() -> None:
+    """A job without writeId whose commit failed after the decision: a retry would be a new job."""
+    cluster = Cluster()
+    job = EpochId.batch("job-1")
+    coordinator(cluster).prepare(job)
+    tasks = [task(cluster, job, p) for p in (0, 1)]
+    cluster.transient_commit_failures = 1_000  # phase 2 cannot finish now
+    with pytest.raises(KafkaEosCommitError, match="IS COMMITTED"):
+        TwoPhaseCommitCoordinator(options(PREFIX), TIMEOUT_MS, **fake_seams(cluster)).commit(job, tasks)  # type: ignore[arg-type]
+    cluster.transient_commit_failures = 0
+    with pytest.raises(KafkaEosCommitError, match="IS COMMITTED.*Do not re-run"):
+        coordinator(cluster).abort(job, tasks)  # Spark calls abort after commit raised
     assert committed(cluster, *tasks)
 
 

@@ -85,7 +85,7 @@ def test_a_participant_names_its_transaction_and_its_output() -> None:
 
 
 def test_the_history_round_trips_and_remembers_each_run_once_newest_last() -> None:
-    from spark_kafka_eos.write.log_record import HISTORY_LIMIT, history_with
+    from spark_kafka_eos.write.log_record import ARCHIVE_BATCH, HISTORY_LIMIT, archive_overflow, history_with
 
     d1 = LogRecord("complete", "p", "batch:d1", history=history_with(None, EpochId.batch("d1"), 1))
     stream = LogRecord("complete", "p", "stream:q:4", history=history_with(d1, EpochId.stream("q", 4), 2))
@@ -95,10 +95,16 @@ def test_the_history_round_trips_and_remembers_each_run_once_newest_last() -> No
     assert again.last_decided(EpochId.batch("d1")) == EpochId.batch("d1")
     assert again.last_decided(EpochId.stream("q", 9)) == EpochId.stream("q", 5)
     assert again.last_decided(EpochId.batch("d2")) is None
+    # Past the limit, the log archives the oldest ARCHIVE_BATCH runs (archive_overflow) before the history grows further.
     many = None
-    for day in range(HISTORY_LIMIT + 5):
+    for day in range(HISTORY_LIMIT + ARCHIVE_BATCH - 1):
         many = LogRecord("complete", "p", f"batch:d{day}", history=history_with(many, EpochId.batch(f"d{day}"), day))
-    assert many is not None and len(many.history) == HISTORY_LIMIT and many.history[0][0] == "batch:d5"
+    assert many is not None and archive_overflow(many.history) is None
+    full = history_with(many, EpochId.batch("last"), 0)
+    overflow = archive_overflow(full)
+    assert overflow is not None and len(full) == HISTORY_LIMIT + ARCHIVE_BATCH
+    archived, kept = overflow
+    assert archived[0][0] == "batch:d0" and len(archived) == ARCHIVE_BATCH and len(kept) == HISTORY_LIMIT and kept[-1][0] == "batch:last"
 
 
 def test_group_positions_and_partly_lost_epochs_round_trip_and_ride_along_in_every_record() -> None:
