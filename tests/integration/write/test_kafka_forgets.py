@@ -275,3 +275,29 @@ def test_a_resume_from_a_group_moved_by_a_decision_its_re_created_log_forgot_is_
         backfill(spark, kafka, source, sink, second, group, "next")
     assert open_transactions(kafka, second) == []
     assert kafka.group_offsets(group, source) == {0: 300}
+
+
+def test_recover_on_a_re_created_decision_log_is_refused_and_a_re_run_stays_refused(
+        spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    """Found by the operator model: d1 commits; its log is deleted and re-created; `kafka-eos recover` fenced the
+    coordinator id, left it Empty, and the re-run of d1 was written again."""
+    sink, prefix, decisions = kafka.create_topic(2, "sink"), f"daily-{uuid.uuid4().hex[:6]}", f"decisions-{uuid.uuid4().hex[:6]}"
+    batch_write(rows(spark, "d1"), kafka, sink, prefix, writeId="d1", decisionLogTopic=decisions)
+    kafka.recreate_topic(decisions, 1, {"cleanup.policy": "compact"})
+    assert cli(["recover", "--bootstrap-servers", kafka.bootstrap_servers, "--prefix", prefix, "--decision-log-topic", decisions]) != 0
+    with pytest.raises(Exception, match=f"has no record of transactional.id.prefix '{prefix}'"):
+        batch_write(rows(spark, "d1"), kafka, sink, prefix, writeId="d1", decisionLogTopic=decisions)
+    assert values(kafka, sink) == sorted(tagged("d1"))
+    assert open_transactions(kafka, prefix) == []
+
+
+def test_a_fresh_start_reset_aborts_what_a_crashed_first_job_left_open(kafka: KafkaTestCluster) -> None:
+    """Found by the operator model: the prefix's first job dies before its decision; `kafka-eos reset --yes` on a
+    prefix with no record appended its reset and left the job's transactions open, pinning the sink's LSO."""
+    sink, prefix = kafka.create_topic(2, "sink"), f"first-{uuid.uuid4().hex[:6]}"
+    options = sink_options(kafka, sink, prefix)
+    prepared(options, EpochId.batch("d1"), tagged("d1"))  # the driver died before deciding
+    assert len(open_transactions(kafka, prefix)) == 2
+    assert cli(["reset", "--bootstrap-servers", kafka.bootstrap_servers, "--prefix", prefix, "--yes"]) == 0
+    assert open_transactions(kafka, prefix) == []
+    assert values(kafka, sink) == []
