@@ -69,11 +69,12 @@ from tests.unit.kafka_model import (
 )
 
 # -- known gaps: False keeps the rules that reach them out of the run ---------------------------------------
-GAP_EMPTY_COORDINATOR_AFTER_LOG_LOSS = True
-"""Gap: after the decision log is deleted, a fence that committed nothing (``recover``) leaves
-``<prefix>-coordinator`` Empty, so a re-run of a decided epoch is not refused and is written twice. False: the log
-is deleted only while the coordinator id shows CompleteCommit, and ``recover`` is not played after that until a
-fresh start."""
+PLAY_LOG_LOSS_AFTER_A_CRASH_BETWEEN_FENCE_AND_COMMIT = False
+"""Limit (README, "What Kafka forgets"): every operation leaves ``<prefix>-coordinator`` committed, but a driver that
+dies between its fence (InitProducerId, which leaves the id Empty) and its next commit leaves it Empty until the
+prefix's next operation; if the decision log is lost in that window, a re-run of a decided epoch reads as a new
+prefix and is written twice (found by this model: a job dies before its decision, the log is deleted, an old
+writeId is re-run). False: the log is deleted only while the coordinator id shows a commit."""
 PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS = False
 """Finding: when the coordinator id's state expired (transactional.id.expiration.ms, 7 days without an operation
 on the prefix) and the decision log is deleted, nothing is left that tells a re-run of a decided epoch from a new
@@ -457,7 +458,7 @@ class OperatorModel(RuleBasedStateMachine):
         state = self._coordinator_state()
         if state == TxnState.NOT_FOUND and not PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS:
             return
-        if state not in (TxnState.COMPLETE_COMMIT, TxnState.NOT_FOUND) and not GAP_EMPTY_COORDINATOR_AFTER_LOG_LOSS:
+        if state not in (TxnState.COMPLETE_COMMIT, TxnState.NOT_FOUND) and not PLAY_LOG_LOSS_AFTER_A_CRASH_BETWEEN_FENCE_AND_COMMIT:
             return
         self.model.delete_log()
         self.log_lost = True
@@ -479,8 +480,6 @@ class OperatorModel(RuleBasedStateMachine):
     @rule(accept_data_loss=st.booleans())
     def operator_recovers(self, accept_data_loss: bool) -> None:
         """``kafka-eos recover`` (TwoPhaseCommitCoordinator.recover)."""
-        if self.log_lost and not GAP_EMPTY_COORDINATOR_AFTER_LOG_LOSS:
-            return
         if self.pending is not None:
             return  # only when no query uses the prefix (the CLI says so)
         try:
