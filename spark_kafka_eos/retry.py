@@ -114,6 +114,18 @@ def retry(call: Callable[[Deadline], T], deadline: Deadline, retriable: Callable
             time.sleep(delay)
 
 
+OFFSET_INVALID = -1001
+"""What librdkafka's ``list_offsets`` gives, with no error, for a partition whose answer was lost on the way."""
+
+
+def listed_offset(offset: int) -> int:
+    """An offset from ``AdminClient.list_offsets``; one that came back as :data:`OFFSET_INVALID` raises a retriable
+    ``_TIMED_OUT`` (taken as an offset it reads as data loss, or as a timestamp with no record after it)."""
+    if offset == OFFSET_INVALID:
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "the offset look-up came back without an offset (its answer was lost)"))
+    return offset
+
+
 def retry_kafka(call: Callable[[Deadline], T], timeout_s: float, retriable: Collection[int],
                 backoff_s: float = BACKOFF_S) -> T:
     """``call(deadline)`` until it returns, asked again after ``backoff_s`` while it raises a

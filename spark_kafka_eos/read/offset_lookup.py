@@ -22,7 +22,7 @@ from spark_kafka_eos.config.librdkafka import for_librdkafka
 from spark_kafka_eos.config.reader import PartitionKey, ReaderOptions, Subscription
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError, KafkaEosUnavailableError
 from spark_kafka_eos.read.authorization import topic_authorization_error
-from spark_kafka_eos.retry import UNANSWERED, UNREACHABLE, Backoff, Deadline, kafka_codes, retry
+from spark_kafka_eos.retry import UNANSWERED, UNREACHABLE, Backoff, Deadline, kafka_codes, listed_offset, retry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -148,7 +148,7 @@ class KafkaOffsetLookup:
                 isolation_level=isolation or self._isolation,
                 request_timeout=self._timeout_s,
             )
-            return {(tp.topic, tp.partition): future.result(self._timeout_s).offset for tp, future in futures.items()}
+            return {(tp.topic, tp.partition): listed_offset(future.result(self._timeout_s).offset) for tp, future in futures.items()}
 
         return self._retrying("list offsets", request)
 

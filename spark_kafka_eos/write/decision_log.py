@@ -61,6 +61,7 @@ from spark_kafka_eos.retry import (
     Backoff,
     Deadline,
     kafka_codes,
+    listed_offset,
     retry,
     retry_kafka,
     wait_until,
@@ -301,7 +302,7 @@ class DecisionLog:
     def _offset(self, tp: KafkaTopicPartition, isolation: IsolationLevel, timeout_s: float = REQUEST_TIMEOUT_S) -> int:
         def latest(_: Deadline) -> int:
             futures = self._admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=isolation, request_timeout=timeout_s)
-            return int(futures[tp].result(timeout_s).offset)
+            return listed_offset(int(futures[tp].result(timeout_s).offset))
 
         # A log topic created a moment ago has no leader (epoch) everywhere yet.
         return retry_kafka(latest, timeout_s, _NOT_READY)

@@ -6,7 +6,18 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from spark_kafka_eos.retry import COORDINATOR_MOVING, Backoff, Deadline, kafka_codes, retry, retry_kafka, wait_until
+from spark_kafka_eos.retry import (
+    COORDINATOR_MOVING,
+    OFFSET_INVALID,
+    UNANSWERED,
+    Backoff,
+    Deadline,
+    kafka_codes,
+    listed_offset,
+    retry,
+    retry_kafka,
+    wait_until,
+)
 
 
 def failing(codes: list[int], result: str = "done") -> tuple[list[Deadline], object]:
@@ -70,3 +81,12 @@ def test_wait_until_asks_until_the_condition_holds_or_its_attempts_are_spent() -
     assert not wait_until(lambda: asked.append(1) is not None, Deadline.never(), Backoff(0.001), attempts=4)
     assert len(asked) == 4
     assert not wait_until(lambda: False, Deadline(0.02), Backoff(0.005))
+
+
+def test_an_offset_look_up_answered_without_an_offset_is_retried_not_taken_for_an_offset() -> None:
+    """librdkafka's list_offsets gives -1001 with no error when its answer was lost (seen through the fault proxy):
+    taken as an offset, it read as data loss."""
+    assert listed_offset(42) == 42 and listed_offset(-1) == -1
+    with pytest.raises(KafkaException) as lost:
+        listed_offset(OFFSET_INVALID)
+    assert lost.value.args[0].code() == KafkaError._TIMED_OUT and kafka_codes(UNANSWERED)(lost.value)
