@@ -227,7 +227,7 @@ def reset_command(options: WriterOptions, session: TransactionSession, args: arg
         print("\n".join(reset_plan(options, last, open_transactions(session, options.prefix))))
         return EXIT_NOTHING_DONE
     _, report = recover_prefix(options, session, accept_data_loss=args.accept_data_loss)
-    reset = reset_record(last, report)
+    reset = reset_record(report.last_before if report is not None and report.last_before is not None else last, report)
     decision_log.append(reset)
     print(f"appended reset record {reset.epoch_id} for prefix {options.prefix} to {options.decision_log_topic}: "
           "a new query may use this prefix from micro-batch 0")

@@ -90,8 +90,9 @@ def _refuse_forgotten(group: str, starts: Mapping[tuple[str, int], int], committ
         "(a group without members keeps its offsets offsets.retention.minutes, 7 days by default, after its last "
         "commit) or the group was deleted, so the job read again what an earlier decision wrote. It is safe to "
         f"re-run. Fix: re-run it with .option('startingOffsets', '{json.dumps(resume, separators=(',', ':'))}') "
-        "(where the group stood; its offsets are committed again with the output), and raise the broker's "
-        "offsets.retention.minutes above the time between runs."
+        "(where the group stood, adding any other partition the job reads, -2 for earliest; its offsets are committed "
+        "again with the output), or restore the group's offsets to these with kafka-consumer-groups --reset-offsets "
+        "and re-run from the group; and raise the broker's offsets.retention.minutes above the time between runs."
     )
 
 

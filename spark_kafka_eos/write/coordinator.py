@@ -139,7 +139,11 @@ class TwoPhaseCommitCoordinator:
         self._refuse_unless_owner(judge(self._last_before_fencing(decision_log, session, own), epoch), epoch, session, own)
         decision_log.fence(self._prefix)
         last = decision_log.last(self._prefix)
-        judgement = _judge(decision_log, last, epoch)
+        try:
+            judgement = _judge(decision_log, last, epoch)
+        except KafkaEosDecisionLogError:
+            abort_prepared(session, own)  # not in the record's history, so none of them is decided: left open they pin the LSO
+            raise
         self._refuse_unless_owner(judgement, epoch, session, own)
         if judgement.verdict == Verdict.REPLAY:
             assert last is not None
@@ -469,7 +473,7 @@ class TwoPhaseCommitCoordinator:
             if judgement.verdict == Verdict.REPLAY:
                 assert last is not None
                 self._finish_replay(session, decision_log, last, own)  # decided before the failure: it stands
-                if last.epoch == epoch and epoch.kind == "batch":
+                if epoch.kind == "batch":
                     # Whatever failed after the decision (the commit's error, or its Python worker's death) must not
                     # read as "nothing was written": a retry without writeId is a new job, and would write it all again.
                     # (A stream's restart replays the micro-batch, which is recognised.)
@@ -590,12 +594,21 @@ class RecoveryReport:
 
 
 def _judge(decision_log: DecisionLog, last: LogRecord | None, epoch: EpochId) -> Judgement:
-    """:func:`~spark_kafka_eos.write.ownership.judge`, with the prefix's archived runs: a batch job's write id
-    older than the history its last record carries is a replay too."""
-    if (last is not None and last.archives and epoch.kind == "batch" and last.last_decided(epoch) is None
-            and any(run_id == str(epoch) for run_id, _ in decision_log.archived_runs(last))):
+    """:func:`~spark_kafka_eos.write.ownership.judge`, with the prefix's archived runs: a run older than the history
+    its last record carries is remembered there. Consulted only where the last record lets the epoch proceed."""
+    judgement = judge(last, epoch)
+    if judgement.verdict != Verdict.PROCEED or last is None or not last.archives or last.last_decided(epoch) is not None:
+        return judgement
+    remembered = [EpochId.parse(run) for run, _ in decision_log.archived_runs(last) if EpochId.parse(run).run_key == epoch.run_key]
+    if not remembered:
+        return judgement
+    latest = remembered[-1]
+    if epoch.kind == "batch" or latest == epoch:
         return Judgement(Verdict.REPLAY)
-    return judge(last, epoch)
+    if latest.batch_id is not None and epoch.batch_id is not None and epoch.batch_id < latest.batch_id:
+        return Judgement(Verdict.REFUSE, f"it decided {latest.describe()} (an archived run), and this is that query again at "
+                                         f"micro-batch {epoch.batch_id}: a replay that can no longer be recognised")
+    return judgement
 
 
 def _abort_undecided(session: TransactionSession, decision: LogRecord, err: Exception) -> None:

@@ -494,6 +494,7 @@ class DecisionLog:
                 raise
             self._producer = producer
             self._committed_since_fence = False
+            self._last_seen.pop(prefix, None)  # only a record read after this fence may be re-appended by the mark
             # Described right after the fence; should another driver fence this one in between, the identity is
             # that driver's, and this producer's next transaction fails (fenced) like any fenced driver's.
             self._holder = session.describe([txn_id])[txn_id].prepared_state()

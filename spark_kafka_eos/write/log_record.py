@@ -21,8 +21,10 @@ from typing import Literal
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
 from spark_kafka_eos.txn.session import PreparedTxnState
 
-FORMAT_VERSION = 2
-_READABLE_FORMATS = (1, FORMAT_VERSION)
+FORMAT_VERSION = 3
+"""3: a record carries partly lost epochs, group positions and archives; a version that reads only 2 would drop
+them on its next record, so it must refuse (loud) rather than read it."""
+_READABLE_FORMATS = (1, 2, FORMAT_VERSION)
 HISTORY_LIMIT = 1000
 """Runs a prefix's last record remembers itself (e.g. ~2.7 years of daily backfills); each costs ~70 bytes of
 every record. Older runs are archived, :data:`ARCHIVE_BATCH` at a time (see :func:`archive_overflow`)."""

@@ -59,10 +59,11 @@ def roll_forward(session: TransactionSession, decision: LogRecord, visible: Visi
     unverifiable_note = "; ".join(f"{_describe(p, d)}: cannot be told, {why}" for p, d, why in unverifiable)
     if lost:
         all_lost = len(lost) == len(participants)
-        rerun = (f"None of its records is visible: after `kafka-eos reset --prefix {decision.prefix} --yes --accept-data-loss` "
-                 "(which forgets this epoch), re-run it whole" if all_lost else
-                 "Re-run that epoch's input for the partitions named only (a batch job: under a new writeId), after "
-                 f"`kafka-eos reset --prefix {decision.prefix} --yes --accept-data-loss`")
+        reset = f"`kafka-eos reset --bootstrap-servers ... --prefix {decision.prefix} --decision-log-topic <decisionLogTopic> --yes --accept-data-loss`"
+        group = (f" (it moved consumerGroup '{decision.consumer_group}' past its input: move the group back to where the epoch "
+                 "started, with kafka-consumer-groups --reset-offsets, before the re-run)" if decision.consumer_group else "")
+        rerun = (f"None of its records is visible: after {reset} (which forgets this epoch), re-run it whole{group}" if all_lost else
+                 f"Re-run that epoch's input for the partitions named only (a batch job: under a new writeId{group}), after {reset}")
         error = KafkaEosCommittedDataLostError(
             f"Decision {decision.epoch_id} of prefix '{decision.prefix}' was committed, but some of its participant "
             f"transactions were aborted before they could be committed, so their records are LOST: "

@@ -240,3 +240,28 @@ def test_a_write_id_older_than_the_history_a_record_carries_is_still_a_replay(mo
     assert coordinator(cluster).prepare(again).verdict == Verdict.REPLAY
     coordinator(cluster).commit(again, [rerun])
     assert aborted(cluster, rerun)
+
+
+def test_an_archived_write_id_whose_output_was_partly_lost_is_refused_not_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(log_record, "HISTORY_LIMIT", 3)
+    monkeypatch.setattr(log_record, "ARCHIVE_BATCH", 2)
+    cluster = Cluster()
+    for hour in range(8):
+        job = EpochId.batch(f"hour-{hour}")
+        coordinator(cluster).commit(job, [task(cluster, job, 0)])
+    last = cluster.last(PREFIX)
+    assert last is not None and last.last_decided(EpochId.batch("hour-0")) is None
+    cluster.records.append(LogRecord("reset", PREFIX, "reset:1", history=last.history, archives=last.archives, partly_lost=("batch:hour-0",)))
+    with pytest.raises(KafkaEosCommitError, match="refused batch write hour-0: .*part of its output"):
+        coordinator(cluster).prepare(EpochId.batch("hour-0"))
+    assert coordinator(cluster).prepare(EpochId.batch("hour-1")).verdict == Verdict.REPLAY
+
+
+def test_abort_of_a_batch_job_decided_before_a_later_job_says_it_is_committed() -> None:
+    cluster = Cluster()
+    first, second = EpochId.batch("job-1"), EpochId.batch("job-2")
+    tasks = [task(cluster, first, 0)]
+    coordinator(cluster).commit(first, tasks)
+    coordinator(cluster).commit(second, [task(cluster, second, 1)])
+    with pytest.raises(KafkaEosCommitError, match="IS COMMITTED"):
+        coordinator(cluster).abort(first, tasks)

@@ -27,7 +27,7 @@ def test_a_record_round_trips_through_its_json() -> None:
 
 def test_the_json_carries_the_format_and_every_field() -> None:
     body = json.loads(full_record().to_json())
-    assert body["format"] == FORMAT_VERSION == 2
+    assert body["format"] == FORMAT_VERSION == 3
     assert (body["kind"], body["prefix"], body["epoch_id"]) == ("decision", "p", "stream:query-1:5")
     assert body["participants"][0] == {"transactional_id": "p-0a1b2c3d-1-0-0", "producer_id": 4001, "epoch": 7,
                                        "spark_partition": 0, "records": [["out", 0, 12], ["out", 2, 3]], "probe": ["out", 0, 40],
@@ -53,7 +53,7 @@ def test_a_record_of_format_1_is_still_read() -> None:
     assert (batch.kind, batch.epoch, batch.batch_id) == ("complete", EpochId.batch("w1"), None)
 
 
-@pytest.mark.parametrize("format_version", [None, 0, 3, "2"])
+@pytest.mark.parametrize("format_version", [None, 0, 4, "2"])
 def test_a_record_of_an_unknown_format_is_refused(format_version: object) -> None:
     body = json.loads(full_record().to_json())
     body["format"] = format_version
