@@ -228,7 +228,11 @@ def reset_command(options: WriterOptions, session: TransactionSession, args: arg
         return EXIT_NOTHING_DONE
     _, report = recover_prefix(options, session, accept_data_loss=args.accept_data_loss)
     reset = reset_record(report.last_before if report is not None and report.last_before is not None else last, report)
-    decision_log.append(reset)
+    moved_back = {(t, p): o for t, p, o in reset.offsets} if reset.consumer_group else None
+    decision_log.append(reset, moved_back)
+    if moved_back:
+        print(f"moved consumerGroup {reset.consumer_group} back to where the forgotten epoch started: "
+              + ", ".join(f"{t}-{p}: {o}" for (t, p), o in sorted(moved_back.items())))
     print(f"appended reset record {reset.epoch_id} for prefix {options.prefix} to {options.decision_log_topic}: "
           "a new query may use this prefix from micro-batch 0")
     return EXIT_OK
@@ -239,15 +243,22 @@ def reset_record(last: LogRecord, report: RecoveryReport | None) -> LogRecord:
     one with none of its records visible is forgotten (a re-run writes it whole, once); one with part of them
     visible is remembered as partly lost (a re-run would write the rest twice, so it is refused)."""
     history, memory = last.runs(), memory_after(last)
+    group: str | None = None
+    moved_back: tuple[tuple[str, int, int], ...] = ()
     if report is not None and report.data_loss and last.kind == "decision":
         if report.all_lost:
             history = history_without(last, last.epoch)
+            if last.consumer_group and last.starts:
+                # The lost decision moved its group past its input: back to where the epoch started, so that a
+                # re-run from the group reads it again.
+                group, moved_back = last.consumer_group, last.starts
+                memory = memory_after(last, group, moved_back)
         elif last.epoch.kind == "batch":
             memory["partly_lost"] = (*last.partly_lost, last.epoch_id)[-HISTORY_LIMIT:]
     # A reset without history stands for its previous epoch (records written before histories were kept):
     # name none when the only epoch remembered was just forgotten.
-    return LogRecord("reset", last.prefix, f"reset:{_now_ms()}", previous_epoch_id=last.epoch_id if history else None,
-                     history=history, **memory)  # type: ignore[arg-type]
+    return LogRecord("reset", last.prefix, f"reset:{_now_ms()}", consumer_group=group, offsets=moved_back,
+                     previous_epoch_id=last.epoch_id if history else None, history=history, **memory)  # type: ignore[arg-type]
 
 
 def _acknowledge_fresh_start(options: WriterOptions, session: TransactionSession, args: argparse.Namespace) -> int:

@@ -171,9 +171,11 @@ class TwoPhaseCommitCoordinator:
             return
         deadline_ms = self._verify(session, participants)
         offsets = _source_offsets(tasks)
+        starts = tuple((t, p, o) for (t, p), o in sorted(_merged((task.source_starts for task in tasks), min).items()))
         decision = LogRecord("decision", self._prefix, str(epoch), participants, self._options.consumer_group, offsets,
                              history=history, **{**memory_after(last, self._options.consumer_group, offsets),  # type: ignore[arg-type]
-                                                 "archives": archives})
+                                                 "archives": archives},
+                             starts=starts if self._options.consumer_group else ())
         group_offsets = _group_offsets(decision)
         if group_offsets:
             self._abort_on_error(session, own, lambda: self._check_group(tasks, group_offsets, last))

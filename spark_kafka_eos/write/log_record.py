@@ -139,6 +139,9 @@ class LogRecord:
     offsets (``offsets.retention.minutes``) and operators delete groups; this copy does not expire."""
     archives: tuple[ArchiveRef, ...] = ()
     """The archive records of the runs that no longer fit in ``history``, oldest first."""
+    starts: tuple[Position, ...] = ()
+    """A decision with a ``consumer_group``: the first source offset its epoch consumed per partition, where a
+    ``reset --accept-data-loss`` that forgets the epoch moves the group back to."""
 
     @property
     def epoch(self) -> EpochId:
@@ -213,6 +216,7 @@ class LogRecord:
             tuple(str(e) for e in body.get("partly_lost", ())),
             tuple((str(g), str(t), int(p), int(o)) for g, t, p, o in body.get("group_positions", ())),
             tuple((int(o), str(d)) for o, d in body.get("archives", ())),
+            tuple((str(t), int(p), int(o)) for t, p, o in body.get("starts", ())),
         )
 
 

@@ -60,8 +60,10 @@ def roll_forward(session: TransactionSession, decision: LogRecord, visible: Visi
     if lost:
         all_lost = len(lost) == len(participants)
         reset = f"`kafka-eos reset --bootstrap-servers ... --prefix {decision.prefix} --decision-log-topic <decisionLogTopic> --yes --accept-data-loss`"
-        group = (f" (it moved consumerGroup '{decision.consumer_group}' past its input: move the group back to where the epoch "
-                 "started, with kafka-consumer-groups --reset-offsets, before the re-run)" if decision.consumer_group else "")
+        group = (f" (it moved consumerGroup '{decision.consumer_group}' past its input: "
+                 + ("the reset moves the group back to where the epoch started, so a re-run from the group reads it again)"
+                    if all_lost and decision.starts else "move the group back to where the epoch started, with "
+                    "kafka-consumer-groups --reset-offsets, before the re-run)") if decision.consumer_group else "")
         rerun = (f"None of its records is visible: after {reset} (which forgets this epoch), re-run it whole{group}" if all_lost else
                  f"Re-run that epoch's input for the partitions named only (a batch job: under a new writeId{group}), after {reset}")
         error = KafkaEosCommittedDataLostError(

@@ -26,7 +26,7 @@ from spark_kafka_eos.write.log_record import EpochId, LogRecord
 from spark_kafka_eos.write.ownership import Verdict
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from tests.harness.faults import FAIL_AT_OPTION, FAULTS_FORMAT, clear_fired, fired
-from tests.harness.kafka import KafkaTestCluster
+from tests.harness.kafka import KafkaRecord, KafkaTestCluster
 from tests.harness.local_kafka import LocalKafka
 from tests.harness.pipeline import open_transactions
 from tests.integration.write.test_epoch_identity import batch_write, expected, produce, values
@@ -146,17 +146,28 @@ class DieInPhase2(WriterHooks):
 TIMEOUT_MS = 20_000
 
 
-def _decide_then_die(kafka: KafkaTestCluster, sink: str, prefix: str, write_id: str, committed: int) -> None:
-    """Job ``write_id`` (two tasks, as Spark's d1 would write them) decides with a 20 s transaction timeout;
-    its driver dies in phase 2 and stays down until the participants it did not commit have timed out."""
-    options = parse_writer_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": sink,
-                                    "transactional.id.prefix": prefix, "kafka.transaction.timeout.ms": str(TIMEOUT_MS)},
+def _decide_then_die(kafka: KafkaTestCluster, sink: str, prefix: str, write_id: str, committed: int,
+                     source: list[KafkaRecord] | None = None, group: str | None = None) -> None:
+    """Job ``write_id`` (two tasks, as Spark's d1 would write them; copying ``source`` and committing ``group``
+    when given) decides with a 20 s transaction timeout; its driver dies in phase 2 and stays down until the
+    participants it did not commit have timed out."""
+    options = parse_writer_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": sink, "transactional.id.prefix": prefix,
+                                    "kafka.transaction.timeout.ms": str(TIMEOUT_MS), **({"consumerGroup": group} if group else {})},
                                    streaming=False)
     epoch = EpochId.batch(write_id)
-    values_ = tagged(write_id)
-    halves = [values_[:50], values_[50:]]
-    tasks = [write_task(options, epoch, [pa.record_batch([pa.array(half, pa.binary())], names=["value"])],
-                        task=TaskIdentity(p, 0, p), transaction_timeout_ms=TIMEOUT_MS) for p, half in enumerate(halves)]
+
+    def batch(part: list[bytes], positions: list[KafkaRecord]) -> pa.RecordBatch:
+        if not positions:
+            return pa.record_batch([pa.array(part, pa.binary())], names=["value"])
+        return pa.record_batch([pa.array(part, pa.binary()), pa.array([r.topic for r in positions], pa.string()),
+                                pa.array([r.partition for r in positions], pa.int32()), pa.array([r.offset for r in positions], pa.int64())],
+                               names=["value", "source_topic", "source_partition", "source_offset"])
+
+    values_ = [r.value or b"" for r in source] if source else tagged(write_id)
+    positions = source or []
+    halves = [(values_[:50], positions[:50]), (values_[50:], positions[50:])]
+    tasks = [write_task(options, epoch, [batch(part, where)], task=TaskIdentity(p, 0, p), transaction_timeout_ms=TIMEOUT_MS)
+             for p, (part, where) in enumerate(halves)]
     crash = DieInPhase2(committed)
     with pytest.raises(DriverKilled):
         TwoPhaseCommitCoordinator(options, TIMEOUT_MS, crash).commit(epoch, tasks)
@@ -188,6 +199,25 @@ def test_a_job_whose_output_was_all_lost_is_written_by_its_re_run_after_a_reset_
     assert values(kafka, sink) == sorted(tagged("d1"))
     batch_write(rows(spark, "d1"), kafka, sink, prefix, writeId="d1")  # and from then on it is d1 again
     assert values(kafka, sink) == sorted(tagged("d1"))
+    assert open_transactions(kafka, prefix) == []
+
+
+def test_a_backfill_whose_output_was_all_lost_resumes_from_its_group_after_the_reset_moves_it_back(
+        spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    """The lost decision had moved its consumerGroup past its input: a re-run from the group after the reset would
+    have started past the lost records. The reset moves the group back to where the epoch started."""
+    source, sink, group = kafka.create_topic(1, "src"), kafka.create_topic(2, "sink"), f"lost-{uuid.uuid4().hex[:6]}"
+    prefix = f"lost-{uuid.uuid4().hex[:6]}"
+    sent = produce(kafka, source, 100, "r")
+    _decide_then_die(kafka, sink, prefix, "d1", committed=0, source=kafka.read_committed(source), group=group)
+    assert kafka.group_offsets(group, source) == {0: 100}
+    with pytest.raises(Exception, match="LOST.*the reset moves the group back"):
+        backfill(spark, kafka, source, sink, prefix, group, "d1")
+    _reset_accepting_loss(kafka, prefix)
+    assert kafka.group_offsets(group, source) == {0: 0}
+    backfill(spark, kafka, source, sink, prefix, group, "d1")
+    assert values(kafka, sink) == expected(sent)
+    assert kafka.group_offsets(group, source) == {0: 100}
     assert open_transactions(kafka, prefix) == []
 
 
