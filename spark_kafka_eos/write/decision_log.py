@@ -23,6 +23,7 @@ log written by an earlier version, index offsets expired after the broker's
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import logging
 import time
@@ -99,6 +100,8 @@ _INDEX_NOT_READY = kafka_codes(COORDINATOR_MOVING | {KafkaError._TIMED_OUT}, or_
 _NOT_AUTHORIZED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
 _INDEX_PROBE_S = 5.0
 """How long an index read waits before asking, once, whether the group may be used at all."""
+_OFFSET_ATTEMPT_S = 5.0
+"""One attempt of an offset look-up on the log (retried until its timeout)."""
 
 
 class RecordNotCommittedError(KafkaEosDecisionLogError):
@@ -300,9 +303,15 @@ class DecisionLog:
         return read_offset_range(reader_options, OffsetRange(self._topic, 0, start, end))
 
     def _offset(self, tp: KafkaTopicPartition, isolation: IsolationLevel, timeout_s: float = REQUEST_TIMEOUT_S) -> int:
-        def latest(_: Deadline) -> int:
-            futures = self._admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=isolation, request_timeout=timeout_s)
-            return listed_offset(int(futures[tp].result(timeout_s).offset))
+        def latest(deadline: Deadline) -> int:
+            # Short attempts: one sent to a leader that just died waits out its whole request timeout, while the
+            # partition gets a new leader within seconds (and a lost answer comes back as no offset at all).
+            attempt_s = max(min(_OFFSET_ATTEMPT_S, deadline.left()), 0.1)
+            futures = self._admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=isolation, request_timeout=attempt_s)
+            try:
+                return listed_offset(int(futures[tp].result(attempt_s + 1).offset))
+            except concurrent.futures.TimeoutError:
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"no answer within {attempt_s:g}s")) from None
 
         # A log topic created a moment ago has no leader (epoch) everywhere yet.
         return retry_kafka(latest, timeout_s, _NOT_READY)

@@ -12,8 +12,9 @@ left open, the last stable offset at the high watermark. A failed run (an except
 ends exactly once; a record lost or doubled fails the test, loud (the sink's KafkaEosCommittedDataLostError) or
 silent. Each fault kind of the schedule must have fired.
 
-The short variants run in ``make test``; the long ones (``long``: more faults over a longer window) in
-``make test-all``. On failure, the message names the seed, the schedule and what each fault did.
+Every test here is in the long tier (``make test-all``): a broker of its own and minutes of faults do not fit
+``make test``'s budget. The short variants are a quick check of one seed; the others put more faults in a longer window.
+On failure, the message names the seed, the schedule and what each fault did.
 """
 
 from __future__ import annotations
@@ -192,6 +193,7 @@ def backfill_through_faults(spark: SparkSession, proxied: ProxiedKafka, schedule
     assert_every_kind_fired(run)
 
 
+@pytest.mark.long
 def test_a_backfill_rerun_with_its_write_id_through_network_faults_is_exactly_once(spark: SparkSession, proxied: ProxiedKafka) -> None:
     schedule = FaultSchedule.seeded(SEED, 30, SHORT, max_stall_s=4, max_outage_s=3, critical=BATCH_CRITICAL, others=BATCH_OTHERS)
     backfill_through_faults(spark, proxied, schedule, rows_per_day=300, tries=8, max_days=30)
@@ -319,6 +321,7 @@ def stream_through_faults(spark: SparkSession, proxied: ProxiedKafka, tmp_path: 
     assert_every_kind_fired(run)
 
 
+@pytest.mark.long
 def test_a_pipeline_restarted_through_network_faults_is_exactly_once(spark: SparkSession, proxied: ProxiedKafka, tmp_path: Path) -> None:
     schedule = FaultSchedule.seeded(SEED, 30, SHORT, max_stall_s=4, max_outage_s=3)
     stream_through_faults(spark, proxied, tmp_path, schedule, per_round=40, max_restarts=10)

@@ -92,6 +92,7 @@ def forgetful_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaT
         broker.kill()
 
 
+@pytest.mark.long  # a broker of its own, or a wait for a transaction timeout: make test-all
 def test_a_backfill_resuming_from_a_group_whose_offsets_expired_is_refused_before_anything_is_visible(
         spark: SparkSession, forgetful_kafka: KafkaTestCluster) -> None:
     """The reported 200 of 100: a weekly job, whose group's offsets the broker expired
@@ -202,6 +203,7 @@ def test_a_job_whose_output_was_all_lost_is_written_by_its_re_run_after_a_reset_
     assert open_transactions(kafka, prefix) == []
 
 
+@pytest.mark.long  # a broker of its own, or a wait for a transaction timeout: make test-all
 def test_a_backfill_whose_output_was_all_lost_resumes_from_its_group_after_the_reset_moves_it_back(
         spark: SparkSession, kafka: KafkaTestCluster) -> None:
     """The lost decision had moved its consumerGroup past its input: a re-run from the group after the reset would
@@ -221,6 +223,7 @@ def test_a_backfill_whose_output_was_all_lost_resumes_from_its_group_after_the_r
     assert open_transactions(kafka, prefix) == []
 
 
+@pytest.mark.long  # a broker of its own, or a wait for a transaction timeout: make test-all
 def test_a_job_whose_output_was_partly_lost_is_refused_a_whole_re_run_after_the_reset(
         spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
     """Half of d1 was committed before the driver died, half timed out. A re-run of d1 can neither be skipped
