@@ -100,8 +100,6 @@ _INDEX_NOT_READY = kafka_codes(COORDINATOR_MOVING | {KafkaError._TIMED_OUT}, or_
 _NOT_AUTHORIZED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
 _INDEX_PROBE_S = 5.0
 """How long an index read waits before asking, once, whether the group may be used at all."""
-_OFFSET_ATTEMPT_S = 5.0
-"""One attempt of an offset look-up on the log (retried until its timeout)."""
 
 
 class RecordNotCommittedError(KafkaEosDecisionLogError):
@@ -303,18 +301,18 @@ class DecisionLog:
         return read_offset_range(reader_options, OffsetRange(self._topic, 0, start, end))
 
     def _offset(self, tp: KafkaTopicPartition, isolation: IsolationLevel, timeout_s: float = REQUEST_TIMEOUT_S) -> int:
-        def latest(deadline: Deadline) -> int:
-            # Short attempts: one sent to a leader that just died waits out its whole request timeout, while the
-            # partition gets a new leader within seconds (and a lost answer comes back as no offset at all).
-            attempt_s = max(min(_OFFSET_ATTEMPT_S, deadline.left()), 0.1)
-            futures = self._admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=isolation, request_timeout=attempt_s)
+        def latest(_: Deadline) -> int:
+            futures = self._admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=isolation, request_timeout=timeout_s)
             try:
-                return listed_offset(int(futures[tp].result(attempt_s + 1).offset))
+                # librdkafka times the request out itself: a request abandoned while pending, or timed out early, can
+                # abort the process later (librdkafka issues #4605, #3663).
+                return listed_offset(int(futures[tp].result(timeout_s + 5).offset))
             except concurrent.futures.TimeoutError:
-                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"no answer within {attempt_s:g}s")) from None
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"no answer within {timeout_s:g}s")) from None
 
-        # A log topic created a moment ago has no leader (epoch) everywhere yet.
-        return retry_kafka(latest, timeout_s, _NOT_READY)
+        # A log topic created a moment ago has no leader (epoch) everywhere yet; a partition whose leader just died
+        # answers without an offset until it has a new one.
+        return retry_kafka(latest, 2 * timeout_s, _NOT_READY)
 
     # -- writing --------------------------------------------------------------------------
     def append(self, record: LogRecord, group_offsets: Mapping[tuple[str, int], int] | None = None,
