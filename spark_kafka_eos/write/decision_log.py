@@ -98,6 +98,9 @@ def _log_topic_config(replication: int) -> dict[str, str]:
 _NOT_READY = LEADER_MOVING | JUST_CREATED | UNANSWERED
 _INDEX_NOT_READY = kafka_codes(COORDINATOR_MOVING | {KafkaError._TIMED_OUT}, or_flagged_retriable=True)
 _NOT_AUTHORIZED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
+_COMMIT_PROBE_S = 2.0
+"""How long a commit waits for its answer before the coordinator is asked whether it committed."""
+_COMMIT_ATTEMPTS = 5
 _INDEX_PROBE_S = 5.0
 """How long an index read waits before asking, once, whether the group may be used at all."""
 
@@ -348,7 +351,7 @@ class DecisionLog:
                 if written:
                     raise  # before_commit's own refusal
                 raise RecordNotCommittedError(str(err)) from err
-            _commit(producer, commit_by)
+            self._commit(producer, record.prefix, commit_by)
             self._committed_since_fence = True
             self._last_seen[record.prefix] = record
             _KNOWN_HEADS.put((self._connection, self._topic, record.prefix), ((offset, index.metadata or ""), record))
@@ -370,7 +373,7 @@ class DecisionLog:
             except Exception:
                 _abort_quietly(producer)
                 raise
-            _commit(producer)
+            self._commit(producer, prefix)
         self._committed_since_fence = True
         return kept, (*archives, (offset, digest(value)))
 
@@ -507,6 +510,69 @@ class DecisionLog:
             self._holder = session.describe([txn_id])[txn_id].prepared_state()
         return self._producer
 
+    def _commit(self, producer: Producer, prefix: str, commit_by: float | None = None) -> None:
+        """Commit the transaction of ``producer`` (its records delivered), until ``commit_by`` (``time.monotonic()``;
+        without it, a few requests' time). A commit whose answer is slow or lost is not waited out: after each
+        short wait the coordinator is asked (on another connection) whether it committed or aborted the
+        transaction, so that phase 2 can start while its participants are still open. An error here leaves the
+        outcome unknown: the caller reads it back from the log rather than guessing."""
+        end = time.monotonic() + _COMMIT_ATTEMPTS * REQUEST_TIMEOUT_S if commit_by is None else commit_by
+        failures = 0
+        while True:
+            try:
+                producer.commit_transaction(max(min(_COMMIT_PROBE_S, end - time.monotonic()), 0.1))
+                return
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+            outcome = self._outcome_at_coordinator(prefix)
+            if outcome is True and self._answered(producer):
+                return
+            if outcome is not None:
+                # This producer still waits for its answer (librdkafka allows no other transaction until then):
+                # the next transaction of this log uses a new one.
+                self._producer = self._holder = None
+                if outcome:
+                    log.warning("Committing to the decision log reported %s, but its coordinator committed the "
+                                "transaction: going on", error.str())
+                    return
+                raise RecordNotCommittedError(f"the coordinator aborted the transaction ({error.str()})")
+            failures += error.code() != KafkaError._TIMED_OUT
+            if error.retriable() and failures < _COMMIT_ATTEMPTS and time.monotonic() < end:
+                continue
+            if error.txn_requires_abort():
+                _abort_quietly(producer)
+            raise KafkaEosDecisionLogError(f"The decision could not be committed: {error.str()}") from None
+
+    @staticmethod
+    def _answered(producer: Producer) -> bool:
+        """Whether a commit the coordinator made is answered within a little longer (the answer was only
+        slow): then ``producer`` can be kept for the next transaction."""
+        try:
+            producer.commit_transaction(_COMMIT_PROBE_S)
+        except KafkaException:
+            return False
+        return True
+
+    def _outcome_at_coordinator(self, prefix: str) -> bool | None:
+        """Whether the coordinator committed (True) or aborted (False) this log's open transaction, whose
+        records were delivered (so the coordinator's state is this transaction's until a later one of the same
+        producer id and epoch, which this log has not begun); None while it is open, or when the id's state is
+        another producer's or epoch's (a fence, a timeout), or cannot be read."""
+        if self._holder is None:
+            return None
+        txn_id = coordinator_transactional_id(prefix)
+        try:
+            described = cached_session(self._connection).describe([txn_id])[txn_id]
+        except Exception:  # noqa: BLE001 - the same question is settled later by reading the log back
+            return None
+        if described.prepared_state() != self._holder:
+            return None
+        if described.state in (TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT):
+            return True
+        if described.state in (TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT):
+            return False
+        return None
+
 
 _DELIVERY_TIMEOUTS = ("delivery.timeout.ms", "message.timeout.ms")
 
@@ -626,20 +692,3 @@ def _abort_quietly(producer: Producer) -> None:
         producer.abort_transaction(REQUEST_TIMEOUT_S)
     except KafkaException:
         pass  # the broker aborts it after COORDINATOR_TRANSACTION_TIMEOUT_MS
-
-
-def _commit(producer: Producer, commit_by: float | None = None, attempts: int = 5) -> None:
-    """Commit, retrying retriable errors until ``commit_by`` (``time.monotonic()``). An error here leaves
-    the outcome to be read back from the log: the caller re-reads it rather than guessing."""
-    for attempt in range(attempts):
-        left_s = REQUEST_TIMEOUT_S if commit_by is None else min(REQUEST_TIMEOUT_S, commit_by - time.monotonic())
-        try:
-            producer.commit_transaction(max(left_s, 0.1))
-            return
-        except KafkaException as exc:
-            error: KafkaError = exc.args[0]
-            if error.retriable() and attempt + 1 < attempts and (commit_by is None or time.monotonic() < commit_by):
-                continue
-            if error.txn_requires_abort():
-                _abort_quietly(producer)
-            raise KafkaEosDecisionLogError(f"The decision could not be committed: {error.str()}") from None

@@ -73,6 +73,8 @@ class Fault:
     delay_ms: int = 0
     apis: tuple[str, ...] | None = None
     scope: str = "one"
+    then: tuple[Fault, ...] = ()
+    """Faults armed once this one fired, each ``at_s`` seconds after it (for a fault at a point of a protocol)."""
 
     def describe(self) -> str:
         what = {
@@ -330,6 +332,9 @@ class FaultProxy:
             if counted:
                 self.fired[fault.kind] += 1
             self._pending.discard(fault)
+            self._pending.update(fault.then)
+        assert self._loop is not None
+        self._timers += [self._loop.call_later(f.at_s, self._arm, f) for f in fault.then]
         return fired
 
     def _arm(self, fault: Fault) -> None:

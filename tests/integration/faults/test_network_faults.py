@@ -67,10 +67,15 @@ BATCH_OTHERS = tuple(apis for apis in OTHER_TARGETS if apis is None or "ListOffs
 
 
 @pytest.fixture(scope="module")
-def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxiedKafka]:
-    """A broker of this module's own, behind the fault proxy (not the session's: it must advertise the proxy)."""
+def proxied(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxiedKafka]:
+    """A broker of this module's own, behind the fault proxy (not the session's: it must advertise the proxy).
+    One write through it first, without faults: a schedule's window is then not spent starting Spark's workers."""
     broker = ProxiedKafka(tmp_path_factory.mktemp("proxied-kafka")).start()
     try:
+        topic = broker.judge().create_topic(1, prefix="warm-up")
+        (spark.range(0, 3, numPartitions=1).selectExpr("CAST(id AS STRING) AS value").write.format("kafka_eos").mode("append")
+         .option("kafka.bootstrap.servers", broker.proxied_bootstrap).option("topic", topic)
+         .option("transactional.id.prefix", f"warm-up-{uuid.uuid4().hex[:8]}").save())
         yield broker
     finally:
         broker.kill()
@@ -342,3 +347,39 @@ def test_a_pipeline_whose_offset_lookups_lose_their_answers_is_exactly_once(spar
     "-1001 to -1"); a restart goes on, exactly once."""
     faults = tuple(Fault(8.0 + 5 * i, BLACKHOLE_RESPONSE, 0.5, apis=("ListOffsets",)) for i in range(6))
     stream_through_faults(spark, proxied, tmp_path, FaultSchedule(SEED, 45, faults), per_round=40, max_restarts=10)
+
+
+# -- (c) the commit point's answer lost -----------------------------------------------------------------------------
+
+@pytest.mark.long
+def test_a_decision_whose_commit_answer_is_lost_is_finished_in_time(spark: SparkSession, proxied: ProxiedKafka) -> None:
+    """The broker commits the decision, but its answer to the driver's EndTxn never arrives (the connection is
+    stalled for most of the participants' timeout, then reset). The decision is committed: the driver must learn
+    that in time to commit every participant before it times out, not wait out the stall and find the
+    participants aborted (a loud loss), nor abort them. The driver's next InitProducerId of the coordinator's id
+    (a fence to settle the outcome, or the next record's producer) is stalled too: settling by fencing and
+    reading the log back is then too slow."""
+    judge = proxied.judge()
+    tag = uuid.uuid4().hex[:8]
+    sink, prefix, decision_log = judge.create_topic(3, prefix="faults-sink"), f"faults-lost-answer-{tag}", f"_decisions-faults-{tag}"
+    slow_fence = Fault(0.0, BLACKHOLE_REQUEST, duration_s=TRANSACTION_TIMEOUT_MS / 1000, apis=("InitProducerId/coordinator",))
+    stall = Fault(0.0, BLACKHOLE_RESPONSE, duration_s=TRANSACTION_TIMEOUT_MS / 1000 + 5, apis=("EndTxn/coordinator",),
+                  then=(slow_fence,))
+    run = Run(proxied, FaultSchedule(SEED, 2 * TRANSACTION_TIMEOUT_MS / 1000 + 40, (stall,)))
+    proxied.proxy.run(run.schedule)
+    (spark.range(0, 300, numPartitions=3)
+     .selectExpr("CAST(id AS STRING) AS key", "CONCAT('v', CAST(id AS STRING)) AS value", "CAST(id % 3 AS INT) AS partition")
+     .write.format("kafka_eos").mode("append")
+     .option("kafka.bootstrap.servers", proxied.proxied_bootstrap)
+     .option("topic", sink)
+     .option("transactional.id.prefix", prefix)
+     .option("decisionLogTopic", decision_log)
+     .option("writeId", "lost-answer")
+     .option("kafka.transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
+     .save())
+    print(f"\nwrite done at t+{proxied.proxy.elapsed_s():.1f}s\n{run.explain()}")
+    fired = [f for f in proxied.proxy.log if f.fault == stall]
+    assert fired and fired[0].answered and "EndTxn" in fired[0].detail and f"{prefix}-coordinator" in fired[0].detail, run.explain()
+    wait_for_schedule(run)
+    judge_exactly_once(run, judge, sink, prefix, decision_log, [Sent(i % 3, str(i).encode(), f"v{i}".encode()) for i in range(300)],
+                       ordered=False)
