@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Self
 
 from spark_kafka_eos.config.writer import WriterOptions
 from spark_kafka_eos.txn.session import (
@@ -64,17 +65,21 @@ class Cluster:
         return next((r for r in reversed(self.records) if r.prefix == prefix), None)
 
 
-class FakeSession:
-    """The subset of :class:`TransactionSession` the coordinator and recovery use."""
+class NothingToClose:
+    """A fake of a client used as ``with client:`` that holds nothing to close."""
 
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-
-    def __enter__(self) -> FakeSession:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         pass
+
+
+class FakeSession(NothingToClose):
+    """The subset of :class:`TransactionSession` the coordinator and recovery use."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
 
     def describe(self, ids: Iterable[str]) -> dict[str, TxnDescription]:
         found = {}

@@ -46,6 +46,7 @@ from spark_kafka_eos.write.group_marker import GroupMarker
 from spark_kafka_eos.write.log_record import EpochId, LogRecord
 from spark_kafka_eos.write.ownership import already_decided
 from spark_kafka_eos.write.transactional_id import coordinator_transactional_id, task_transactional_id_candidates
+from tests.unit.fakes import NothingToClose
 
 DAY_MS = 86_400_000
 TRANSACTION_TIMEOUT_MS = 60_000
@@ -337,17 +338,11 @@ class FakeTime:
         self.model.advance(int(seconds * 1000) or 1)
 
 
-class ModelSession:
+class ModelSession(NothingToClose):
     """The TransactionSession subset the coordinator, recovery and the CLI use."""
 
     def __init__(self, model: KafkaModel) -> None:
         self.model = model
-
-    def __enter__(self) -> ModelSession:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
 
     def describe(self, ids: Iterable[str]) -> dict[str, TxnDescription]:
         return {txn_id: self.model.describe(txn_id) for txn_id in dict.fromkeys(ids)}
@@ -429,8 +424,7 @@ class ModelDecisionLog:
     def append(self, record: LogRecord, group_offsets: Mapping[tuple[str, int], int] | None = None,
                before_commit: Callable[[], None] | None = None, commit_by: float | None = None) -> None:
         holder = self._begin(record.prefix, "append")
-        pending = self.model.pending.setdefault(holder.transactional_id, PendingDecision(
-            (holder.transactional_id, holder.producer_id, holder.producer_epoch)))
+        pending = self._pending(holder)
         self.ensure_topic()
         pending.records.append(record)
         if group_offsets and record.consumer_group:
@@ -450,18 +444,26 @@ class ModelDecisionLog:
         if fault == "not_landed":
             self._abort(holder)
             raise KafkaEosDecisionLogError("The decision could not be committed: Broker: Producer attempted an operation with an old epoch")
-        try:
-            self.model.end_txn(holder, commit=True)
-        except (TxnFencedError, TxnInvalidStateError) as err:
-            self.holder = None
-            raise KafkaEosDecisionLogError(f"The decision could not be committed: {err}") from None
-        self._committed_since_fence = True
+        self._commit(holder)
         self._last_seen[record.prefix] = record
         if fault in ("lost_response", "lost_response_recovered"):
             self.holder = None
             if fault == "lost_response_recovered" and self.model.on_lost_response is not None:
                 self.model.on_lost_response()
             raise KafkaEosDecisionLogError("The decision could not be committed: Local: Timed out")
+
+    def _pending(self, holder: PreparedTxnState) -> PendingDecision:
+        return self.model.pending.setdefault(holder.transactional_id, PendingDecision(
+            (holder.transactional_id, holder.producer_id, holder.producer_epoch)))
+
+    def _commit(self, holder: PreparedTxnState) -> None:
+        """Commit the coordinator's transaction; a refusal fails as DecisionLog's commit does."""
+        try:
+            self.model.end_txn(holder, commit=True)
+        except (TxnFencedError, TxnInvalidStateError) as err:
+            self.holder = None
+            raise KafkaEosDecisionLogError(f"The decision could not be committed: {err}") from None
+        self._committed_since_fence = True
 
     def _abort(self, holder: PreparedTxnState) -> None:
         try:
@@ -482,14 +484,8 @@ class ModelDecisionLog:
         self.ensure_topic()
         offset = self.model.next_log_offset()
         value = f"{prefix}/archive/{len(archives)}:{old}"
-        self.model.pending.setdefault(holder.transactional_id, PendingDecision(
-            (holder.transactional_id, holder.producer_id, holder.producer_epoch))).archives[offset] = (value, tuple(old))
-        try:
-            self.model.end_txn(holder, commit=True)
-        except (TxnFencedError, TxnInvalidStateError) as err:
-            self.holder = None
-            raise KafkaEosDecisionLogError(f"The decision could not be committed: {err}") from None
-        self._committed_since_fence = True
+        self._pending(holder).archives[offset] = (value, tuple(old))
+        self._commit(holder)
         return kept, (*archives, (offset, value))
 
     def archived_runs(self, record: LogRecord) -> tuple[tuple[str, int], ...]:

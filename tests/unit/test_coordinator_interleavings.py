@@ -225,14 +225,20 @@ def test_an_abort_by_a_run_that_does_not_own_the_prefix_touches_only_its_own_tra
     assert cluster.state(owners_next.transaction.transactional_id) == TxnState.ONGOING  # type: ignore[union-attr]
 
 
-def test_a_write_id_older_than_the_history_a_record_carries_is_still_a_replay(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Hourly jobs forgot an hour after about six weeks: runs past the record's history go to archives."""
+def hourly_jobs_past_the_history(monkeypatch: pytest.MonkeyPatch, hours: int) -> Cluster:
+    """``hours`` batch jobs committed under a history of 3 runs archived 2 at a time."""
     monkeypatch.setattr(log_record, "HISTORY_LIMIT", 3)
     monkeypatch.setattr(log_record, "ARCHIVE_BATCH", 2)
     cluster = Cluster()
-    for hour in range(12):
+    for hour in range(hours):
         job = EpochId.batch(f"hour-{hour}")
         coordinator(cluster).commit(job, [task(cluster, job, 0)])
+    return cluster
+
+
+def test_a_write_id_older_than_the_history_a_record_carries_is_still_a_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hourly jobs forgot an hour after about six weeks: runs past the record's history go to archives."""
+    cluster = hourly_jobs_past_the_history(monkeypatch, 12)
     last = cluster.last(PREFIX)
     assert last is not None and len(last.runs()) <= 4 and len(last.archives) == 4
     again = EpochId.batch("hour-0")
@@ -243,12 +249,7 @@ def test_a_write_id_older_than_the_history_a_record_carries_is_still_a_replay(mo
 
 
 def test_an_archived_write_id_whose_output_was_partly_lost_is_refused_not_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(log_record, "HISTORY_LIMIT", 3)
-    monkeypatch.setattr(log_record, "ARCHIVE_BATCH", 2)
-    cluster = Cluster()
-    for hour in range(8):
-        job = EpochId.batch(f"hour-{hour}")
-        coordinator(cluster).commit(job, [task(cluster, job, 0)])
+    cluster = hourly_jobs_past_the_history(monkeypatch, 8)
     last = cluster.last(PREFIX)
     assert last is not None and last.last_decided(EpochId.batch("hour-0")) is None
     cluster.records.append(LogRecord("reset", PREFIX, "reset:1", history=last.history, archives=last.archives, partly_lost=("batch:hour-0",)))
