@@ -341,15 +341,16 @@ class TwoPhaseCommitCoordinator:
         except RecordNotCommittedError as refused:
             _abort_undecided(session, decision, refused)
         except Exception as err:
-            self._settle_unknown_outcome(session, decision, err)
+            self._settle_unknown_outcome(session, decision_log, decision, err)
 
-    def _settle_unknown_outcome(self, session: TransactionSession, decision: LogRecord, err: Exception) -> None:
-        """The decision write failed: its outcome is whatever the log says. Fence first (a commit still in
-        flight can then no longer land), then read it back."""
+    def _settle_unknown_outcome(self, session: TransactionSession, decision_log: DecisionLog, decision: LogRecord,
+                                err: Exception) -> None:
+        """The decision write failed: its outcome is whatever the log says. Fence first, the log's own producer
+        too (a commit still in flight can then no longer land), then read it back. The operation goes on with
+        the new producer: phase 2's completion, or the mark of a fence that committed nothing."""
         try:
-            fenced = self._log()
-            fenced.fence(self._prefix)
-            recorded = fenced.last(self._prefix)
+            decision_log.fence_anew(self._prefix)
+            recorded = decision_log.last(self._prefix)
         except Exception as unreadable:
             # Unknown outcome: abort nothing; abort() or the next recovery reads the log again.
             raise KafkaEosCommitError(

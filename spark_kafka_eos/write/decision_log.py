@@ -453,6 +453,12 @@ class DecisionLog:
         no longer commit a decision."""
         self._coordinator_producer(prefix)
 
+    def fence_anew(self, prefix: str) -> None:
+        """Fence this log's own producer too, with a new one: a commit of it whose outcome is unknown can then
+        no longer land."""
+        self._producer = self._holder = None
+        self._coordinator_producer(prefix, reuse=False)
+
     def keep_history_mark(self, prefix: str) -> None:
         """After an operation whose fence initialised the coordinator id and that committed nothing since:
         re-append the prefix's last record. ``init_transactions`` leaves the id Empty, which reads like a
@@ -483,7 +489,7 @@ class DecisionLog:
             _IDLE_COORDINATORS.put((self._connection, self._topic, self._holder.transactional_id), (self._producer, self._holder))
         self._producer = None
 
-    def _coordinator_producer(self, prefix: str) -> Producer:
+    def _coordinator_producer(self, prefix: str, reuse: bool = True) -> Producer:
         """The coordinator's transactional producer, once per log instance (one commit or recovery): one this
         process kept that still holds the id (DescribeTransactions shows its producer id and epoch, with no
         transaction open: nobody initialised the id since), else a new one, whose ``init_transactions`` fences
@@ -492,7 +498,7 @@ class DecisionLog:
             txn_id = coordinator_transactional_id(prefix)
             key = (self._connection, self._topic, txn_id)
             session = cached_session(self._connection)
-            kept = _IDLE_COORDINATORS.take(key)
+            kept = _IDLE_COORDINATORS.take(key) if reuse else None
             if kept is not None and _still_holds(session.describe([txn_id])[txn_id], kept[1]):
                 self._producer, self._holder = kept
                 return kept[0]

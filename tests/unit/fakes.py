@@ -161,6 +161,10 @@ class FakeDecisionLog:
     def archived_runs(self, record: LogRecord) -> tuple[HistoryEntry, ...]:
         return tuple(run for offset, _ in record.archives for run in self.cluster.archives[offset])
 
+    def fence_anew(self, prefix: str) -> None:
+        self.producer_epoch = None
+        self.fence(prefix)
+
     def keep_history_mark(self, prefix: str) -> None:
         pass  # the fake coordinator id reads as committed whenever the log has records
 

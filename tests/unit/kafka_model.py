@@ -391,6 +391,10 @@ class ModelDecisionLog:
             self.holder = PreparedTxnState(txn_id, pid, epoch)
             self._committed_since_fence = False
 
+    def fence_anew(self, prefix: str) -> None:
+        self.holder = None
+        self.fence(prefix)
+
     def last(self, prefix: str) -> LogRecord | None:
         self.model._alive()
         return self._last(prefix)
