@@ -50,7 +50,7 @@ from spark_kafka_eos.write.hooks import AFTER_DECISION, BEFORE_DECISION, DURING_
 from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant, history_with, memory_after
 from spark_kafka_eos.write.ownership import Judgement, Verdict, judge
 from spark_kafka_eos.write.recovery import VisibilityCheck, abort_lingering, abort_prepared, is_open, roll_forward
-from spark_kafka_eos.write.transactional_id import coordinator_transactional_id
+from spark_kafka_eos.write.transactional_id import coordinator_transactional_id, parse_task_transactional_id
 from spark_kafka_eos.write.visibility import committed_record_at
 
 log = logging.getLogger(__name__)
@@ -252,6 +252,18 @@ class TwoPhaseCommitCoordinator:
                 raise transactional_id_refused(self._options.connection, self._prefix) from None
             raise
 
+    def _committed_before(self, session: TransactionSession) -> str | None:
+        """What shows that the prefix committed a decision before, or None. The coordinator id's state does, unless
+        a driver fenced it and died before its next commit (InitProducerId leaves it Empty); then a task id of the
+        prefix in a committed state does: only a decision's phase 2 commits one. The broker keeps either for
+        ``transactional.id.expiration.ms`` after its last transaction."""
+        coordinator_id = coordinator_transactional_id(self._prefix)
+        if self._coordinator_state(session) in (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT):
+            return f"its coordinator {coordinator_id} committed"
+        listed = session.list_transactions(state_filters=(TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT))
+        committed = sorted(t.transactional_id for t in listed if parse_task_transactional_id(self._prefix, t.transactional_id))
+        return f"its task transaction {committed[0]} committed" if committed else None
+
     def _last_before_fencing(self, decision_log: DecisionLog, session: TransactionSession,
                              own: Sequence[PreparedTxnState] = ()) -> LogRecord | None:
         """The prefix's last record, read before this driver fences the coordinator id. A prefix without a
@@ -261,14 +273,14 @@ class TwoPhaseCommitCoordinator:
         last = decision_log.last(self._prefix)
         if last is not None:
             return last
-        coordinator_id = coordinator_transactional_id(self._prefix)
-        if self._coordinator_state(session) not in (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT):
+        witness = self._committed_before(session)
+        if witness is None:
             return None
         abort_prepared(session, own)
         raise KafkaEosDecisionLogError(
             f"The decision log '{self._options.decision_log_topic}' (option decisionLogTopic) has no record of "
-            f"transactional.id.prefix '{self._prefix}', but that prefix's coordinator ({coordinator_id}) has committed "
-            "decisions: the log that holds its history was deleted, re-created, or is another topic than before. "
+            f"transactional.id.prefix '{self._prefix}', but that prefix has committed decisions ({witness}): the log "
+            "that holds its history was deleted, re-created, or is another topic than before. "
             "Starting afresh would write Spark's replays of decided epochs again. Nothing was written. Fix: point "
             "decisionLogTopic at the prefix's log; or, if that log is gone for good and no epoch of the prefix is "
             f"left undecided, acknowledge the fresh start with `kafka-eos reset --bootstrap-servers ... --prefix "
@@ -509,17 +521,24 @@ class TwoPhaseCommitCoordinator:
 
     @contextmanager
     def _marked(self, decision_log: DecisionLog) -> Iterator[None]:
-        """Run an operation; then, whether it succeeded or not, leave the coordinator id committed if the
+        """Run an operation; then, whether it succeeded or failed, leave the coordinator id committed if the
         operation fenced it anew on a prefix with history and committed nothing (see
-        :meth:`DecisionLog.keep_history_mark`)."""
+        :meth:`DecisionLog.keep_history_mark`). A process that dies leaves no mark: then the prefix's committed
+        task ids tell a lost log from a new prefix (:meth:`_committed_before`)."""
         try:
             yield
-        finally:
-            try:
-                decision_log.keep_history_mark(self._prefix)
-            except Exception as err:  # noqa: BLE001 - fenced by another driver (which then leaves its own), or the cluster is away
-                log.warning("Could not leave prefix %s's coordinator committed after this operation (%s): should its decision "
-                            "log be lost before the prefix's next operation, a re-run would not be refused", self._prefix, err)
+        except Exception:
+            self._keep_history_mark(decision_log)
+            raise
+        self._keep_history_mark(decision_log)
+
+    def _keep_history_mark(self, decision_log: DecisionLog) -> None:
+        try:
+            decision_log.keep_history_mark(self._prefix)
+        except Exception as err:  # noqa: BLE001 - fenced by another driver (which then leaves its own), or the cluster is away
+            log.warning("Could not leave prefix %s's coordinator committed after this operation (%s): should its decision "
+                        "log be lost before the prefix's next operation, a re-run is refused only while a task id of the "
+                        "prefix shows a commit", self._prefix, err)
 
     def _log(self) -> DecisionLog:
         decision_log = self._open_log(self._options)

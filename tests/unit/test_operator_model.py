@@ -69,12 +69,12 @@ from tests.unit.kafka_model import (
 )
 
 # -- known gaps: False keeps the rules that reach them out of the run ---------------------------------------
-PLAY_LOG_LOSS_AFTER_A_CRASH_BETWEEN_FENCE_AND_COMMIT = False
-"""Limit (README, "What Kafka forgets"): every operation leaves ``<prefix>-coordinator`` committed, but a driver that
-dies between its fence (InitProducerId, which leaves the id Empty) and its next commit leaves it Empty until the
-prefix's next operation; if the decision log is lost in that window, a re-run of a decided epoch reads as a new
-prefix and is written twice (found by this model: a job dies before its decision, the log is deleted, an old
-writeId is re-run). False: the log is deleted only while the coordinator id shows a commit."""
+PLAY_LOG_LOSS_AFTER_A_CRASH_BETWEEN_FENCE_AND_COMMIT = True
+"""Was a limit: a driver that dies between its fence (InitProducerId, which leaves ``<prefix>-coordinator`` Empty) and
+its next commit leaves no mark; if the decision log is lost then, a re-run of a decided epoch read as a new prefix and
+was written twice (found by this model: a job dies before its decision, the log is deleted, an old writeId is re-run).
+The prefix's task ids in a committed state are now the second witness. True: the log is deleted whatever the
+coordinator id's state."""
 PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS = False
 """Finding: when the coordinator id's state expired (transactional.id.expiration.ms, 7 days without an operation
 on the prefix) and the decision log is deleted, nothing is left that tells a re-run of a decided epoch from a new

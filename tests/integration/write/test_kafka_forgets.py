@@ -24,6 +24,7 @@ from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.hooks import WriterHooks
 from spark_kafka_eos.write.log_record import EpochId, LogRecord
 from spark_kafka_eos.write.ownership import Verdict
+from spark_kafka_eos.write.recovery import abort_prepared
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from tests.harness.faults import FAIL_AT_OPTION, FAULTS_FORMAT, clear_fired, fired
 from tests.harness.kafka import KafkaRecord, KafkaTestCluster
@@ -123,6 +124,45 @@ def test_a_decision_log_deleted_after_an_operation_that_committed_nothing_is_an_
 
     kafka.delete_topic(decision_log)
     with pytest.raises(Exception, match=f"'{decision_log}' .*has no record of transactional.id.prefix '{prefix}'.*kafka-eos reset"):
+        batch_write(rows(spark, "d1"), kafka, sink, prefix, writeId="d1", decisionLogTopic=decision_log)
+    assert values(kafka, sink) == sorted(tagged("d1"))
+    assert open_transactions(kafka, prefix) == []
+
+
+class DieBeforeDecision(WriterHooks):
+    """The driver dies after its fence, before its decision: nothing of the coordinator runs after it."""
+
+    def __init__(self) -> None:
+        self.fired = False
+
+    def at(self, point: str, session: object, decision: LogRecord) -> None:  # type: ignore[override]
+        if point == "before_decision":
+            self.fired = True
+            raise DriverKilled(decision.epoch_id)
+
+
+def test_a_decision_log_deleted_after_a_driver_died_between_its_fence_and_its_decision_is_an_error_not_a_fresh_start(
+        spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    """d1 commits; job d2's driver fences the prefix's coordinator and dies before its decision (the fence leaves the
+    coordinator id Empty, and a dead driver leaves no mark); the decision log is deleted; d1 is re-run. Its
+    committed task ids show that the prefix has history: the re-run is refused, not written twice."""
+    sink, prefix, decision_log = kafka.create_topic(2, "sink"), f"daily-{uuid.uuid4().hex[:6]}", f"decisions-{uuid.uuid4().hex[:6]}"
+    batch_write(rows(spark, "d1"), kafka, sink, prefix, writeId="d1", decisionLogTopic=decision_log)
+    options = parse_writer_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": sink, "transactional.id.prefix": prefix,
+                                    "decisionLogTopic": decision_log}, streaming=False)
+    epoch = EpochId.batch("d2")
+    task = write_task(options, epoch, [pa.record_batch([pa.array([b"d2"], pa.binary())], names=["value"])], task=TaskIdentity(0, 0, 0))
+    crash = DieBeforeDecision()
+    with pytest.raises(DriverKilled):
+        TwoPhaseCommitCoordinator(options, TIMEOUT_MS, crash).commit(epoch, [task])
+    session = cached_session(options.connection)
+    assert crash.fired and session.describe([f"{prefix}-coordinator"])[f"{prefix}-coordinator"].state == TxnState.EMPTY
+    assert task.transaction is not None
+    abort_prepared(session, [task.transaction])  # as the broker does once it times out
+
+    kafka.delete_topic(decision_log)
+    with pytest.raises(Exception, match=f"no record of transactional.id.prefix '{prefix}', but that prefix has committed decisions "
+                                        f"\\(its task transaction {prefix}-[0-9a-f]{{8}}-0-[01]-0 committed\\).*kafka-eos reset"):
         batch_write(rows(spark, "d1"), kafka, sink, prefix, writeId="d1", decisionLogTopic=decision_log)
     assert values(kafka, sink) == sorted(tagged("d1"))
     assert open_transactions(kafka, prefix) == []
