@@ -168,6 +168,9 @@ class ReaderOptions:
         # Once that queue holds queued.min.messages, librdkafka waits this long before it fetches again
         # (default 1000 ms): a read that drains the queue in milliseconds would sit idle for most of a second.
         config.setdefault("fetch.queue.backoff.ms", str(FETCH_QUEUE_BACKOFF_MS))
+        # Spark's consumer checks every batch's CRC (the Java client's default); librdkafka does not by default,
+        # and would hand out a corrupted record as if it were intact.
+        config.setdefault("check.crcs", "true")
         return config
 
     def admin_config(self) -> dict[str, object]:

@@ -9,6 +9,15 @@ partition-EOF event at or beyond ``end``. The EOF event matters when the range e
 stable offset right after aborted records: no later record can be fetched until the open
 transaction at the LSO is decided, and the position alone would wait for it.
 
+The position librdkafka reports is never taken past the offset of the last partition-EOF event when no
+record was delivered since: librdkafka 2.12 (the compiled path's) moves it to offset + 1 of every event,
+the EOF event included (its issue #4844), which would end a range one record early.
+
+Nothing is skipped on a transient error: a partition reported unknown, or a log that ends before the
+planned end, is confirmed against the leader's watermarks for :data:`CONFIRM_S` first (librdkafka's
+metadata lags behind added partitions; a new leader's high watermark can lag its predecessor's). A
+batch librdkafka cannot decode (CRC mismatch, decompression failure) fails the task, as Spark's consumer does.
+
 A read that stops moving fails after ``kafkaConsumer.pollTimeoutMs`` (see ``read/progress.py``).
 """
 
@@ -37,6 +46,12 @@ log = logging.getLogger(__name__)
 
 _OUT_OF_RANGE = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}
 _VANISHED = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
+_UNDECODABLE = {KafkaError._BAD_MSG, KafkaError._BAD_COMPRESSION, KafkaError._NOT_IMPLEMENTED, KafkaError._UNSUPPORTED_FEATURE}
+"""Errors with which librdkafka skips a fetched batch it cannot decode."""
+CONFIRM_S = 10.0
+"""How long a partition reported unknown, or a log ending before the planned end, must stay so (the
+leader's watermarks asked about once a second) before it counts as lost."""
+_CONFIRM_EVERY_S = 1.0
 _MAX_MESSAGES_PER_POLL = 10_000
 _POLL_TIMEOUT_S = 0.05
 
@@ -98,6 +113,9 @@ class _RangeReader:
         self._fetch_progress = fetch_progress
         self._position = offset_range.start
         self._group_refused = False
+        self._eof_at: int | None = None
+        """The offset of the last partition-EOF event, while no record was delivered after it."""
+        self._doubt: _Doubt | None = None
 
     @property
     def _name(self) -> str:
@@ -115,6 +133,7 @@ class _RangeReader:
             step = self._fetcher.step(min(per_poll, end - self._position), _POLL_TIMEOUT_S, end)
             if step.last_offset is not None:
                 self._position = step.last_offset + 1
+                self._eof_at = None
             if step.past_end:
                 self._position = end
             yield from self._fetcher.batches(flush=False)
@@ -123,7 +142,10 @@ class _RangeReader:
             if self._position < end and not self._fetcher.pending():
                 # Markers and aborted records are not returned, but they move the position. So do records
                 # delivered but still pending behind an error event: only ask once they are taken.
-                self._position = max(self._position, self._fetcher.position())
+                position = self._fetcher.position()
+                self._position = max(self._position, position if self._eof_at is None else min(position, self._eof_at))
+            if self._position < end and self._doubt is not None:
+                self._settle_doubt(time.monotonic())
             if self._position < end and watch.stalled(self._position, self._fetch_progress.next_offset, time.monotonic()):
                 raise KafkaEosReadError(
                     f"Reading {self._name} made no progress at offset {self._position} for "
@@ -137,10 +159,21 @@ class _RangeReader:
         if code == KafkaError._PARTITION_EOF:
             # Everything below the EOF offset was fetched, and delivered before this event.
             self._position = max(self._position, error.offset or 0)
+            self._eof_at = self._position
+            if self._position < self._range.end and self._doubt is None:
+                self._doubt = _Doubt(_LOG_ENDS_EARLY, error.reason, time.monotonic())
         elif code in _OUT_OF_RANGE:
             self._skip_lost_offsets(error)
         elif code in _VANISHED:
-            self._on_vanished(error)
+            if self._doubt is None or self._doubt.kind != _VANISHED_KIND:
+                self._doubt = _Doubt(_VANISHED_KIND, error.reason, time.monotonic())
+        elif code in _UNDECODABLE:
+            raise KafkaEosReadError(
+                f"Reading {self._name} failed at offset {error.offset if error.offset is not None else self._position}: "
+                f"librdkafka cannot decode the records there ({error.reason}), and would skip them. Nothing of this "
+                "range is skipped silently. Fix: find out what wrote them (a check with kafka-dump-log on the segment); "
+                "if losing them is acceptable, delete them (kafka-delete-records) or start the query past them."
+            )
         elif code == KafkaError.GROUP_AUTHORIZATION_FAILED:
             # librdkafka looks up the coordinator of the consumer's group, which this reader never
             # uses (explicit offsets, no commits); like Spark's assign-only consumer, read on.
@@ -180,9 +213,53 @@ class _RangeReader:
             # ("erroneous state"); a fresh assignment restarts it.
             self._fetcher.assign(self._position)
 
-    def _on_vanished(self, error: FetchError) -> None:
-        report_data_loss(
-            f"{self._name}: the topic or partition is gone ({error.reason}) at offset {self._position}.",
-            self._options.fail_on_data_loss, "Skipping what is left of the range",
-        )
+    def _settle_doubt(self, now: float) -> None:
+        """Ask the leader about a partition reported unknown, or a log that ended before the range: the doubt
+        is gone once the partition answers with a high watermark past the position; it is a loss once it
+        lasted :data:`CONFIRM_S`."""
+        doubt = self._doubt
+        assert doubt is not None
+        if now < doubt.next_check:
+            return
+        doubt.next_check = now + _CONFIRM_EVERY_S
+        try:
+            _, high = self._fetcher.watermarks(min(self._options.request_timeout_s, _CONFIRM_EVERY_S * 5))
+        except KafkaException as err:
+            code = err.args[0].code()
+            if code not in _VANISHED and code != KafkaError.UNKNOWN_TOPIC_ID:
+                return  # not an answer (a timeout, a broker away): librdkafka retries, the stall limit bounds it
+            high = None
+        if high is not None and high > self._position:
+            self._doubt = None  # the records are there: librdkafka fetches them
+            return
+        if high is not None and high >= self._range.end:
+            return
+        if now - doubt.since < CONFIRM_S:
+            return
+        if high is None:
+            report_data_loss(
+                f"{self._name}: the topic or partition is gone ({doubt.reason}; its leader has not known it for "
+                f"{CONFIRM_S:g}s) at offset {self._position}.",
+                self._options.fail_on_data_loss, "Skipping what is left of the range",
+            )
+        else:
+            report_data_loss(
+                moved_back_problem((self._range.topic, self._range.partition), self._range.end, high,
+                                   f"the range read ends at offset {self._range.end}, and its leader has reported for "
+                                   f"{CONFIRM_S:g}s that its log ends at")
+                + f" Offsets {high} to {self._range.end - 1} of {self._name} do not exist.",
+                self._options.fail_on_data_loss, "Skipping what is left of the range",
+            )
         self._position = self._range.end
+
+
+_LOG_ENDS_EARLY = "log ends early"
+_VANISHED_KIND = "vanished"
+
+
+class _Doubt:
+    """A sign that the rest of the range may be gone, to confirm with the leader before it counts."""
+
+    def __init__(self, kind: str, reason: str, since: float) -> None:
+        self.kind, self.reason, self.since = kind, reason, since
+        self.next_check = since + _CONFIRM_EVERY_S
