@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
 
@@ -29,6 +29,8 @@ T = TypeVar("T")
 GroupGuard = Callable[[KafkaConnection, str, Sequence[KafkaTopicPartition]], None]
 """Called with a group's committed offsets (and their metadata) before a read resumes from them."""
 
+INTERNAL_TOPIC_PREFIX = "__"
+"""Every Kafka internal topic's name starts with it (Kafka's Topic.isInternal); user topics may too."""
 _RETRIABLE = kafka_codes(UNANSWERED | UNREACHABLE | {KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION},
                          or_flagged_retriable=True)
 class KafkaOffsetLookup:
@@ -68,12 +70,9 @@ class KafkaOffsetLookup:
             return [(t, p) for t in subscription.topics if t in existing for p in existing[t]]
         if subscription.kind == "subscribePattern":
             pattern = re.compile(subscription.pattern or "")
-            return [
-                (t, p)
-                for t in sorted(existing)
-                if not t.startswith("__") and pattern.fullmatch(t)
-                for p in existing[t]
-            ]
+            matching = [t for t in sorted(existing) if pattern.fullmatch(t)]
+            left_out = self._internal_or_gone([t for t in matching if t.startswith(INTERNAL_TOPIC_PREFIX)])
+            return [(t, p) for t in matching if t not in left_out for p in existing[t]]
         absent = [tp for tp in subscription.partitions if tp[1] not in existing.get(tp[0], [])]
         if absent and not must_exist:
             # A stream's partitions that vanished since it started: the caller applies failOnDataLoss.
@@ -85,6 +84,30 @@ class KafkaOffsetLookup:
             )
             raise KafkaEosOptionError("assign", f"names partitions that do not exist: {details}.", "assign only existing partitions.")
         return list(subscription.partitions)
+
+    def _internal_or_gone(self, topics: Sequence[str]) -> set[str]:
+        """Of ``topics``, Kafka's internal ones (the metadata's is_internal flag: __consumer_offsets,
+        __transaction_state, __share_group_state), which a pattern never reads, as in Spark (its admin
+        client's listTopics leaves them out), and those deleted since the metadata was taken. Every
+        internal topic's name starts with ``__``: only such names are asked about, so a pattern that
+        matches none costs no request."""
+        if not topics:
+            return set()
+
+        def request() -> set[str]:
+            futures = self._admin.describe_topics(TopicCollection(list(topics)), request_timeout=self._timeout_s)
+            left_out = set()
+            for topic, future in futures.items():
+                try:
+                    if future.result(self._timeout_s).is_internal:
+                        left_out.add(topic)
+                except KafkaException as exc:
+                    if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                        raise
+                    left_out.add(topic)  # deleted in between: not there to read
+            return left_out
+
+        return self._retrying("describe topics", request)
 
     def _check_authorized(self, topics: Sequence[str]) -> None:
         """Topics the principal may not describe are left out of the cluster's metadata: ask for

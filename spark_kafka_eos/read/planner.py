@@ -186,12 +186,22 @@ def check_start_available(tp: PartitionKey, start: int, earliest: int, fail_on_d
     """``start``, or the earliest available offset when retention deleted it and data loss is allowed."""
     if start >= earliest:
         return start
+    one = start == earliest - 1
     report_data_loss(
-        f"{describe(tp)}: offsets {start} to {earliest - 1} were deleted (retention or deleteRecords) before "
-        f"they were read; the earliest available offset is {earliest}.",
-        fail_on_data_loss, f"Skipping them and reading on from offset {earliest}",
+        f"{describe(tp)}: {deleted_offsets(start, earliest)} (retention or deleteRecords) before "
+        f"{'it was' if one else 'they were'} read; the earliest available offset is {earliest}.",
+        fail_on_data_loss, f"Skipping {'it' if one else 'them'} and reading on from offset {earliest}",
     )
     return earliest
+
+
+def deleted_offsets(start: int, earliest: int) -> str:
+    """``offsets start to earliest - 1 were deleted`` (``offset start was deleted`` when that is one): what a
+    log start at ``earliest`` deleted below a position ``start``. A log start at or below the position deleted
+    nothing the query still needs, which is no data loss to name: a ValueError, never a backwards range."""
+    if earliest <= start:
+        raise ValueError(f"a log starting at offset {earliest} deleted nothing at or after offset {start}")
+    return f"offset {start} was deleted" if start == earliest - 1 else f"offsets {start} to {earliest - 1} were deleted"
 
 
 def split_ranges(
@@ -211,11 +221,18 @@ def split_ranges(
 
 
 def _share_parts(sizes: Sequence[int], wanted: int) -> list[int]:
-    """How many pieces to cut each range into: ``wanted`` in total when the offsets allow,
-    in proportion to size, at least one each and never more than a range's size."""
+    """How many pieces to cut each range into: ``wanted`` in total when the offsets allow (and there are
+    at most ``wanted`` ranges), in proportion to size, at least one each and never more than a range's size.
+    A range whose share is below one still gets its piece: the ranges furthest above their shares give
+    those back, so the total is never above ``wanted``."""
     total = sum(sizes)
     shares = [wanted * size / total for size in sizes]
     parts = [min(size, max(1, int(share))) for size, share in zip(sizes, shares)]
+    while sum(parts) > wanted:
+        over = [i for i in range(len(parts)) if parts[i] > 1]
+        if not over:
+            break
+        parts[max(over, key=lambda i: parts[i] - shares[i])] -= 1
     while sum(parts) < wanted:
         room = [i for i, size in enumerate(sizes) if parts[i] < size]
         if not room:

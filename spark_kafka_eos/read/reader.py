@@ -26,6 +26,7 @@ from spark_kafka_eos.read.planner import (
     OffsetRange,
     Offsets,
     check_start_available,
+    deleted_offsets,
     limit_offsets,
     plan_batch,
     resolve_bound,
@@ -132,6 +133,9 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         # (partition, position) that latestOffset restarted at the earliest offset, so that
         # partitions() knows it even when the log grew past the position in between.
         self._moved_back: set[tuple[PartitionKey, int]] = set()
+        # (partition, earliest offset) of added partitions whose deleted first records latestOffset already
+        # reported (a warning under failOnDataLoss=false), so that partitions() does not warn twice.
+        self._added_reported: set[tuple[PartitionKey, int]] = set()
         self._progress: Offsets = {}  # last offsets committed to progressGroup
 
     def initialOffset(self) -> StreamOffset:
@@ -216,10 +220,11 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         first = self.lookup.earliest(added)
         for tp in sorted(tp for tp, offset in first.items() if offset > 0):
             report_data_loss(
-                f"{describe(tp)} appeared after the query last planned, and its offsets 0 to {first[tp] - 1} were "
-                f"deleted before the query read them (its earliest offset is {first[tp]}).",
+                f"{describe(tp)} appeared after the query last planned, and its {deleted_offsets(0, first[tp])} "
+                f"before the query read it (its earliest offset is {first[tp]}).",
                 self.options.fail_on_data_loss, f"Reading it from offset {first[tp]}",
             )
+            self._added_reported.add((tp, first[tp]))
         current.update(first)
         return current
 
@@ -271,7 +276,8 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         earliest = self.lookup.earliest(readable)
         # A partition added after `start` was planned is read from its earliest offset.
         first = {tp: begin.get(tp, earliest[tp]) for tp in readable}
-        behind = [tp for tp in readable if finish[tp] < first[tp]]
+        self._report_added_partitions([tp for tp in readable if tp not in begin], earliest)
+        behind = [tp for tp in readable if finish[tp] < first[tp] and tp in begin]
         log_end = self.lookup.log_end(behind) if behind else {}
         ranges = []
         for tp in readable:
@@ -282,6 +288,21 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
             if finish[tp] > start_at:
                 ranges.append(OffsetRange(tp[0], tp[1], start_at, finish[tp]))
         return split_ranges(ranges, self.options.min_partitions, self.options.max_records_per_partition)
+
+    def _report_added_partitions(self, added: Sequence[PartitionKey], earliest: Offsets) -> None:
+        """Partitions this micro-batch reads that its start does not name (added since the batch before was
+        planned) start at their earliest offset now; as in Spark, one that is not 0 is data loss ("Added
+        partition ... starts from X instead of 0"). latestOffset reports what it sees when it plans the batch;
+        this catches what was deleted after that: a batch replayed after a restart, or records deleted between
+        planning its end and its partitions."""
+        for tp in sorted(added):
+            if earliest[tp] > 0 and (tp, earliest[tp]) not in self._added_reported:
+                report_data_loss(
+                    f"Added partition {describe(tp)} starts from {earliest[tp]} instead of 0: its "
+                    f"{deleted_offsets(0, earliest[tp])} (retention or deleteRecords) before this micro-batch read it.",
+                    self.options.fail_on_data_loss, f"Reading it from offset {earliest[tp]}",
+                )
+                self._added_reported.add((tp, earliest[tp]))
 
     def _start_behind_end(self, tp: PartitionKey, first: int, finish: int, earliest: int, log_end: int) -> int | None:
         """Where to read ``tp`` from when a micro-batch ends before it starts; None: not at all."""

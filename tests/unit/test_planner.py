@@ -8,7 +8,16 @@ import pytest
 
 from spark_kafka_eos.config.reader import OffsetBound, PartitionKey, Subscription
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError
-from spark_kafka_eos.read.planner import OffsetRange, limit_offsets, plan_batch, resolve_bound, restart_moved_back, split_ranges
+from spark_kafka_eos.read.planner import (
+    OffsetRange,
+    check_start_available,
+    deleted_offsets,
+    limit_offsets,
+    plan_batch,
+    resolve_bound,
+    restart_moved_back,
+    split_ranges,
+)
 
 A0, A1 = ("a", 0), ("a", 1)
 
@@ -140,6 +149,39 @@ def test_min_partitions_is_met_in_proportion_and_ranges_stay_contiguous() -> Non
 def test_min_partitions_never_makes_empty_pieces() -> None:
     assert len(split_ranges([OffsetRange("a", 0, 0, 3)], 10, None)) == 3
     assert split_ranges([], 10, None) == []
+
+
+def test_min_partitions_is_exact_when_small_ranges_are_lifted_to_one_piece() -> None:
+    """Ranges too small for a share of their own still get one piece each; the large ranges give those
+    pieces back, so there are exactly minPartitions (Spark's calculator gives 4 here too; before: 5)."""
+    ranges = [OffsetRange("a", 0, 0, 1), OffsetRange("a", 1, 0, 1), OffsetRange("a", 2, 0, 1000)]
+    pieces = split_ranges(ranges, 4, None)
+    assert [(p.partition, p.start, p.end) for p in pieces] == [(0, 0, 1), (1, 0, 1), (2, 0, 500), (2, 500, 1000)]
+    for sizes, wanted in [([1] * 5 + [10**6], 8), ([3, 1, 1, 1, 100], 7), ([1, 2, 3], 6), ([7, 1], 2)]:
+        pieces = split_ranges([OffsetRange("a", i, 0, n) for i, n in enumerate(sizes)], wanted, None)
+        assert len(pieces) == wanted, (sizes, wanted)
+
+
+def test_min_partitions_is_a_minimum_not_a_target() -> None:
+    """As in Spark: as many ranges as minPartitions or more (Kafka partitions with new offsets, or pieces cut
+    by maxRecordsPerPartition) are left as they are; fewer offsets than minPartitions give fewer pieces."""
+    ranges = [OffsetRange("a", p, 0, 10) for p in range(5)]
+    assert len(split_ranges(ranges, 3, None)) == 5
+    assert len(split_ranges([OffsetRange("a", 0, 0, 100)], 3, 10)) == 10
+    assert len(split_ranges([OffsetRange("a", 0, 0, 2)], 3, None)) == 2
+
+
+def test_a_data_loss_message_names_the_deleted_offsets_forwards() -> None:
+    assert deleted_offsets(3, 6) == "offsets 3 to 5 were deleted"
+    assert deleted_offsets(5, 6) == "offset 5 was deleted"
+    for start, earliest in [(6, 6), (9, 6)]:
+        with pytest.raises(ValueError):
+            deleted_offsets(start, earliest)
+        assert check_start_available(A0, start, earliest, fail_on_data_loss=True) == start
+    with pytest.raises(KafkaEosDataLossError, match=r"a-0: offset 5 was deleted .* earliest available offset is 6"):
+        check_start_available(A0, 5, 6, fail_on_data_loss=True)
+    with pytest.raises(KafkaEosDataLossError, match=r"a-0: offsets 2 to 5 were deleted"):
+        check_start_available(A0, 2, 6, fail_on_data_loss=True)
 
 
 def test_limit_offsets_shares_the_budget_by_backlog() -> None:

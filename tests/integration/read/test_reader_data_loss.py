@@ -8,12 +8,14 @@ that the records it holds now arrive.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from spark_kafka_eos.errors import KafkaEosDataLossError
@@ -164,6 +166,74 @@ def test_records_deleted_below_the_position_of_an_added_partition(kafka: KafkaTe
     end = lenient.latestOffset(start, ReadAllAvailable())
     assert offsets_of(end, topic) == {0: 0, 1: 5}
     assert [(r.partition, r.start, r.end) for r in lenient.partitions(start, end)] == [(1, 3, 5)]
+
+
+def test_records_of_an_added_partition_deleted_after_its_batch_was_planned(kafka: KafkaTestCluster) -> None:
+    """The micro-batch's end names a partition its start does not (added since), whose earliest offset was 0
+    when the end was planned; its first records are deleted before the batch's partitions are planned.
+    Spark reports it when it plans the ranges ("Added partition ... starts from 3 instead of 0")."""
+    topic = kafka.create_topic(1)
+    strict = stream_reader(kafka, subscribe=topic)
+    lenient = stream_reader(kafka, subscribe=topic, failOnDataLoss="false")
+    start = strict.initialOffset()
+    kafka.add_partitions(topic, 2)
+    fill(kafka, topic, 5, "p1", partition=1)
+    end = strict.latestOffset(start, ReadAllAvailable())
+    assert offsets_of(lenient.latestOffset(lenient.initialOffset(), ReadAllAvailable()), topic) == offsets_of(end, topic) == {0: 0, 1: 5}
+    kafka.delete_records(topic, {1: 3})
+    with pytest.raises(KafkaEosDataLossError, match=rf"Added partition {topic}-1 starts from 3 instead of 0: its offsets 0 to 2"):
+        strict.partitions(start, end)
+    assert [(r.partition, r.start, r.end) for r in lenient.partitions(start, end)] == [(1, 3, 5)]
+    # Every planned record of it deleted, and more: nothing to read, still reported.
+    fill(kafka, topic, 2, "p1-late", partition=1)
+    kafka.delete_records(topic, {1: 6})
+    with pytest.raises(KafkaEosDataLossError, match=rf"Added partition {topic}-1 starts from 6 instead of 0"):
+        strict.partitions(start, end)
+    assert list(lenient.partitions(start, end)) == []
+
+
+def test_a_replayed_micro_batch_whose_added_partition_lost_its_first_records(
+    spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path
+) -> None:
+    """Through Spark: batch 1 is planned with a partition added since batch 0 (its end, in the checkpoint,
+    names offsets 0 to 5 of it) and fails before it commits; deleteRecords then removes offsets 0 to 2 of
+    the new partition. The restarted query replays batch 1: with failOnDataLoss=true it fails, as Spark's
+    source does ("Added partition ... starts from 3 instead of 0"); with false it reads the rest, warned."""
+    topic = kafka.create_topic(1)
+    before = fill(kafka, topic, 2, "p0")
+    checkpoint = tmp_path / "checkpoint"
+    seen: list[tuple[int, bytes]] = []
+
+    def run(on_batch: Callable[[DataFrame, int], None], **options: str) -> StreamingQuery:
+        df = stream(spark, kafka, subscribe=topic, **options)
+        writer = df.writeStream.foreachBatch(on_batch).option("checkpointLocation", str(checkpoint))
+        return writer.trigger(availableNow=True).start()
+
+    def collect(df: DataFrame, batch_id: int) -> None:
+        seen.extend((batch_id, bytes(r.value)) for r in df.collect())
+
+    def crash(df: DataFrame, batch_id: int) -> None:
+        raise RuntimeError(f"crash in batch {batch_id}")
+
+    first = run(collect)
+    first.awaitTermination(120)
+    assert first.exception() is None and sorted(seen) == [(0, v) for v in before]
+    kafka.add_partitions(topic, 2)
+    added = fill(kafka, topic, 5, "p1", partition=1)
+    later = fill(kafka, topic, 1, "p0-later")
+    with pytest.raises(StreamingQueryException, match="crash in batch 1"):
+        run(crash).awaitTermination(120)
+    assert (checkpoint / "offsets" / "1").exists() and not (checkpoint / "commits" / "1").exists()
+    kafka.delete_records(topic, {1: 3})
+
+    seen.clear()
+    with pytest.raises(StreamingQueryException, match=rf"Added partition {topic}-1 starts from 3 instead of 0"):
+        run(collect).awaitTermination(120)
+    assert seen == []
+    query = run(collect, failOnDataLoss="false")
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert sorted(seen) == sorted((1, v) for v in later + added[3:])
 
 
 def commit_group_offset(kafka: KafkaTestCluster, group: str, topic: str, offset: int) -> None:

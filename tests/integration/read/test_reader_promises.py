@@ -29,6 +29,8 @@ from tests.harness.stream import stream, to_memory, values
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 CONFIG_COMMAND = "kafka.admin.ConfigCommand"
+# Kafka's internal topics (org.apache.kafka.common.internals.Topic: the metadata's is_internal flag).
+KAFKA_INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state", "__share_group_state"}
 
 
 def _create_exact_topic(kafka: KafkaTestCluster, name: str) -> str:
@@ -54,7 +56,7 @@ def test_subscribe_pattern_is_a_full_match_and_skips_internal_topics(spark: Spar
     group = f"promises-{uuid.uuid4().hex[:8]}"
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(orders, 0, 1)])
     kafka.admin.alter_consumer_group_offsets([request])[group].result(30)
-    internal = {t for t in kafka.admin.list_topics(timeout=10).topics if t.startswith("__")}
+    internal = set(kafka.admin.list_topics(timeout=10).topics) & KAFKA_INTERNAL_TOPICS
     assert {"__consumer_offsets", "__transaction_state"} <= internal
 
     assert_same_records(kafka_eos(spark, kafka, subscribePattern=base), kafka.read_committed(orders))
@@ -63,8 +65,25 @@ def test_subscribe_pattern_is_a_full_match_and_skips_internal_topics(spark: Spar
     )
     everything = _pattern_topics(kafka, ".*")
     assert {orders, regional, prefixed} <= everything and not everything & internal
-    assert _pattern_topics(kafka, "__.*") == set()
+    assert not _pattern_topics(kafka, "__.*") & internal
     assert _pattern_topics(kafka, "__consumer_offsets") == set()
+
+
+def test_subscribe_pattern_reads_a_user_topic_whose_name_starts_with_two_underscores(spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    """As in Spark, only Kafka's internal topics (the metadata's is_internal flag: __consumer_offsets,
+    __transaction_state, __share_group_state) are left out, not every topic named ``__...``: Debezium's
+    heartbeat topics are ``__debezium-heartbeat.<prefix>``."""
+    server = f"eos{uuid.uuid4().hex[:8]}"
+    heartbeat = _create_exact_topic(kafka, f"__debezium-heartbeat.{server}")
+    kafka.produce_plain(heartbeat, [Sent(0, None, f"beat{i}".encode()) for i in range(3)])
+    kafka.open_transaction(heartbeat, [Sent(0, None, b"committed")]).commit()  # __transaction_state exists
+    internal = set(kafka.admin.list_topics(timeout=10).topics) & KAFKA_INTERNAL_TOPICS
+    assert "__transaction_state" in internal
+
+    assert_same_records(kafka_eos(spark, kafka, subscribePattern=rf"__debezium-heartbeat\.{server}.*"), kafka.read_committed(heartbeat))
+    assert len(kafka.read_committed(heartbeat)) == 4
+    underscored = _pattern_topics(kafka, "__.*")
+    assert heartbeat in underscored and not underscored & internal
 
 
 def _groups_with_prefix(kafka: KafkaTestCluster, prefix: str) -> list[str]:
