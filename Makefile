@@ -53,7 +53,15 @@ $(VENV)/.installed: $(VENV)/.deps $(PACKAGE_SOURCES)
 NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock native/pyproject.toml native/spark_kafka_eos_native.pyi $(wildcard native/src/*.rs)
 NATIVE_WHEELS := .cache/native-wheel
 
-$(VENV)/.native: $(VENV)/.deps $(NATIVE_SOURCES)
+# librdkafka 2.15.1's source in the rdkafka-sys crate that native/Cargo.toml patches in (from crates.io and npm).
+RDKAFKA_SYS := .cache/rdkafka-sys
+
+$(RDKAFKA_SYS)/.librdkafka-2.15.1: native/fetch-librdkafka.sh
+	@command -v npm >/dev/null 2>&1 || { echo "error: npm is required to fetch librdkafka 2.15.1's source for the compiled paths (apt-get install npm)" >&2; exit 1; }
+	@echo ">> fetching librdkafka 2.15.1's source into $(RDKAFKA_SYS) (rdkafka-sys from crates.io, librdkafka from npm)"
+	@bash native/fetch-librdkafka.sh $(CURDIR)/$(RDKAFKA_SYS)
+
+$(VENV)/.native: $(VENV)/.deps $(NATIVE_SOURCES) $(RDKAFKA_SYS)/.librdkafka-2.15.1
 	@command -v cargo >/dev/null 2>&1 || { echo "error: cargo (Rust 1.75+) is required to build the compiled read and write paths (native/). Install it with rustup (https://rustup.rs) or apt-get install cargo" >&2; exit 1; }
 	@echo ">> building the compiled read and write paths (native/: Rust, librdkafka from source) into $(NATIVE_WHEELS)"
 	@rm -rf $(NATIVE_WHEELS)

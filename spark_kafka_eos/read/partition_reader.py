@@ -10,7 +10,7 @@ stable offset right after aborted records: no later record can be fetched until 
 transaction at the LSO is decided, and the position alone would wait for it.
 
 The position librdkafka reports is never taken past the offset of the last partition-EOF event when no
-record was delivered since: librdkafka 2.12 (the compiled path's) moves it to offset + 1 of every event,
+record was delivered since: librdkafka before 2.13.2 (the compiled path's was 2.12) moves it to offset + 1 of every event,
 the EOF event included (its issue #4844), which would end a range one record early.
 
 Nothing is skipped on a transient error: a partition reported unknown, or a log that ends before the

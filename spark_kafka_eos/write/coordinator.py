@@ -113,8 +113,7 @@ class TwoPhaseCommitCoordinator:
             # A stream's run is not known before its tasks: it cannot be judged yet, so its fence must
             # not abort a decision another driver (the owner, if this query is not) has in flight.
             self._wait_for_decision_in_flight(session)
-        decision_log.fence(self._prefix)
-        last = decision_log.last(self._prefix)
+        last = decision_log.fenced_last(self._prefix)
         if epoch is None:
             self._finish(session, decision_log, last, OPERATION_TIMEOUT_S)
             return Judgement(Verdict.PROCEED)
@@ -137,8 +136,7 @@ class TwoPhaseCommitCoordinator:
         own = [t.transaction for t in tasks if t.transaction is not None]
         # A run that does not own the prefix is refused before it fences the owner.
         self._refuse_unless_owner(judge(self._last_before_fencing(decision_log, session, own), epoch), epoch, session, own)
-        decision_log.fence(self._prefix)
-        last = decision_log.last(self._prefix)
+        last = decision_log.fenced_last(self._prefix)
         try:
             judgement = _judge(decision_log, last, epoch)
         except KafkaEosDecisionLogError:
@@ -363,6 +361,7 @@ class TwoPhaseCommitCoordinator:
         try:
             decision_log.fence_anew(self._prefix)
             recorded = decision_log.last(self._prefix)
+            decision_log.keep_history_mark(self._prefix)
         except Exception as unreadable:
             # Unknown outcome: abort nothing; abort() or the next recovery reads the log again.
             raise KafkaEosCommitError(
@@ -460,8 +459,7 @@ class TwoPhaseCommitCoordinator:
         decision_log = self._log()
         with self._marked(decision_log), nullcontext(self._session_of(self._options.connection)) as session:
             self._last_before_fencing(decision_log, session)  # a lost log is refused here too, before its fence forgets it
-            decision_log.fence(self._prefix)
-            before = decision_log.last(self._prefix)
+            before = decision_log.fenced_last(self._prefix)
             lost: str | None = None
             all_lost = False
             try:
@@ -482,8 +480,7 @@ class TwoPhaseCommitCoordinator:
             if judge(self._last_before_fencing(decision_log, session, own), epoch).verdict == Verdict.REFUSE:
                 abort_prepared(session, own)  # not the owner: touch nothing else
                 return
-            decision_log.fence(self._prefix)
-            last = decision_log.last(self._prefix)
+            last = decision_log.fenced_last(self._prefix)
             judgement = _judge(decision_log, last, epoch)
             if judgement.verdict == Verdict.REPLAY:
                 assert last is not None

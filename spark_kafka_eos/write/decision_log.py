@@ -126,8 +126,11 @@ class DecisionLog:
         self._settle_timeout_s = settle_timeout_s
         self._producer: Producer | None = None
         self._holder: PreparedTxnState | None = None
-        self._committed_since_fence = True
+        self._id_committed = True
+        """Whether the coordinator id's last transaction committed, as far as this log knows: not after its fence
+        (InitProducerId leaves the id Empty), nor while a transaction is open or after one failed."""
         self._last_seen: dict[str, LogRecord] = {}
+        """The last record of each prefix read after this log's fence, or written since: what the mark may append."""
 
     # -- topic ----------------------------------------------------------------------------
     def ensure_topic(self) -> None:
@@ -326,6 +329,7 @@ class DecisionLog:
         transaction is aborted. ``commit_by`` (``time.monotonic()``) bounds the commit's retries."""
         with self._transaction_of(record.prefix) as producer:
             producer.begin_transaction()
+            self._id_committed = False
             written = False
             try:
                 offset, value = self._produce(producer, record)
@@ -351,8 +355,8 @@ class DecisionLog:
                 if written:
                     raise  # before_commit's own refusal
                 raise RecordNotCommittedError(str(err)) from err
-            self._commit(producer, record.prefix, commit_by)
-            self._committed_since_fence = True
+            self._commit_or_forget(producer, record.prefix, commit_by)
+            self._id_committed = True
             self._last_seen[record.prefix] = record
             _KNOWN_HEADS.put((self._connection, self._topic, record.prefix), ((offset, index.metadata or ""), record))
 
@@ -368,13 +372,14 @@ class DecisionLog:
         value = json.dumps({"format": ARCHIVE_FORMAT, "prefix": prefix, "history": old}, separators=(",", ":")).encode()
         with self._transaction_of(prefix) as producer:
             producer.begin_transaction()
+            self._id_committed = False
             try:
                 [offset] = self._produce_flushed(producer, [(archive_key(prefix, len(archives)), value)])
             except Exception:
                 _abort_quietly(producer)
                 raise
-            self._commit(producer, prefix)
-        self._committed_since_fence = True
+            self._commit_or_forget(producer, prefix)
+        self._id_committed = True
         return kept, (*archives, (offset, digest(value)))
 
     def archived_runs(self, record: LogRecord) -> tuple[HistoryEntry, ...]:
@@ -453,10 +458,20 @@ class DecisionLog:
         no longer commit a decision."""
         self._coordinator_producer(prefix)
 
+    def fenced_last(self, prefix: str) -> LogRecord | None:
+        """Fence (:meth:`fence`), then the prefix's last record. A fence that initialised the id on a prefix with
+        history commits that record again at once (:meth:`keep_history_mark`): a driver that dies later in its
+        operation then leaves the id committed, not Empty."""
+        self.fence(prefix)
+        last = self.last(prefix)
+        self.keep_history_mark(prefix)
+        return last
+
     def fence_anew(self, prefix: str) -> None:
         """Fence this log's own producer too, with a new one: a commit of it whose outcome is unknown can then
         no longer land."""
         self._producer = self._holder = None
+        self._last_seen.pop(prefix, None)
         self._coordinator_producer(prefix, reuse=False)
 
     def keep_history_mark(self, prefix: str) -> None:
@@ -467,7 +482,7 @@ class DecisionLog:
         every operation on a prefix with history leaves it committed. Also refreshes the index group's
         offset, so that it expires only ``offsets.retention.minutes`` after the prefix's last operation."""
         last = self._last_seen.get(prefix)
-        if self._committed_since_fence or last is None:
+        if self._id_committed or last is None:
             return
         self.append(last)
 
@@ -509,12 +524,21 @@ class DecisionLog:
                     raise transactional_id_refused(self._connection, prefix) from None
                 raise
             self._producer = producer
-            self._committed_since_fence = False
+            self._id_committed = False
             self._last_seen.pop(prefix, None)  # only a record read after this fence may be re-appended by the mark
             # Described right after the fence; should another driver fence this one in between, the identity is
             # that driver's, and this producer's next transaction fails (fenced) like any fenced driver's.
             self._holder = session.describe([txn_id])[txn_id].prepared_state()
         return self._producer
+
+    def _commit_or_forget(self, producer: Producer, prefix: str, commit_by: float | None = None) -> None:
+        """:meth:`_commit`; when it fails, the prefix's last record is not known any more (the commit may yet have
+        landed): the mark may not append the one read before, which could overwrite a committed decision."""
+        try:
+            self._commit(producer, prefix, commit_by)
+        except BaseException:
+            self._last_seen.pop(prefix, None)
+            raise
 
     def _commit(self, producer: Producer, prefix: str, commit_by: float | None = None) -> None:
         """Commit the transaction of ``producer`` (its records delivered), until ``commit_by`` (``time.monotonic()``;

@@ -165,6 +165,10 @@ class FakeDecisionLog:
         self.producer_epoch = None
         self.fence(prefix)
 
+    def fenced_last(self, prefix: str) -> LogRecord | None:
+        self.fence(prefix)
+        return self.last(prefix)
+
     def keep_history_mark(self, prefix: str) -> None:
         pass  # the fake coordinator id reads as committed whenever the log has records
 

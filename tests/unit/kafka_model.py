@@ -374,11 +374,13 @@ class ModelDecisionLog:
         self.model = model
         self.holder: PreparedTxnState | None = None
         # The bookkeeping DecisionLog keeps for keep_history_mark (when the code under test has it).
-        self._committed_since_fence = True
+        self._id_committed = True
         self._last_seen: dict[str, LogRecord] = {}
 
     keep_history_mark = getattr(DecisionLog, "keep_history_mark", lambda self, prefix: None)
     """The real DecisionLog's: after an operation that fenced and committed nothing, re-append the last record seen."""
+    fenced_last = DecisionLog.fenced_last
+    """The real DecisionLog's: fence, read the last record, and mark a new fence at once."""
 
     def ensure_topic(self) -> None:
         if not self.model.log_exists:
@@ -389,7 +391,7 @@ class ModelDecisionLog:
             txn_id = coordinator_transactional_id(prefix)
             pid, epoch = self.model.init_producer_id(txn_id, COORDINATOR_TRANSACTION_TIMEOUT_MS)
             self.holder = PreparedTxnState(txn_id, pid, epoch)
-            self._committed_since_fence = False
+            self._id_committed = False
 
     def fence_anew(self, prefix: str) -> None:
         self.holder = None
@@ -423,6 +425,7 @@ class ModelDecisionLog:
         except TxnFencedError as fenced:
             self.holder = None
             raise RecordNotCommittedError(f"Writing to the decision log failed: {fenced}") from None
+        self._id_committed = False
         return self.holder
 
     def append(self, record: LogRecord, group_offsets: Mapping[tuple[str, int], int] | None = None,
@@ -448,10 +451,12 @@ class ModelDecisionLog:
         if fault == "not_landed":
             self._abort(holder)
             raise KafkaEosDecisionLogError("The decision could not be committed: Broker: Producer attempted an operation with an old epoch")
-        self._commit(holder)
+        self._commit(holder, record.prefix)
         self._last_seen[record.prefix] = record
         if fault in ("lost_response", "lost_response_recovered"):
-            self.holder = None
+            # As DecisionLog, when its commit fails: the outcome (and so the prefix's last record) is unknown.
+            self.holder, self._id_committed = None, False
+            self._last_seen.pop(record.prefix, None)
             if fault == "lost_response_recovered" and self.model.on_lost_response is not None:
                 self.model.on_lost_response()
             raise KafkaEosDecisionLogError("The decision could not be committed: Local: Timed out")
@@ -460,14 +465,15 @@ class ModelDecisionLog:
         return self.model.pending.setdefault(holder.transactional_id, PendingDecision(
             (holder.transactional_id, holder.producer_id, holder.producer_epoch)))
 
-    def _commit(self, holder: PreparedTxnState) -> None:
+    def _commit(self, holder: PreparedTxnState, prefix: str) -> None:
         """Commit the coordinator's transaction; a refusal fails as DecisionLog's commit does."""
         try:
             self.model.end_txn(holder, commit=True)
         except (TxnFencedError, TxnInvalidStateError) as err:
             self.holder = None
+            self._last_seen.pop(prefix, None)
             raise KafkaEosDecisionLogError(f"The decision could not be committed: {err}") from None
-        self._committed_since_fence = True
+        self._id_committed = True
 
     def _abort(self, holder: PreparedTxnState) -> None:
         try:
@@ -489,7 +495,7 @@ class ModelDecisionLog:
         offset = self.model.next_log_offset()
         value = f"{prefix}/archive/{len(archives)}:{old}"
         self._pending(holder).archives[offset] = (value, tuple(old))
-        self._commit(holder)
+        self._commit(holder, prefix)
         return kept, (*archives, (offset, value))
 
     def archived_runs(self, record: LogRecord) -> tuple[tuple[str, int], ...]:

@@ -69,12 +69,14 @@ from tests.unit.kafka_model import (
 )
 
 # -- known gaps: False keeps the rules that reach them out of the run ---------------------------------------
-PLAY_LOG_LOSS_AFTER_A_CRASH_BETWEEN_FENCE_AND_COMMIT = True
-"""Was a limit: a driver that dies between its fence (InitProducerId, which leaves ``<prefix>-coordinator`` Empty) and
-its next commit leaves no mark; if the decision log is lost then, a re-run of a decided epoch read as a new prefix and
-was written twice (found by this model: a job dies before its decision, the log is deleted, an old writeId is re-run).
-The prefix's task ids in a committed state are now the second witness. True: the log is deleted whatever the
-coordinator id's state."""
+PLAY_LOG_LOSS_AFTER_A_CRASH_BETWEEN_FENCE_AND_COMMIT = False
+"""Limit, narrowed (README, "What Kafka forgets"): a fence now commits the prefix's last record again at once
+(``DecisionLog.fenced_last``), and a transaction of the coordinator id that failed is followed by that mark at the
+end of the operation; a committed task id of the prefix is a second witness. Left: a driver that dies while a
+coordinator transaction is open (mid decision write: the broker then aborts it) leaves no mark, and its replays
+re-initialise the task ids that showed a commit; if the log is lost before the prefix's next operation, a re-run of a
+decided epoch reads as a new prefix and is written twice (this model, 12,000 sequences with True: a micro-batch's
+replay). False: the log is deleted only while the coordinator id shows a commit."""
 PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS = False
 """Finding: when the coordinator id's state expired (transactional.id.expiration.ms, 7 days without an operation
 on the prefix) and the decision log is deleted, nothing is left that tells a re-run of a decided epoch from a new

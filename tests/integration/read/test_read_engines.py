@@ -140,3 +140,26 @@ def test_auto_reads_with_python_what_the_compiled_path_cannot_run(kafka: KafkaTe
     with pytest.raises(KafkaEosOptionError, match="readEngine.*is native, but the compiled path refused the configuration.*sasl.oauthbearer.method") as refused:
         open_fetcher(native, OffsetRange("t", 0, 0, 1), print)
     assert "s3cret" not in str(refused.value)
+
+
+def test_the_compiled_consumer_s_position_stays_at_the_partition_eof(kafka: KafkaTestCluster) -> None:
+    """librdkafka before 2.13.2 (issue #4844; rdkafka-sys bundles 2.12.1) moved the position to offset + 1 of
+    every event, the partition-EOF event included: after the EOF at 5 it said 6, and a range ending one past
+    a broker's end read one record short. The compiled path builds 2.15.1 (native/fetch-librdkafka.sh)."""
+    native = pytest.importorskip("spark_kafka_eos_native")
+    assert tuple(int(p) for p in native.LIBRDKAFKA_VERSION.split(".")[:3]) >= (2, 13, 2), native.LIBRDKAFKA_VERSION
+    topic = kafka.create_topic(1)
+    kafka.produce_plain(topic, [Sent(0, None, f"v{i}".encode()) for i in range(5)])
+    options = parse_reader_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic, "readEngine": "native"},
+                                   streaming=False)
+    fetcher = open_fetcher(options, OffsetRange(topic, 0, 0, 10), FetchProgress(topic, 0).on_statistics)
+    assert isinstance(fetcher, NativeFetcher)
+    try:
+        fetcher.assign(0)
+        deadline, error = time.monotonic() + 30, None
+        while error is None and time.monotonic() < deadline:
+            error = fetcher.step(100, 0.5, 10).error
+        assert error is not None and error.offset == 5, error
+        assert fetcher.position() == 5
+    finally:
+        fetcher.close()

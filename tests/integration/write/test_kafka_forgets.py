@@ -143,9 +143,10 @@ class DieBeforeDecision(WriterHooks):
 
 def test_a_decision_log_deleted_after_a_driver_died_between_its_fence_and_its_decision_is_an_error_not_a_fresh_start(
         spark: SparkSession, kafka: KafkaTestCluster) -> None:
-    """d1 commits; job d2's driver fences the prefix's coordinator and dies before its decision (the fence leaves the
-    coordinator id Empty, and a dead driver leaves no mark); the decision log is deleted; d1 is re-run. Its
-    committed task ids show that the prefix has history: the re-run is refused, not written twice."""
+    """d1 commits; job d2's driver dies before its decision: its fence committed the prefix's last record again at
+    once, so the coordinator id shows a commit. Then a driver fences the id and dies at once (InitProducerId leaves
+    it Empty, and a dead driver leaves no mark); the decision log is deleted; d1 is re-run. Its committed task ids
+    show that the prefix has history: the re-run is refused, not written twice."""
     sink, prefix, decision_log = kafka.create_topic(2, "sink"), f"daily-{uuid.uuid4().hex[:6]}", f"decisions-{uuid.uuid4().hex[:6]}"
     batch_write(rows(spark, "d1"), kafka, sink, prefix, writeId="d1", decisionLogTopic=decision_log)
     options = parse_writer_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": sink, "transactional.id.prefix": prefix,
@@ -156,9 +157,12 @@ def test_a_decision_log_deleted_after_a_driver_died_between_its_fence_and_its_de
     with pytest.raises(DriverKilled):
         TwoPhaseCommitCoordinator(options, TIMEOUT_MS, crash).commit(epoch, [task])
     session = cached_session(options.connection)
-    assert crash.fired and session.describe([f"{prefix}-coordinator"])[f"{prefix}-coordinator"].state == TxnState.EMPTY
+    coordinator_id = f"{prefix}-coordinator"
+    assert crash.fired and session.describe([coordinator_id])[coordinator_id].state == TxnState.COMPLETE_COMMIT
     assert task.transaction is not None
     abort_prepared(session, [task.transaction])  # as the broker does once it times out
+    session.init_producer_id(coordinator_id, 60_000)  # a driver's fence, and its death
+    assert session.describe([coordinator_id])[coordinator_id].state == TxnState.EMPTY
 
     kafka.delete_topic(decision_log)
     with pytest.raises(Exception, match=f"no record of transactional.id.prefix '{prefix}', but that prefix has committed decisions "

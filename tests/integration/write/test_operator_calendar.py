@@ -261,7 +261,8 @@ def test_a_java_default_delivery_timeout_is_accepted(spark: SparkSession, kafka:
 
 
 class SessionThatLetsAnotherDriverIn:
-    """The real transaction session; on its first ListTransactions, ``meanwhile`` runs first."""
+    """The real transaction session; on its first ListTransactions of open transactions (the sweep's, not the
+    lost-log check's, which lists committed ones), ``meanwhile`` runs first."""
 
     def __init__(self, session: TransactionSession, meanwhile: Callable[[], None]) -> None:
         self._session, self._meanwhile = session, meanwhile
@@ -270,8 +271,9 @@ class SessionThatLetsAnotherDriverIn:
         return getattr(self._session, name)
 
     def list_transactions(self, *args: object, **kwargs: object) -> object:
-        meanwhile, self._meanwhile = self._meanwhile, lambda: None
-        meanwhile()
+        if "Ongoing" in [str(state) for state in kwargs.get("state_filters", ())]:  # type: ignore[attr-defined]
+            meanwhile, self._meanwhile = self._meanwhile, lambda: None
+            meanwhile()
         return self._session.list_transactions(*args, **kwargs)  # type: ignore[arg-type]
 
 
@@ -347,9 +349,11 @@ def test_a_task_never_fences_an_attempt_that_took_its_id_after_it_looked(
     monkeypatch.setattr(task_producer, "_TaskTransaction", OtherAttemptGetsThereFirst)
     [mine] = prepared(options, epoch, [b"this-attempt"], partitions=1)
     assert other and mine.transaction is not None and mine.transaction.transactional_id != first_id
-    other[0].producer.commit_transaction(30)  # still the holder of its id: not fenced
+    # Still the holder of its id: not fenced (a fenced producer's abort fails). Not a commit: only phase 2 commits a
+    # task id, and a committed one on a prefix without a log record is taken for the history of a lost log.
+    other[0].producer.abort_transaction(30)
     TwoPhaseCommitCoordinator(options, 60_000).commit(epoch, [mine])
-    assert values(kafka, sink) == [b"other-attempt", b"this-attempt"]
+    assert values(kafka, sink) == [b"this-attempt"]
     assert open_transactions(kafka, prefix) == []
 
 
