@@ -53,6 +53,9 @@ TRANSACTION_TIMEOUT_MS = 60_000
 """The tasks' transaction.timeout.ms."""
 TRANSACTIONAL_ID_EXPIRATION_MS = 7 * DAY_MS
 OFFSETS_RETENTION_MS = 7 * DAY_MS
+MAX_PRODUCER_EPOCH = 5
+"""Kafka's is Short.MAX_VALUE - 1: an InitProducerId that would pass it gives the id a new producer id at epoch 0
+(KIP-360/KIP-890). The model's is small, so that sequences reach it (Flink's recovery broke there, FLINK-40689)."""
 OUTPUT_TOPIC = "out"
 OUTPUT_PARTITIONS = 2
 SOURCE_TOPIC = "in"
@@ -205,6 +208,9 @@ class KafkaModel:
             self._abort_instance(txn_id, meta)
             meta.producer_epoch += 1  # the fence's abort, with the bumped epoch
         meta.producer_epoch += 1
+        if meta.producer_epoch > MAX_PRODUCER_EPOCH:
+            meta.producer_id, meta.producer_epoch = next(self._producer_ids), 0
+            self.events.append(f"producer-id-rolled:{txn_id}")
         meta.state = TxnState.EMPTY
         meta.timeout_ms = timeout_ms
         meta.start_ms = -1
