@@ -359,9 +359,7 @@ class TwoPhaseCommitCoordinator:
         too (a commit still in flight can then no longer land), then read it back. The operation goes on with
         the new producer: phase 2's completion, or the mark of a fence that committed nothing."""
         try:
-            decision_log.fence_anew(self._prefix)
-            recorded = decision_log.last(self._prefix)
-            decision_log.keep_history_mark(self._prefix)
+            recorded = decision_log.fenced_last(self._prefix, anew=True)
         except Exception as unreadable:
             # Unknown outcome: abort nothing; abort() or the next recovery reads the log again.
             raise KafkaEosCommitError(

@@ -458,21 +458,18 @@ class DecisionLog:
         no longer commit a decision."""
         self._coordinator_producer(prefix)
 
-    def fenced_last(self, prefix: str) -> LogRecord | None:
+    def fenced_last(self, prefix: str, anew: bool = False) -> LogRecord | None:
         """Fence (:meth:`fence`), then the prefix's last record. A fence that initialised the id on a prefix with
         history commits that record again at once (:meth:`keep_history_mark`): a driver that dies later in its
-        operation then leaves the id committed, not Empty."""
-        self.fence(prefix)
+        operation then leaves the id committed, not Empty. ``anew``: fence this log's own producer too, with a new
+        one, so that a commit of it whose outcome is unknown can no longer land."""
+        if anew:
+            self._producer = self._holder = None
+            self._last_seen.pop(prefix, None)
+        self._coordinator_producer(prefix, reuse=not anew)
         last = self.last(prefix)
         self.keep_history_mark(prefix)
         return last
-
-    def fence_anew(self, prefix: str) -> None:
-        """Fence this log's own producer too, with a new one: a commit of it whose outcome is unknown can then
-        no longer land."""
-        self._producer = self._holder = None
-        self._last_seen.pop(prefix, None)
-        self._coordinator_producer(prefix, reuse=False)
 
     def keep_history_mark(self, prefix: str) -> None:
         """After an operation whose fence initialised the coordinator id and that committed nothing since:

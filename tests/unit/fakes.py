@@ -161,11 +161,9 @@ class FakeDecisionLog:
     def archived_runs(self, record: LogRecord) -> tuple[HistoryEntry, ...]:
         return tuple(run for offset, _ in record.archives for run in self.cluster.archives[offset])
 
-    def fence_anew(self, prefix: str) -> None:
-        self.producer_epoch = None
-        self.fence(prefix)
-
-    def fenced_last(self, prefix: str) -> LogRecord | None:
+    def fenced_last(self, prefix: str, anew: bool = False) -> LogRecord | None:
+        if anew:
+            self.producer_epoch = None
         self.fence(prefix)
         return self.last(prefix)
 

@@ -385,8 +385,6 @@ class ModelDecisionLog:
 
     keep_history_mark = getattr(DecisionLog, "keep_history_mark", lambda self, prefix: None)
     """The real DecisionLog's: after an operation that fenced and committed nothing, re-append the last record seen."""
-    fenced_last = DecisionLog.fenced_last
-    """The real DecisionLog's: fence, read the last record, and mark a new fence at once."""
 
     def ensure_topic(self) -> None:
         if not self.model.log_exists:
@@ -399,9 +397,15 @@ class ModelDecisionLog:
             self.holder = PreparedTxnState(txn_id, pid, epoch)
             self._id_committed = False
 
-    def fence_anew(self, prefix: str) -> None:
-        self.holder = None
+    def fenced_last(self, prefix: str, anew: bool = False) -> LogRecord | None:
+        """As DecisionLog's: fence (anew: the log's own producer too), read the last record, mark a new fence at once."""
+        if anew:
+            self.holder = None
+            self._last_seen.pop(prefix, None)
         self.fence(prefix)
+        last = self.last(prefix)
+        self.keep_history_mark(prefix)
+        return last
 
     def last(self, prefix: str) -> LogRecord | None:
         self.model._alive()
