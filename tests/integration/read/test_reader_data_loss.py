@@ -19,7 +19,9 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from spark_kafka_eos.errors import KafkaEosDataLossError
+from spark_kafka_eos.read.admission_stream_reader import KafkaEosStreamReader
 from spark_kafka_eos.read.planner import OffsetRange
+from spark_kafka_eos.read.reader import StreamOffset
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.spark import kafka_eos
 from tests.harness.stream import parquet_values, stream, stream_reader, to_parquet
@@ -151,15 +153,22 @@ def test_out_of_range_past_the_log_end_in_a_task(kafka: KafkaTestCluster) -> Non
         list(strict.read(planned))
 
 
-def test_records_deleted_below_the_position_of_an_added_partition(kafka: KafkaTestCluster) -> None:
-    """A partition added while the query was down, whose first records were deleted before the
-    query saw it: Spark reports it ("Added partition ... starts from 3 instead of 0")."""
+def a_partition_added_with_5_records(kafka: KafkaTestCluster) -> tuple[str, KafkaEosStreamReader, KafkaEosStreamReader, StreamOffset]:
+    """A topic whose partition 1 was added, with 5 records, after a strict and a lenient (failOnDataLoss=false)
+    stream reader took their initial offset: (topic, strict, lenient, that offset)."""
     topic = kafka.create_topic(1)
     strict = stream_reader(kafka, subscribe=topic)
     lenient = stream_reader(kafka, subscribe=topic, failOnDataLoss="false")
     start = strict.initialOffset()
     kafka.add_partitions(topic, 2)
     fill(kafka, topic, 5, "p1", partition=1)
+    return topic, strict, lenient, start
+
+
+def test_records_deleted_below_the_position_of_an_added_partition(kafka: KafkaTestCluster) -> None:
+    """A partition added while the query was down, whose first records were deleted before the
+    query saw it: Spark reports it ("Added partition ... starts from 3 instead of 0")."""
+    topic, strict, lenient, start = a_partition_added_with_5_records(kafka)
     kafka.admin.delete_records([TopicPartition(topic, 1, 3)])[TopicPartition(topic, 1, 3)].result(30)
     with pytest.raises(KafkaEosDataLossError, match=rf"{topic}-1 appeared .* offsets 0 to 2 were deleted"):
         strict.latestOffset(start, ReadAllAvailable())
@@ -172,12 +181,7 @@ def test_records_of_an_added_partition_deleted_after_its_batch_was_planned(kafka
     """The micro-batch's end names a partition its start does not (added since), whose earliest offset was 0
     when the end was planned; its first records are deleted before the batch's partitions are planned.
     Spark reports it when it plans the ranges ("Added partition ... starts from 3 instead of 0")."""
-    topic = kafka.create_topic(1)
-    strict = stream_reader(kafka, subscribe=topic)
-    lenient = stream_reader(kafka, subscribe=topic, failOnDataLoss="false")
-    start = strict.initialOffset()
-    kafka.add_partitions(topic, 2)
-    fill(kafka, topic, 5, "p1", partition=1)
+    topic, strict, lenient, start = a_partition_added_with_5_records(kafka)
     end = strict.latestOffset(start, ReadAllAvailable())
     assert offsets_of(lenient.latestOffset(lenient.initialOffset(), ReadAllAvailable()), topic) == offsets_of(end, topic) == {0: 0, 1: 5}
     kafka.delete_records(topic, {1: 3})
