@@ -132,16 +132,24 @@ class DriverKilled(BaseException):
     """Stands for the driver's process dying: nothing of the coordinator runs after it."""
 
 
-class DieAfterDecision(WriterHooks):
-    """The driver dies between the decision (group offsets moved) and phase 2 (participants committed)."""
+class DieAt(WriterHooks):
+    """The driver dies at hook point ``point``."""
 
-    def __init__(self) -> None:
+    def __init__(self, point: str) -> None:
+        self.point = point
         self.fired = False
 
     def at(self, point: str, session: object, decision: LogRecord) -> None:  # type: ignore[override]
-        if point == "after_decision":
+        if point == self.point:
             self.fired = True
             raise DriverKilled(decision.epoch_id)
+
+
+class DieAfterDecision(DieAt):
+    """The driver dies between the decision (group offsets moved) and phase 2 (participants committed)."""
+
+    def __init__(self) -> None:
+        super().__init__("after_decision")
 
 
 def copy_range(kafka: KafkaTestCluster, source: list[KafkaRecord], sink: str, prefix: str, group: str, write_id: str,
