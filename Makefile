@@ -125,9 +125,12 @@ lint: venv
 	$(VENV)/bin/ruff check spark_kafka_eos pyspark_kafka_eos tests
 	$(VENV)/bin/mypy
 
+# --max-worker-restart=0: pytest-xdist 3.8 re-queues a crashed worker's finished files under --dist loadfile as
+# empty work units, and the session then waits for ever (pytest-xdist issues #1313, #1378). A crash ends the run
+# at once, naming the test it crashed in.
 test: lint kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 	@echo ">> running tests but the long tier (a local Kafka is started on a free loopback port unless KAFKA_EOS_BOOTSTRAP_SERVERS is set)"
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not long" --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --max-worker-restart=0 -m "not long" --durations=25 $(PYTEST_ARGS)
 
 # The reader's suites, run a second time in make test-all on the pure-Python path (make test runs the compiled
 # one, and the range-level and differential tests on both).

@@ -366,14 +366,16 @@ class TransactionSession:
         self._run(f"TxnOffsetCommit(group {group_id})", state.transactional_id,
                   lambda: self._request_on(key, build, errors), [key])
 
-    def describe_group(self, group_id: str) -> tuple[str, int]:
-        """DescribeGroups at the group's coordinator: its state and how many members it has."""
+    def describe_group(self, group_id: str, timeout_s: float | None = None) -> tuple[str, int]:
+        """DescribeGroups at the group's coordinator: its state and how many members it has. Retried within
+        ``timeout_s`` (default: the session's operation timeout)."""
         def build() -> DescribeGroupsRequest:
             return DescribeGroupsRequest(groups=[group_id], max_version=DESCRIBE_GROUPS_MAX_VERSION)
 
         key = (int(CoordinatorType.GROUP), group_id)
         response = self._run(f"DescribeGroups(group {group_id})", None,
-                             lambda: self._request_on(key, build, lambda r: [g.error_code for g in r.groups]), [key])
+                             lambda: self._request_on(key, build, lambda r: [g.error_code for g in r.groups]), [key],
+                             timeout_s)
         [group] = response.groups
         return str(group.group_state), len(group.members)
 
@@ -529,11 +531,12 @@ class TransactionSession:
 
     # -- retries and error classification -----------------------------------------------------------------
     def _run(self, request: str, transactional_id: str | None, attempt: Callable[[], Awaitable[T]],
-             coordinator_keys: Sequence[tuple[int, str]]) -> T:
-        """Run ``attempt`` on the IO thread, retrying retriable errors; raise a classified error."""
+             coordinator_keys: Sequence[tuple[int, str]], timeout_s: float | None = None) -> T:
+        """Run ``attempt`` on the IO thread, retrying retriable errors within ``timeout_s`` (default: the
+        operation timeout); raise a classified error."""
         async def retrying() -> T:
             await self._bootstrap()
-            deadline = Deadline(self._operation_timeout_s)
+            deadline = Deadline(self._operation_timeout_s if timeout_s is None else timeout_s)
             delays = self._backoff().delays()
             retry = 0
             while True:

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import pyarrow as pa
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Message, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
 
@@ -67,7 +67,7 @@ from spark_kafka_eos.retry import (
     retry_kafka,
     wait_until,
 )
-from spark_kafka_eos.txn.session import PreparedTxnState, TxnDescription, TxnState
+from spark_kafka_eos.txn.session import PreparedTxnState, TxnDescription, TxnSessionError, TxnState
 from spark_kafka_eos.txn.transactional_producer import start_transactional_producer
 from spark_kafka_eos.write.group_marker import GroupMarker
 from spark_kafka_eos.write.log_envelope import Manifest, archive_key, chunk_key, digest, head_key, is_chunk_of, join, parse_head, split
@@ -691,12 +691,14 @@ def _index_timeout(prefix: str, group: str, waited_s: float, error: KafkaError) 
 
 def _refuse_if_group_unauthorized(connection: KafkaConnection, group: str) -> None:
     """librdkafka's consumer retries a group it may not use until its timeout, then says only "timed out";
-    the admin API's OffsetFetch says why at once. Anything but an authorization failure is left to the wait."""
+    DescribeGroups says why at once. Over kafka-python: librdkafka's admin OffsetFetch, met by NOT_COORDINATOR or
+    a coordinator that went down, can abort the process later (librdkafka issues #5040, #4605). Anything but an
+    authorization failure is left to the wait."""
     try:
-        admin_client(connection).list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=_INDEX_PROBE_S)[group].result()
-    except KafkaException as exc:
-        if exc.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
-            raise _index_error(group, exc.args[0]) from None
+        cached_session(connection).describe_group(group, timeout_s=_INDEX_PROBE_S)
+    except TxnSessionError as exc:
+        if exc.error == "GROUP_AUTHORIZATION_FAILED":
+            raise _index_error(group, KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED)) from None
 
 
 def _index_error(group: str, error: KafkaError) -> KafkaEosDecisionLogError:
