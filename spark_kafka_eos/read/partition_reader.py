@@ -36,7 +36,7 @@ from spark_kafka_eos.errors import KafkaEosOptionError, KafkaEosReadError
 from spark_kafka_eos.read.authorization import topic_authorization_error
 from spark_kafka_eos.read.data_loss import moved_back_problem, report_data_loss
 from spark_kafka_eos.read.native_fetcher import open_native_fetcher
-from spark_kafka_eos.read.planner import OffsetRange
+from spark_kafka_eos.read.planner import OffsetRange, deleted_offsets
 from spark_kafka_eos.read.progress import FetchProgress, StallWatch, statistics_interval_ms
 from spark_kafka_eos.read.python_fetcher import PythonFetcher
 from spark_kafka_eos.read.range_fetcher import FetchError, RangeFetcher
@@ -201,12 +201,18 @@ class _RangeReader:
             )
             self._position = self._range.end
             return
-        report_data_loss(
-            f"{self._name}: offset {self._position} no longer exists ({error.reason}); the earliest available "
-            f"offset is {low}, so offsets {self._position} to {low - 1} were deleted (retention or deleteRecords) "
-            "before they were read.",
-            self._options.fail_on_data_loss, f"Skipping them and reading on from offset {low}",
-        )
+        if self._position < low:
+            report_data_loss(
+                f"{self._name}: offset {self._position} no longer exists ({error.reason}); the earliest available "
+                f"offset is {low}, so {deleted_offsets(self._position, low)} (retention or deleteRecords) before they "
+                "were read.",
+                self._options.fail_on_data_loss, f"Skipping them and reading on from offset {low}",
+            )
+        else:
+            # The position is inside the leader's log: the answer came from a replica behind it (a follower read
+            # with client.rack, a new leader still catching up). Nothing was deleted; ask again.
+            log.info("Reading %s: %s at offset %d, inside the log [%d, %d): reading on from there",
+                     self._name, error.reason, self._position, low, high)
         self._position = max(self._position, low)
         if self._position < self._range.end:
             # After an offset-reset error the partition's fetcher is stopped and seek() refuses

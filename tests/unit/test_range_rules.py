@@ -42,6 +42,8 @@ class ScriptedFetcher:
     high: int | None
     """The leader's high watermark; None: the leader does not know the partition."""
     position_past_errors: bool = True
+    low: int = 0
+    """The leader's log start offset."""
     delivered: list[int] = field(default_factory=list)
     _position: int = 0
 
@@ -75,7 +77,7 @@ class ScriptedFetcher:
     def watermarks(self, timeout_s: float) -> tuple[int, int]:
         if self.high is None:
             raise KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
-        return 0, self.high
+        return self.low, self.high
 
     def close(self) -> None:
         pass
@@ -138,3 +140,23 @@ def test_a_batch_librdkafka_cannot_decode_fails_the_read(monkeypatch: pytest.Mon
     fetcher = ScriptedFetcher(deque([0, corrupt, 3]), Clock(), high=4)
     with pytest.raises(KafkaEosReadError, match=r"Reading t-0 \[0, 4\) failed at offset 1: librdkafka cannot decode"):
         read(fetcher, 4, monkeypatch)
+
+
+def out_of_range(offset: int) -> FetchError:
+    return FetchError(KafkaError.OFFSET_OUT_OF_RANGE, "Broker: Offset out of range", offset, False)
+
+
+def test_an_offset_out_of_range_inside_the_leader_s_log_is_asked_again_not_reported_deleted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica behind the leader (a follower read with client.rack, a new leader catching up) answers
+    OFFSET_OUT_OF_RANGE for an offset the leader's log holds: nothing was deleted, and nothing is skipped."""
+    fetcher = ScriptedFetcher(deque([0, 1, out_of_range(2), 2, 3, 4]), Clock(), high=5)
+    assert read(fetcher, 5, monkeypatch) == [0, 1, 2, 3, 4]
+
+
+def test_offsets_deleted_below_the_position_are_named_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    fetcher = ScriptedFetcher(deque([0, 1, out_of_range(2)]), Clock(), high=8, low=5)
+    with pytest.raises(KafkaEosDataLossError, match=r"the earliest available offset is 5, so offsets 2 to 4 were deleted"):
+        read(fetcher, 8, monkeypatch)
+    fetcher = ScriptedFetcher(deque([0, 1, out_of_range(2), 5, 6, 7]), Clock(), high=8, low=5)
+    assert read(fetcher, 8, monkeypatch, fail_on_data_loss=False) == [0, 1, 5, 6, 7]
