@@ -69,8 +69,10 @@ class KafkaOffsetLookup:
                 )
             return [(t, p) for t in subscription.topics if t in existing for p in existing[t]]
         if subscription.kind == "subscribePattern":
+            # Found anywhere in the name, as Spark's source does (Scala's findFirstIn): anchor it with ^...$ for a
+            # whole name.
             pattern = re.compile(subscription.pattern or "")
-            matching = [t for t in sorted(existing) if pattern.fullmatch(t)]
+            matching = [t for t in sorted(existing) if pattern.search(t)]
             left_out = self._internal_or_gone([t for t in matching if t.startswith(INTERNAL_TOPIC_PREFIX)])
             return [(t, p) for t in matching if t not in left_out for p in existing[t]]
         absent = [tp for tp in subscription.partitions if tp[1] not in existing.get(tp[0], [])]

@@ -73,10 +73,12 @@ class LocalCluster(StartStop):
     """``size`` combined broker+controller nodes (ids 1..size) on 127.0.0.1, owned by this process.
 
     Ports and the cluster id are kept in ``data_dir/cluster.json``: the cluster restarts on its data.
+    ``node_overrides(node_id)`` adds broker properties of a node's own.
     """
 
     def __init__(self, data_dir: Path, size: int = 3, min_insync_replicas: int = 2, heap: str = "512m",
-                 base_port: int | None = None, libs_dir: Path = DEFAULT_LIBS_DIR) -> None:
+                 base_port: int | None = None, libs_dir: Path = DEFAULT_LIBS_DIR,
+                 node_overrides: Callable[[int], dict[str, str]] | None = None) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.size = size
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -86,7 +88,8 @@ class LocalCluster(StartStop):
             n: LocalKafka(
                 self.data_dir / f"node-{n}", port=layout["ports"][n - 1], libs_dir=libs_dir, heap=heap,
                 controller_port=layout["controller_ports"][n - 1], cluster_id=layout["cluster_id"],
-                overrides=_cluster_overrides(n, voters, size, min_insync_replicas),
+                overrides={**_cluster_overrides(n, voters, size, min_insync_replicas),
+                           **(node_overrides(n) if node_overrides else {})},
             )
             for n in self.node_ids
         }

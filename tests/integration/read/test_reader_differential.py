@@ -12,19 +12,24 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from chispa import assert_df_equality
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import NewTopic
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.spark import batch_read
 from tests.harness.stream import parquet_values, stream, to_memory, to_parquet
+
+if TYPE_CHECKING:
+    from tests.harness.local_cluster import LocalCluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -76,6 +81,7 @@ def read_options(t: Topics) -> dict[str, dict[str, object]]:
     return {
         "subscribe": {"subscribe": f"{t.txn},{t.plain}"},
         "subscribePattern": {"subscribePattern": f"{t.prefix}-.*"},
+        "subscribePattern found inside the names": {"subscribePattern": t.prefix[2:]},
         "assign": {"assign": f'{{"{t.txn}":[0,2],"{t.plain}":[1]}}'},
         "json offsets": {
             "subscribe": t.txn,
@@ -312,3 +318,80 @@ def test_a_start_inside_an_open_transaction(spark_kafka_source: SparkSession, ka
     assert outcome["kafka_eos"] is None
     assert outcome["kafka"] is not None and "offset was changed from 4 to 3" in outcome["kafka"]
     assert parquet_values(spark, tmp_path, "kafka_eos") == []
+
+
+def test_partitions_added_between_micro_batches_are_read_alike_from_their_start(
+    spark_kafka_source: SparkSession, kafka: KafkaTestCluster, tmp_path: Path
+) -> None:
+    """No loss: a partition added after the last micro-batch is read from offset 0 by both sources."""
+    spark = spark_kafka_source
+    topic = kafka.create_topic(1)
+    old = fill(kafka, topic, {0: 5}, "old")
+    assert run_both(spark, kafka, tmp_path, topic) == {"kafka": None, "kafka_eos": None}
+    kafka.add_partitions(topic, 3)
+    new = fill(kafka, topic, {0: 2, 1: 3, 2: 4}, "new")
+    assert run_both(spark, kafka, tmp_path, topic) == {"kafka": None, "kafka_eos": None}
+    assert parquet_values(spark, tmp_path, "kafka") == parquet_values(spark, tmp_path, "kafka_eos") == sorted(old + new)
+
+
+# -- a lagging follower ------------------------------------------------------------------------------
+
+FOLLOWER_RACK = "rack-2"
+
+
+@pytest.fixture(scope="module")
+def racked_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """Two brokers in racks rack-1 and rack-2 that serve a consumer from the replica in its rack (KIP-392).
+    A follower learns the high watermark in its next fetch, which the leader holds for
+    replica.fetch.wait.max.ms while no record comes: here 20 s, so after a write the follower's answer ends
+    below the leader's for 20 s."""
+    from tests.harness.local_cluster import LocalCluster
+
+    def racked(node_id: int) -> dict[str, str]:
+        return {"broker.rack": f"rack-{node_id}", "replica.fetch.wait.max.ms": "20000",
+                "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"}
+
+    cluster = LocalCluster(tmp_path_factory.mktemp("racked"), size=2, min_insync_replicas=1, node_overrides=racked).start()
+    try:
+        yield cluster
+    finally:
+        for node_id in cluster.node_ids:
+            cluster.kill(node_id)
+
+
+def follower_end(bootstrap_servers: str, topic: str) -> int:
+    """Where the rack-2 follower says partition 0 ends now: the offset of its first end-of-partition event."""
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"probe-{uuid.uuid4().hex[:6]}",
+                         "client.rack": FOLLOWER_RACK, "enable.partition.eof": True, "log_level": 0})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            error = message.error() if message is not None else None
+            if message is not None and error is not None and error.code() == KafkaError._PARTITION_EOF:
+                return message.offset() or 0
+        raise AssertionError(f"no end of partition from the follower of {topic} in 30 s")
+    finally:
+        consumer.close()
+
+
+def test_a_lagging_follower_is_read_alike_to_the_planned_end(spark_kafka_source: SparkSession, racked_cluster: LocalCluster) -> None:
+    """``kafka.client.rack`` reads from the follower in that rack, whose log ends below the end planned at the
+    leader for a while after each write. Here it ends one record short: librdkafka 2.12's position after that
+    end-of-partition event made the compiled path end its range there, without the last record (issue 32).
+    Each source, and each of kafka_eos's engines, reads fresh records while the follower lags, and delivers all
+    of them."""
+    spark, kafka = spark_kafka_source, racked_cluster.kafka
+    topic = f"lag-{uuid.uuid4().hex[:6]}"
+    kafka.admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2]])])[topic].result(30)
+    start = 0
+    for source, engine in (("kafka", None), ("kafka_eos", "native"), ("kafka_eos", "python")):
+        # Nine records, then one: the follower's fetch of the tenth brings it the high watermark of the nine.
+        sent = fill(kafka, topic, {0: 9}, f"{source}-{engine}") + fill(kafka, topic, {0: 1}, f"{source}-{engine}-last")
+        assert follower_end(kafka.bootstrap_servers, topic) == start + 9, "the follower is not one record behind"
+        options = {**COMMON, "subscribe": topic, "kafka__client__rack": FOLLOWER_RACK,
+                   "startingOffsets": json.dumps({topic: {"0": start}}), **({"readEngine": engine} if engine else {})}
+        rows = batch_read(spark, kafka, source, **options).select("offset", "value").collect()
+        assert sorted((r.offset, bytes(r.value)) for r in rows) == list(zip(range(start, start + 10), sent)), (source, engine)
+        start += 10

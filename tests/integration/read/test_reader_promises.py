@@ -46,7 +46,7 @@ def _pattern_topics(kafka: KafkaTestCluster, pattern: str) -> set[str]:
     return {topic for topic, _ in KafkaOffsetLookup(options).partitions(options.subscription, must_exist=False)}
 
 
-def test_subscribe_pattern_is_a_full_match_and_skips_internal_topics(spark: SparkSession, kafka: KafkaTestCluster) -> None:
+def test_subscribe_pattern_is_found_anywhere_in_a_name_as_in_spark_and_skips_internal_topics(spark: SparkSession, kafka: KafkaTestCluster) -> None:
     base = f"orders{uuid.uuid4().hex[:8]}"
     orders, regional, prefixed = (_create_exact_topic(kafka, name) for name in (base, f"{base}-eu", f"x{base}"))
     for topic in (orders, regional, prefixed):
@@ -59,10 +59,11 @@ def test_subscribe_pattern_is_a_full_match_and_skips_internal_topics(spark: Spar
     internal = set(kafka.admin.list_topics(timeout=10).topics) & KAFKA_INTERNAL_TOPICS
     assert {"__consumer_offsets", "__transaction_state"} <= internal
 
-    assert_same_records(kafka_eos(spark, kafka, subscribePattern=base), kafka.read_committed(orders))
+    assert_same_records(kafka_eos(spark, kafka, subscribePattern=f"^{base}$"), kafka.read_committed(orders))
     assert_same_records(
-        kafka_eos(spark, kafka, subscribePattern=f"{base}.*"), kafka.read_committed(orders) + kafka.read_committed(regional)
+        kafka_eos(spark, kafka, subscribePattern=f"^{base}.*"), kafka.read_committed(orders) + kafka.read_committed(regional)
     )
+    assert _pattern_topics(kafka, base) == {orders, regional, prefixed}
     everything = _pattern_topics(kafka, ".*")
     assert {orders, regional, prefixed} <= everything and not everything & internal
     assert not _pattern_topics(kafka, "__.*") & internal
