@@ -39,7 +39,8 @@ class KafkaEosDataSource(DataSource):
     * ``failOnDataLoss`` (default true), ``minPartitions``, ``maxRecordsPerPartition``,
       ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay``, ``includeHeaders``,
       ``groupIdPrefix``, ``progressGroup``, ``kafkaConsumer.pollTimeoutMs``, ``fetchOffset.numRetries``,
-      ``fetchOffset.retryIntervalMs``, ``maxRecordsPerBatch``, ``maxBytesPerBatch``.
+      ``fetchOffset.retryIntervalMs``, ``maxRecordsPerBatch``, ``maxBytesPerBatch``, ``minRecordsPerPartition``
+      (default 10000: ranges of fewer offsets share Spark partitions of up to that many; 0: one per range).
     * ``readEngine``: ``auto`` (default), ``native`` (the compiled extension) or ``python``.
 
     Writing (``df.write`` / ``df.writeStream``), the columns of Spark's Kafka sink (``value``; ``key``,
@@ -55,9 +56,11 @@ class KafkaEosDataSource(DataSource):
     * ``decisionLogTopic``, ``allowNewPrefix``, ``kafka.transaction.timeout.ms``.
     * ``writeEngine``: ``auto`` (default), ``native`` (the compiled extension) or ``python``.
 
-    Both: ``kafka.*`` settings pass to librdkafka (security, SASL, TLS, tuning), except those that would
-    break the guarantees. Bad options fail before any data moves, with an error naming the option and the
-    fix (:mod:`spark_kafka_eos.errors`). The README has every option's full meaning.
+    Both: ``gcFreeze`` (default ``true``: freeze the Spark Python worker's heap at its first kafka_eos task, so
+    that pyspark's collection after every task skips what was imported once). ``kafka.*`` settings pass to
+    librdkafka (security, SASL, TLS, tuning), except those that would break the guarantees. Bad options fail
+    before any data moves, with an error naming the option and the fix (:mod:`spark_kafka_eos.errors`). The
+    README has every option's full meaning.
     """
 
     @classmethod

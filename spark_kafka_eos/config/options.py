@@ -42,6 +42,8 @@ MAX_BYTES_PER_BATCH = "maxBytesPerBatch"
 READ_ENGINE = "readEngine"
 CONSUMER_GROUP = "consumerGroup"
 PROGRESS_GROUP = "progressGroup"
+GC_FREEZE = "gcFreeze"
+MIN_RECORDS_PER_PARTITION = "minRecordsPerPartition"
 
 # The sink's options, and Spark's own that reach it.
 TOPIC = "topic"
@@ -67,6 +69,7 @@ READER_OPTIONS = (
     FAIL_ON_DATA_LOSS,
     MIN_PARTITIONS,
     MAX_RECORDS_PER_PARTITION,
+    MIN_RECORDS_PER_PARTITION,
     MAX_OFFSETS_PER_TRIGGER,
     MIN_OFFSETS_PER_TRIGGER,
     MAX_TRIGGER_DELAY,
@@ -80,6 +83,7 @@ READER_OPTIONS = (
     READ_ENGINE,
     CONSUMER_GROUP,
     PROGRESS_GROUP,
+    GC_FREEZE,
 )
 # Options of the sink and of Spark itself: known, so never reported as typos of a source option.
 WRITER_AND_SPARK_OPTIONS = (

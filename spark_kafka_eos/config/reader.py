@@ -25,6 +25,7 @@ from spark_kafka_eos.config.options import (
     FAIL_ON_DATA_LOSS,
     FETCH_OFFSET_NUM_RETRIES,
     FETCH_OFFSET_RETRY_INTERVAL_MS,
+    GC_FREEZE,
     GROUP_ID_PREFIX,
     INCLUDE_HEADERS,
     KAFKA_CONSUMER_POLL_TIMEOUT_MS,
@@ -35,6 +36,7 @@ from spark_kafka_eos.config.options import (
     MAX_TRIGGER_DELAY,
     MIN_OFFSETS_PER_TRIGGER,
     MIN_PARTITIONS,
+    MIN_RECORDS_PER_PARTITION,
     PROGRESS_GROUP,
     READ_ENGINE,
     STARTING_OFFSETS,
@@ -58,6 +60,8 @@ READ_ENGINE_VARIABLE = "KAFKA_EOS_READ_ENGINE"
 """The driver's default for ``readEngine``, where a read does not set it."""
 
 DEFAULT_MAX_RECORDS_PER_BATCH = 50_000
+DEFAULT_MIN_RECORDS_PER_PARTITION = 10_000
+"""Offset ranges smaller than this are packed together into Spark partitions of up to this many offsets."""
 """Fewer, larger Arrow batches cost Spark less per record; memory stays bounded by maxBytesPerBatch."""
 DEFAULT_MAX_BYTES_PER_BATCH = 32 * 1024 * 1024
 DEFAULT_POLL_TIMEOUT_MS = 120_000
@@ -138,6 +142,10 @@ class ReaderOptions:
     read_engine: ReadEngine = "auto"
     """Which consumer reads the ranges: the compiled one (``native``), confluent-kafka's (``python``), or the
     compiled one where it is installed and can run the configuration (``auto``)."""
+    gc_freeze: bool = True
+    """Freeze the Spark Python worker's heap at its first task (:mod:`spark_kafka_eos.worker_gc`)."""
+    min_records_per_partition: int = DEFAULT_MIN_RECORDS_PER_PARTITION
+    """Ranges of fewer offsets are packed into shared Spark partitions (0: one Spark partition per range)."""
 
     @property
     def bootstrap_servers(self) -> str:
@@ -248,6 +256,8 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
         kafka_config=kafka_config,
         progress_group=progress_group,
         read_engine=_read_engine(opts),
+        gc_freeze=_bool(opts, GC_FREEZE, True),
+        min_records_per_partition=_non_negative_int(opts, MIN_RECORDS_PER_PARTITION, DEFAULT_MIN_RECORDS_PER_PARTITION),
     )
 
 

@@ -32,6 +32,7 @@ from spark_kafka_eos.config.options import (
     CHECKPOINT_LOCATION,
     CONSUMER_GROUP,
     DECISION_LOG_TOPIC,
+    GC_FREEZE,
     READER_OWNED_SETTINGS,
     TOPIC,
     TRANSACTIONAL_ID_PREFIX,
@@ -100,6 +101,8 @@ class WriterOptions:
     write_engine: Engine = "auto"
     """Which producer writes a task's records: the compiled one (``native``), confluent-kafka's (``python``),
     or the compiled one where it is installed and can run the configuration (``auto``)."""
+    gc_freeze: bool = True
+    """Freeze the Spark Python worker's heap at its first task (:mod:`spark_kafka_eos.worker_gc`)."""
 
     @property
     def bootstrap_servers(self) -> str:
@@ -135,6 +138,7 @@ class WriterOptions:
             f"prefix={self.prefix!r} (from {self.prefix_source}), decision_log_topic={self.decision_log_topic!r}, "
             f"consumer_group={self.consumer_group!r}, transaction_timeout_ms={self.transaction_timeout_ms}, "
             f"write_id={self.write_id!r}, allow_new_prefix={self.allow_new_prefix}, write_engine={self.write_engine!r}, "
+            f"gc_freeze={self.gc_freeze}, "
             f"kafka_config={redact(self.kafka_config)!r})"
         )
 
@@ -158,6 +162,7 @@ def parse_writer_options(options: Mapping[str, str], streaming: bool) -> WriterO
         allow_new_prefix=_flag(opts, ALLOW_NEW_PREFIX),
         checkpoint_location=(opts.get(CHECKPOINT_LOCATION.lower()) or "").strip() or None,
         write_engine=engine_option(opts, WRITE_ENGINE, WRITE_ENGINE_VARIABLE, "write"),
+        gc_freeze=_flag(opts, GC_FREEZE, default=True),
     )
     _check_with_librdkafka(parsed)
     return parsed
@@ -179,8 +184,8 @@ def _prefix_of(location: str) -> str:
     return DERIVED_PREFIX_START + hashlib.sha256(location.encode("utf-8")).hexdigest()[:16]
 
 
-def _flag(opts: Mapping[str, str], option: str) -> bool:
-    raw = opts.get(option.lower(), "false").strip().lower()
+def _flag(opts: Mapping[str, str], option: str, default: bool = False) -> bool:
+    raw = opts.get(option.lower(), str(default).lower()).strip().lower()
     if raw not in ("true", "false"):
         raise KafkaEosOptionError(option, f"is {opts.get(option.lower())!r}.", "use true or false.")
     return raw == "true"

@@ -37,6 +37,22 @@ class OffsetRange(InputPartition):
         return self.end - self.start
 
 
+@dataclass(frozen=True)
+class PackedRanges(InputPartition):
+    """One Spark input partition of several small ranges, each of another Kafka partition, read one after another."""
+
+    ranges: tuple[OffsetRange, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for r in self.ranges)
+
+
+def ranges_of(partition: OffsetRange | PackedRanges) -> tuple[OffsetRange, ...]:
+    """The offset ranges a planned Spark partition reads, in order."""
+    return partition.ranges if isinstance(partition, PackedRanges) else (partition,)
+
+
 class OffsetLookup(Protocol):
     """What the planner needs to know from Kafka."""
 
@@ -218,6 +234,43 @@ def split_ranges(
         parts = _share_parts([r.size for r in pieces], min_partitions)
         pieces = [piece for r, n in zip(pieces, parts) for piece in _cut(r, n)]
     return pieces
+
+
+def plan_partitions(
+    ranges: Sequence[OffsetRange], min_partitions: int | None, max_records_per_partition: int | None,
+    min_records_per_partition: int,
+) -> list[OffsetRange | PackedRanges]:
+    """The Spark partitions of ``ranges``: cut as ``minPartitions`` and ``maxRecordsPerPartition`` ask
+    (:func:`split_ranges`); when neither is set, small ranges packed (:func:`pack_ranges`)."""
+    if min_partitions or max_records_per_partition:
+        return list(split_ranges(ranges, min_partitions, max_records_per_partition))
+    return pack_ranges([r for r in ranges if r.size > 0], min_records_per_partition)
+
+
+def pack_ranges(ranges: Sequence[OffsetRange], min_records: int) -> list[OffsetRange | PackedRanges]:
+    """Ranges of fewer than ``min_records`` offsets, in (topic, partition) order, packed together into
+    Spark partitions of up to ``min_records`` offsets; larger ranges stay alone. ``min_records`` 0: one Spark
+    partition per range, as Spark's source plans. A Kafka partition's range is never split across packs, so
+    its records keep their order in one task."""
+    if min_records <= 0:
+        return list(ranges)
+    planned: list[OffsetRange | PackedRanges] = []
+    pack: list[OffsetRange] = []
+
+    def close_pack() -> None:
+        if pack:
+            planned.append(pack[0] if len(pack) == 1 else PackedRanges(tuple(pack)))
+            pack.clear()
+
+    for r in sorted(ranges, key=lambda r: (r.topic, r.partition, r.start)):
+        if r.size >= min_records:
+            planned.append(r)
+            continue
+        if sum(p.size for p in pack) + r.size > min_records:
+            close_pack()
+        pack.append(r)
+    close_pack()
+    return planned
 
 
 def _share_parts(sizes: Sequence[int], wanted: int) -> list[int]:

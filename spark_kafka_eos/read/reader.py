@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Sequence
+from itertools import chain
 from typing import Any
 
 import pyarrow as pa
@@ -25,16 +26,19 @@ from spark_kafka_eos.read.partition_reader import check_consumer_config, read_of
 from spark_kafka_eos.read.planner import (
     OffsetRange,
     Offsets,
+    PackedRanges,
     check_start_available,
     deleted_offsets,
     limit_offsets,
     plan_batch,
+    plan_partitions,
+    ranges_of,
     resolve_bound,
     restart_moved_back,
-    split_ranges,
 )
 from spark_kafka_eos.read.progress_group import commit_progress
 from spark_kafka_eos.retry import Backoff, Deadline, wait_until
+from spark_kafka_eos.worker_gc import freeze_worker_heap
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +88,11 @@ class _KafkaReaderBase:
         return state
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, OffsetRange):
+        if not isinstance(partition, (OffsetRange, PackedRanges)):
             # Spark reads one placeholder partition when a plan has none: nothing to read.
             return iter(())
-        return read_offset_range(self.options, partition)
+        freeze_worker_heap(self.options.gc_freeze)
+        return chain.from_iterable(read_offset_range(self.options, r) for r in ranges_of(partition))
 
 
 class KafkaEosBatchReader(_KafkaReaderBase, DataSourceReader):
@@ -106,7 +111,7 @@ class KafkaEosBatchReader(_KafkaReaderBase, DataSourceReader):
         ranges = plan_batch(
             tps, opts.starting, opts.ending, earliest, latest, lookup, opts.fail_on_data_loss, opts.timestamp_strategy
         )
-        planned = split_ranges(ranges, opts.min_partitions, opts.max_records_per_partition)
+        planned = plan_partitions(ranges, opts.min_partitions, opts.max_records_per_partition, opts.min_records_per_partition)
         log.info("kafka_eos batch read of %s: %d ranges, %d offsets", opts.subscription.describe(), len(planned), sum(r.size for r in planned))
         return planned
 
@@ -287,7 +292,8 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
             start_at = check_start_available(tp, start_at, earliest[tp], self.options.fail_on_data_loss)
             if finish[tp] > start_at:
                 ranges.append(OffsetRange(tp[0], tp[1], start_at, finish[tp]))
-        return split_ranges(ranges, self.options.min_partitions, self.options.max_records_per_partition)
+        return plan_partitions(ranges, self.options.min_partitions, self.options.max_records_per_partition,
+                               self.options.min_records_per_partition)
 
     def _report_added_partitions(self, added: Sequence[PartitionKey], earliest: Offsets) -> None:
         """Partitions this micro-batch reads that its start does not name (added since the batch before was

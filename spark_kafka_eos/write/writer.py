@@ -16,6 +16,7 @@ from pyspark.sql.types import StructType
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos.errors import KafkaEosCommitError
 from spark_kafka_eos.spark_support import has_arrow_stream_writers
+from spark_kafka_eos.worker_gc import freeze_worker_heap
 from spark_kafka_eos.write.broker_support import require_transaction_admin_apis
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.consumer_group import check_group_has_no_members
@@ -76,6 +77,7 @@ class _KafkaEosWriterBase:
         self.hooks = hooks
 
     def _write(self, epoch: EpochId, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        freeze_worker_heap(self.options.gc_freeze)
         return write_task(self.options, epoch, self.hooks.task_input(iterator), transaction_timeout_ms=self.transaction_timeout_ms,
                           columns=self.columns)
 

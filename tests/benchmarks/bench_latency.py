@@ -4,7 +4,8 @@
     BENCH_PARTITIONS=8 BENCH_ROUNDS=5 make bench-latency
 
 The same streaming query (kafka_eos source, 300 records per micro-batch, Trigger.AvailableNow)
-writes with ``format("kafka_eos")``, with Spark's ``format("kafka")`` and with the ceiling (a Python
+writes with ``format("kafka_eos")`` (as is, with one task a Kafka partition, and with that and no gc freeze), with
+Spark's ``format("kafka")`` and with the ceiling (a Python
 sink that drops its input: what any Python data source pays per micro-batch), alternating over the
 rounds on the same source topic, each run into a new sink topic with a new checkpoint. A batch's
 time is Spark's ``triggerExecution`` duration; the first batch of each run (planning, Python
@@ -36,8 +37,14 @@ PARTITION_COUNTS = [int(p) for p in os.environ.get("BENCH_PARTITIONS", "2,8,32,6
 PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
 """Spark's parts of a micro-batch. The sink's writer creation (both calls), its tasks and its commit are all in
 addBatch: queryPlanning is the same for both sinks (13 vs 13 ms)."""
-SYSTEMS = {"kafka_eos": "kafka_eos sink (exactly-once)", "kafka": "Spark's Kafka sink (at-least-once)",
+UNPACKED = "kafka_eos, a task a partition"
+NO_FREEZE = "kafka_eos, a task a partition, gcFreeze=false"
+SYSTEMS = {"kafka_eos": "kafka_eos sink (exactly-once)", UNPACKED: "kafka_eos, minRecordsPerPartition=0",
+           NO_FREEZE: "kafka_eos, also gcFreeze=false", "kafka": "Spark's Kafka sink (at-least-once)",
            CEILING_SINK: "ceiling: a Python sink dropping its input"}
+VARIANTS = {UNPACKED: {"minRecordsPerPartition": "0"}, NO_FREEZE: {"minRecordsPerPartition": "0", "gcFreeze": "false"}}
+"""Options of the kafka_eos source and sink that undo one improvement each: small ranges packed into shared Spark
+partitions, and the workers' heap frozen at their first task (without both: the earlier plan)."""
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -57,18 +64,21 @@ def main() -> None:
         print(f">> pyspark {spark.version}, local[2]; {BATCHES} micro-batches of {ROWS_PER_BATCH} rows per run, "
               f"{ROUNDS} alternating rounds; Spark's sink from {next(j.name for j in jars if j.name.startswith('spark-sql-kafka'))}")
 
-        def run(fmt: str, source: str, partitions: int) -> list[dict[str, float]]:
+        def run(system: str, source: str, partitions: int) -> list[dict[str, float]]:
+            fmt, variant = ("kafka_eos", VARIANTS[system]) if system in VARIANTS else (system, {})
             sink = f"lat-out-{uuid.uuid4().hex[:8]}"
             if fmt != CEILING_SINK:
                 admin.create_topics([NewTopic(sink, partitions, 1)])[sink].result(30)
             df = (
                 spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
-                .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", ROWS_PER_BATCH).load()
+                .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", ROWS_PER_BATCH).options(**variant).load()
                 .selectExpr("key", "value", "partition")
             )
             checkpoint = tempfile.mkdtemp(prefix="bench-latency-")
             count_file = Path(checkpoint) / "ceiling-count"
             sink_options = {"countFile": str(count_file)} if fmt == CEILING_SINK else {"kafka.bootstrap.servers": bootstrap, "topic": sink}
+            if fmt == "kafka_eos":
+                sink_options.update({k: v for k, v in variant.items() if k == "gcFreeze"})
             query = (
                 df.writeStream.format(fmt).options(**sink_options).option("checkpointLocation", checkpoint)
                 .trigger(availableNow=True).start()
@@ -98,6 +108,8 @@ def main() -> None:
             print(f"{partitions:>10}  overhead of exactly-once: p50 +{p50['kafka_eos'] - p50['kafka']:.0f} ms "
                   f"(ratio {p50['kafka_eos'] / p50['kafka']:.2f}), over {len(times['kafka_eos'])} batches each; "
                   f"the ceiling's: +{p50[CEILING_SINK] - p50['kafka']:.0f} ms")
+            print(f"{'':>10}  packing small ranges saves p50 {p50[UNPACKED] - p50['kafka_eos']:.0f} ms, the gc freeze "
+                  f"{p50[NO_FREEZE] - p50[UNPACKED]:.0f} ms more")
             print(f"{'':>10}  where it goes (median ms of Spark's durationMs): " + ", ".join(
                 f"{phase} {statistics.median(d.get(phase, 0.0) for d in durations['kafka_eos']):.0f} vs "
                 f"{statistics.median(d.get(phase, 0.0) for d in durations['kafka']):.0f}" for phase in PHASES))

@@ -10,10 +10,13 @@ from spark_kafka_eos.config.reader import OffsetBound, PartitionKey, Subscriptio
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError
 from spark_kafka_eos.read.planner import (
     OffsetRange,
+    PackedRanges,
     check_start_available,
     deleted_offsets,
     limit_offsets,
+    pack_ranges,
     plan_batch,
+    plan_partitions,
     resolve_bound,
     restart_moved_back,
     split_ranges,
@@ -198,3 +201,29 @@ def test_limit_offsets_shares_the_budget_by_backlog() -> None:
     assert limit_offsets(three, {A0: 60, A1: 1, ("a", 2): 1}, 2) == {A0: 1, A1: 1, ("a", 2): 1}
     # A start past the available end (waiting on an open transaction) never moves backwards.
     assert limit_offsets({A0: 95, A1: 0}, {A0: 95, A1: 10}, 5) == {A0: 95, A1: 5}
+
+
+def test_small_ranges_are_packed_in_partition_order_and_large_ones_stay_alone() -> None:
+    ranges = [OffsetRange("b", 0, 0, 4), OffsetRange("a", 1, 10, 13), OffsetRange("a", 0, 0, 50), OffsetRange("a", 2, 5, 9),
+              OffsetRange("a", 3, 0, 2)]
+    assert pack_ranges(ranges, 10) == [
+        OffsetRange("a", 0, 0, 50),
+        PackedRanges((OffsetRange("a", 1, 10, 13), OffsetRange("a", 2, 5, 9), OffsetRange("a", 3, 0, 2))),
+        OffsetRange("b", 0, 0, 4),
+    ]
+    packed = pack_ranges(ranges, 10)
+    assert sum(p.size for p in packed) == sum(r.size for r in ranges)
+    # Every range is in exactly one Spark partition, whole.
+    assert sorted((r for p in packed for r in (p.ranges if isinstance(p, PackedRanges) else (p,))), key=str) == sorted(ranges, key=str)
+
+
+def test_zero_keeps_one_spark_partition_per_range_as_spark_does() -> None:
+    ranges = [OffsetRange("a", p, 0, 3) for p in range(4)]
+    assert pack_ranges(ranges, 0) == ranges
+
+
+def test_min_partitions_or_max_records_per_partition_cut_and_never_pack() -> None:
+    ranges = [OffsetRange("a", 0, 0, 40), OffsetRange("a", 1, 0, 2)]
+    assert plan_partitions(ranges, None, 10, 10_000) == split_ranges(ranges, None, 10)
+    assert plan_partitions(ranges, 6, None, 10_000) == split_ranges(ranges, 6, None)
+    assert plan_partitions(ranges + [OffsetRange("a", 2, 5, 5)], None, None, 10_000) == [PackedRanges(tuple(ranges))]

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from spark_kafka_eos.config.reader import parse_reader_options
 from spark_kafka_eos.read.partition_reader import read_offset_range
-from spark_kafka_eos.read.planner import OffsetRange
+from spark_kafka_eos.read.planner import OffsetRange, pack_ranges
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.local_kafka import LocalKafka
 from tests.harness.spark import assert_same_records, kafka_eos
@@ -96,6 +96,28 @@ def test_aborted_records_right_below_an_open_transaction(spark: SparkSession, ka
         assert [bytes(r.value) for r in rows] == [b"p0"]
     finally:
         undecided.abort()
+
+
+def test_small_ranges_of_many_kafka_partitions_share_spark_partitions(spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    """Eight partitions of a few records each, aborted transactions between them: one Spark partition by default
+    (minRecordsPerPartition 10,000), eight with minRecordsPerPartition=0 (Spark's plan), a few with a middle value; the
+    same committed records every time, each Kafka partition's in offset order."""
+    topic = kafka.create_topic(8)
+    kafka.write_interleaved(topic, list(range(8)), producers=2, transactions=2, records_per_transaction=8)
+    committed = kafka.read_committed(topic)
+    ends = kafka.offsets(topic, OffsetSpec.latest())
+    assert sum(ends.values()) < 10_000 and all(ends.values()), ends
+    middle = 2 * max(ends.values())  # any two ranges fit in a pack of it
+    packs = len(pack_ranges([OffsetRange(topic, p, 0, end) for p, end in ends.items()], middle))
+    assert 1 < packs < 8
+    for options, spark_partitions in (({}, 1), ({"minRecordsPerPartition": 0}, 8), ({"minRecordsPerPartition": middle}, packs)):
+        df = kafka_eos(spark, kafka, subscribe=topic, **options)
+        assert df.rdd.getNumPartitions() == spark_partitions, options
+        assert_same_records(df, committed)
+        by_partition = df.selectExpr("partition", "offset", "spark_partition_id() AS task").collect()
+        for p in range(8):
+            offsets = [r.offset for r in by_partition if r.partition == p]
+            assert offsets == sorted(offsets) and len({r.task for r in by_partition if r.partition == p}) == 1
 
 
 def test_one_kafka_partition_split_into_many_spark_partitions(spark: SparkSession, kafka: KafkaTestCluster) -> None:

@@ -12,6 +12,7 @@ import pytest
 from spark_kafka_eos.config.reader import parse_reader_options
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.read.legacy_stream_reader import KafkaEosLegacyStreamReader
+from spark_kafka_eos.read.planner import ranges_of
 from spark_kafka_eos.read.reader import ORIGIN_KEY, from_stream_offset
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import group_offsets
@@ -25,7 +26,7 @@ def legacy_reader(kafka: KafkaTestCluster, **options: str) -> KafkaEosLegacyStre
 
 
 def ranges(reader: KafkaEosLegacyStreamReader, start: dict, end: dict) -> list[tuple[int, int, int]]:
-    return [(r.partition, r.start, r.end) for r in reader.partitions(start, end)]
+    return [(r.partition, r.start, r.end) for planned in reader.partitions(start, end) for r in ranges_of(planned)]  # type: ignore[arg-type]
 
 
 def test_each_batch_starts_where_the_engine_last_planned_and_a_restart_where_the_checkpoint_ends(kafka: KafkaTestCluster) -> None:

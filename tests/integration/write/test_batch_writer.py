@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import uuid
 from pathlib import Path
@@ -150,8 +151,9 @@ def test_a_backfill_whose_driver_is_killed_in_its_commit_is_finished_by_its_retr
     produced = kafka.produce_plain(source, [Sent(i % 3, f"k{i}".encode(), f"row {i}".encode()) for i in range(600)])
     tag = uuid.uuid4().hex[:6]
     group, prefix = f"backfill-{tag}", f"backfill-{tag}"
+    # One Spark partition (one participant) a source partition: the kill points need several participants.
     widgets = {"bootstrap_servers": kafka.bootstrap_servers, "source": source, "sink": sink, "consumer_group": group,
-               "prefix": prefix, "write_id": "2026-11-22"}
+               "prefix": prefix, "write_id": "2026-11-22", "kafka_options": json.dumps({"minRecordsPerPartition": "0"})}
     job = notebook_command(BACKFILL_NOTEBOOK, **widgets)
     clear_fired()
     crashed = subprocess.run(job + ["--fail-at", f"{point}:kill-driver"], capture_output=True, text=True, timeout=300, cwd=PROJECT)

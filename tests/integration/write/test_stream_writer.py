@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -25,7 +26,9 @@ PIPELINE_NOTEBOOK = PROJECT / "notebooks" / "eos_pipeline.py"
 
 
 def pipeline_widgets(bootstrap: str, source: str, sink: str, checkpoint: str, group: str) -> dict[str, str]:
-    return {"bootstrap_servers": bootstrap, "source": source, "sink": sink, "checkpoint": checkpoint, "consumer_group": group}
+    # One Spark partition (one participant) a source partition: the kill points need several participants.
+    return {"bootstrap_servers": bootstrap, "source": source, "sink": sink, "checkpoint": checkpoint, "consumer_group": group,
+            "kafka_options": json.dumps({"minRecordsPerPartition": "0"})}
 
 
 def pipeline_job(bootstrap: str, source: str, sink: str, checkpoint: str, group: str) -> list[str]:
