@@ -16,7 +16,7 @@ def test_a_freeze_happens_once_per_process_and_is_undone_when_turned_off(monkeyp
     monkeypatch.setattr(worker_gc, "_frozen_in_pid", None)
     freezes: list[int] = []
     monkeypatch.setattr(gc, "freeze", lambda freeze=gc.freeze: freezes.append(1) or freeze())
-    gc.unfreeze()  # a test before this one may have called a reader's read() in this process, which froze it
+    gc.unfreeze()  # something that ran before in this pytest process may have frozen it (149k objects were, in one run)
     try:
         worker_gc.freeze_worker_heap(True)
         assert gc.get_freeze_count() > 0 and len(freezes) == 1
