@@ -44,10 +44,11 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaTestCluster
             broker.kill()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """A three-broker KRaft cluster (replication factor 3, min.insync.replicas 2), started only for the
-    tests that ask for it and stopped at the end of the session. A test that kills a node restarts it."""
+    modules that ask for it and stopped at the end of each: three idle brokers left running take CPU from the
+    rest of a run on a 2-core machine. A test that kills a node restarts it."""
     from tests.harness.local_cluster import LocalCluster
 
     cluster = LocalCluster(tmp_path_factory.mktemp("kafka-cluster")).start()
