@@ -256,19 +256,23 @@ def pack_ranges(ranges: Sequence[OffsetRange], min_records: int) -> list[OffsetR
         return list(ranges)
     planned: list[OffsetRange | PackedRanges] = []
     pack: list[OffsetRange] = []
+    packed = 0  # offsets in ``pack``
 
     def close_pack() -> None:
+        nonlocal packed
         if pack:
             planned.append(pack[0] if len(pack) == 1 else PackedRanges(tuple(pack)))
             pack.clear()
+            packed = 0
 
     for r in sorted(ranges, key=lambda r: (r.topic, r.partition, r.start)):
         if r.size >= min_records:
             planned.append(r)
             continue
-        if sum(p.size for p in pack) + r.size > min_records:
+        if packed + r.size > min_records:
             close_pack()
         pack.append(r)
+        packed += r.size
     close_pack()
     return planned
 
