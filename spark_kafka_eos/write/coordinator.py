@@ -100,10 +100,24 @@ class TwoPhaseCommitCoordinator:
         ``epoch`` (a batch job, whose run is known up front): judge it, refusing a run that does not
         own the prefix, and sweep what earlier jobs left open."""
         decision_log = self._log()
+        if epoch is None and self._nothing_to_roll_forward(decision_log):
+            return Judgement(Verdict.PROCEED)
         with self._marked(decision_log), nullcontext(self._session_of(self._options.connection)) as session:
             judgement = self._prepare(session, decision_log, epoch)
         decision_log.keep_for_reuse()
         return judgement
+
+    def _nothing_to_roll_forward(self, decision_log: DecisionLog) -> bool:
+        """A stream's planning needs no fence when the prefix's last record is no decision: Spark plans every
+        micro-batch (and opens every commit) on a fresh writer, and a fence there would cost each of them a new
+        coordinator producer and its history mark, in whichever of the two processes did not fence last. The
+        fence is not what keeps tasks off another driver's decided participants: a decided participant's
+        transaction is open until its phase 2, and a task never initialises an id with an open transaction
+        (:func:`~spark_kafka_eos.write.task_producer.write_task`). The commit fences, judges and rolls forward
+        on its own. A lost log is still refused here (:meth:`_last_before_fencing`)."""
+        with nullcontext(self._session_of(self._options.connection)) as session:
+            last = self._last_before_fencing(decision_log, session)
+        return last is not None and last.kind != "decision"
 
     def _prepare(self, session: TransactionSession, decision_log: DecisionLog, epoch: EpochId | None) -> Judgement:
         before = self._last_before_fencing(decision_log, session)

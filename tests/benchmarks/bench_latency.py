@@ -1,29 +1,45 @@
-"""Per-micro-batch overhead of the exactly-once sink, against Spark's own Kafka sink.
+"""Per-micro-batch time and end-to-end latency of kafka_eos, against Spark's own Kafka connector.
 
-    make bench-latency                          # 2, 8, 32 and 64 partitions, 3 rounds, 12 batches each
+    make bench-latency                          # 2, 8, 32 and 64 partitions, 3 rounds, 12 batches each; then end to end
     BENCH_PARTITIONS=8 BENCH_ROUNDS=5 make bench-latency
+    BENCH_SYSTEMS="kafka_eos,kafka" BENCH_E2E_SECONDS=0 make bench-latency     # two systems, no end-to-end part
 
-The same streaming query (kafka_eos source, 300 records per micro-batch, Trigger.AvailableNow)
-writes with ``format("kafka_eos")`` (as is, with one task a Kafka partition, and with that and no gc freeze), with
-Spark's ``format("kafka")`` and with the ceiling (a Python
-sink that drops its input: what any Python data source pays per micro-batch), alternating over the
-rounds on the same source topic, each run into a new sink topic with a new checkpoint. A batch's
-time is Spark's ``triggerExecution`` duration; the first batch of each run (planning, Python
-worker start) is left out. Each run's output is counted with an independent read_committed
-consumer (the ceiling's by its commits) and must equal its input.
+Part 1, micro-batches: streaming queries of 300 records per micro-batch (``maxOffsetsPerTrigger``,
+``Trigger.AvailableNow``), alternating over the rounds on the same source topic, each run into a new sink topic
+with a new checkpoint:
+
+- the whole pipeline, ``format("kafka_eos")`` at both ends (as is; with ``gcFreeze=false``; with one task a Kafka
+  partition, ``minRecordsPerPartition=0``) against ``format("kafka")`` at both ends (Spark's JVM, at-least-once);
+- the sink alone: the kafka_eos source into Spark's Kafka sink and into the ceiling (a Python sink that drops its
+  input: what any Python data source pays per micro-batch).
+
+A batch's time is Spark's ``triggerExecution`` duration; the first batch of each run (planning, Python worker
+start) is left out. Each run's output is counted with an independent read_committed consumer (the ceiling's by its
+commits) and must equal its input.
+
+Part 2, end to end: records produced at a fixed rate (``BENCH_E2E_RATE`` a second for ``BENCH_E2E_SECONDS``, the
+production time in each value) through a default-trigger query (``processingTime`` 0: the next micro-batch starts
+when the last ends), kafka_eos at both ends against Spark's connector at both ends, one after the other; the latency
+of a record is when an independent read_committed consumer of the sink topic receives it, less its production time.
+The first ``BENCH_E2E_WARMUP_SECONDS`` of records are left out.
 """
 
 from __future__ import annotations
 
 import os
 import statistics
+import struct
 import sys
 import tempfile
+import threading
+import time
 import uuid
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.benchmarks.ceiling import CEILING_SINK, DiscardingSink
@@ -34,17 +50,41 @@ ROWS_PER_BATCH = 300
 BATCHES = int(os.environ.get("BENCH_BATCHES", "12"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 PARTITION_COUNTS = [int(p) for p in os.environ.get("BENCH_PARTITIONS", "2,8,32,64").split(",")]
+E2E_RATE = int(os.environ.get("BENCH_E2E_RATE", "5000"))
+E2E_SECONDS = float(os.environ.get("BENCH_E2E_SECONDS", "40"))
+E2E_WARMUP_SECONDS = float(os.environ.get("BENCH_E2E_WARMUP_SECONDS", "10"))
+E2E_PARTITIONS = int(os.environ.get("BENCH_E2E_PARTITIONS", "8"))
 PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
-"""Spark's parts of a micro-batch. The sink's writer creation (both calls), its tasks and its commit are all in
-addBatch: queryPlanning is the same for both sinks (13 vs 13 ms)."""
+"""Spark's parts of a micro-batch. The sink's writer creation, its tasks and its commit are all in addBatch."""
+
+
+@dataclass(frozen=True)
+class System:
+    label: str
+    source: str
+    sink: str
+    options: dict[str, str] = field(default_factory=dict)
+    """Options given to the kafka_eos source and sink: each undoes one improvement."""
+
+
+EOS = "kafka_eos"
+NO_FREEZE = "kafka_eos, gcFreeze=false"
 UNPACKED = "kafka_eos, a task a partition"
-NO_FREEZE = "kafka_eos, a task a partition, gcFreeze=false"
-SYSTEMS = {"kafka_eos": "kafka_eos sink (exactly-once)", UNPACKED: "kafka_eos, minRecordsPerPartition=0",
-           NO_FREEZE: "kafka_eos, also gcFreeze=false", "kafka": "Spark's Kafka sink (at-least-once)",
-           CEILING_SINK: "ceiling: a Python sink dropping its input"}
-VARIANTS = {UNPACKED: {"minRecordsPerPartition": "0"}, NO_FREEZE: {"minRecordsPerPartition": "0", "gcFreeze": "false"}}
-"""Options of the kafka_eos source and sink that undo one improvement each: small ranges packed into shared Spark
-partitions, and the workers' heap frozen at their first task (without both: the earlier plan)."""
+JVM = "kafka"
+EOS_INTO_SPARK = "kafka_eos into Spark's sink"
+SYSTEMS = {s.label: s for s in (
+    System(EOS, "kafka_eos", "kafka_eos"),
+    System(NO_FREEZE, "kafka_eos", "kafka_eos", {"gcFreeze": "false"}),
+    System(UNPACKED, "kafka_eos", "kafka_eos", {"minRecordsPerPartition": "0"}),
+    System(JVM, "kafka", "kafka"),
+    System(EOS_INTO_SPARK, "kafka_eos", "kafka"),
+    System(CEILING_SINK, "kafka_eos", CEILING_SINK),
+)}
+LABELS = {EOS: "kafka_eos → kafka_eos (exactly-once)", NO_FREEZE: "  the same, gcFreeze=false",
+          UNPACKED: "  the same, minRecordsPerPartition=0", JVM: "kafka → kafka (Spark's JVM, at-least-once)",
+          EOS_INTO_SPARK: "kafka_eos → Spark's kafka sink", CEILING_SINK: "kafka_eos → ceiling (drops its input)"}
+SOURCE_ONLY = {"minRecordsPerPartition"}
+SINK_ONLY: set[str] = set()
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -52,67 +92,169 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * share))]
 
 
+def source_stream(spark: Any, system: System, bootstrap: str, topic: str, starting: str, max_per_trigger: int | None) -> Any:
+    reader = (spark.readStream.format(system.source).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+              .option("startingOffsets", starting))
+    if max_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", max_per_trigger)
+    if system.source == "kafka_eos":
+        reader = reader.options(**{k: v for k, v in system.options.items() if k not in SINK_ONLY})
+    return reader.load().selectExpr("key", "value", "partition")
+
+
+def sink_options(system: System, bootstrap: str, topic: str, count_file: Path) -> dict[str, str]:
+    if system.sink == CEILING_SINK:
+        return {"countFile": str(count_file)}
+    options = {"kafka.bootstrap.servers": bootstrap, "topic": topic}
+    if system.sink == "kafka_eos":
+        options.update({k: v for k, v in system.options.items() if k not in SOURCE_ONLY})
+    return options
+
+
+def micro_batches(spark: Any, admin: AdminClient, bootstrap: str, systems: dict[str, System]) -> None:
+    records = ROWS_PER_BATCH * BATCHES
+
+    def run(system: System, source: str, partitions: int) -> list[dict[str, float]]:
+        sink = f"lat-out-{uuid.uuid4().hex[:8]}"
+        if system.sink != CEILING_SINK:
+            admin.create_topics([NewTopic(sink, partitions, 1)])[sink].result(30)
+        checkpoint = tempfile.mkdtemp(prefix="bench-latency-")
+        count_file = Path(checkpoint) / "ceiling-count"
+        query = (
+            source_stream(spark, system, bootstrap, source, "earliest", ROWS_PER_BATCH).writeStream.format(system.sink)
+            .options(**sink_options(system, bootstrap, sink, count_file)).option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True).start()
+        )
+        query.awaitTermination()
+        batches = [p for p in query.recentProgress if p.numInputRows]
+        written = int(count_file.read_text()) if system.sink == CEILING_SINK else count_committed(bootstrap, sink, partitions)
+        check_count(system.label, written, records)
+        return [{k: float(v) for k, v in p.durationMs.items()} for p in batches[1:]]
+
+    print(f"{'partitions':>10}  {'system':<44} {'p50 ms':>8} {'p90 ms':>8}")
+    for partitions in PARTITION_COUNTS:
+        source = f"lat-src-{uuid.uuid4().hex[:8]}"
+        admin.create_topics([NewTopic(source, partitions, 1)])[source].result(30)
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        for i in range(records):
+            produce_one(producer, source, b"v" * 100, str(i).encode(), i % partitions)
+        producer.flush(60)
+        durations: dict[str, list[dict[str, float]]] = {label: [] for label in systems}
+        for _ in range(ROUNDS):
+            for label, system in systems.items():
+                durations[label] += run(system, source, partitions)
+        times = {label: [d["triggerExecution"] for d in batches] for label, batches in durations.items()}
+        p50 = {label: statistics.median(t) for label, t in times.items()}
+        for label in systems:
+            print(f"{partitions:>10}  {LABELS[label]:<44} {p50[label]:>8.0f} {percentile(times[label], 0.9):>8.0f}", flush=True)
+        if EOS in p50 and JVM in p50:
+            print(f"{partitions:>10}  pipeline ratio kafka_eos / Spark's JVM: p50 {p50[EOS] / p50[JVM]:.2f} "
+                  f"(+{p50[EOS] - p50[JVM]:.0f} ms), over {len(times[EOS])} batches each")
+        if EOS_INTO_SPARK in p50:
+            sinks = {label: p50[label] - p50[EOS_INTO_SPARK] for label in (EOS, CEILING_SINK) if label in p50}
+            print(f"{'':>10}  the sink alone, over Spark's sink with the same source: "
+                  + ", ".join(f"{LABELS[label].strip()} {gap:+.0f} ms" for label, gap in sinks.items()))
+        for label in (x for x in (NO_FREEZE, UNPACKED) if x in p50 and EOS in p50):
+            print(f"{'':>10}  {LABELS[label].strip()} costs p50 {p50[label] - p50[EOS]:+.0f} ms")
+        for label in (x for x in (EOS, JVM) if x in durations):
+            print(f"{'':>10}  {label} phases (median ms of Spark's durationMs): " + ", ".join(
+                f"{phase} {statistics.median(d.get(phase, 0.0) for d in durations[label]):.0f}" for phase in PHASES))
+
+
+class _RateProducer(threading.Thread):
+    """Produces ``rate`` records a second for ``seconds``, round robin over the partitions, each value the
+    production time (float seconds, big-endian) padded to 100 bytes."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int, seconds: float) -> None:
+        super().__init__(daemon=True)
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
+        self.topic, self.partitions, self.rate, self.seconds = topic, partitions, rate, seconds
+        self.produced = 0
+
+    def run(self) -> None:
+        start = time.time()
+        tick = 0.01
+        while (now := time.time()) < start + self.seconds:
+            due = int((now - start) * self.rate)
+            while self.produced < due:
+                value = struct.pack(">d", time.time()).ljust(100, b"v")
+                produce_one(self.producer, self.topic, value, None, self.produced % self.partitions)
+                self.produced += 1
+            self.producer.poll(0)
+            time.sleep(tick)
+        self.producer.flush(60)
+
+
+def _received_latencies(bootstrap: str, topic: str, partitions: int, producer: _RateProducer, counted_after: float,
+                        deadline_s: float) -> tuple[int, list[float]]:
+    """Reads until every record ``producer`` made is received (or ``deadline_s`` passes)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"e2e-{uuid.uuid4().hex}", "isolation.level": "read_committed",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 5})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    received, latencies = 0, []
+    end = time.time() + deadline_s
+    while (producer.is_alive() or received < producer.produced) and time.time() < end:
+        for message in consumer.consume(10_000, 0.1):
+            if message.error():
+                continue
+            now = time.time()
+            received += 1
+            produced_at = struct.unpack(">d", (message.value() or b"")[:8])[0]
+            if produced_at >= counted_after:
+                latencies.append((now - produced_at) * 1000)
+    consumer.close()
+    return received, latencies
+
+
+def end_to_end(spark: Any, admin: AdminClient, bootstrap: str, systems: dict[str, System]) -> None:
+    print(f">> end to end: {E2E_RATE:,} records a second for {E2E_SECONDS:.0f} s into {E2E_PARTITIONS} partitions, default "
+          f"trigger; latency = read_committed receipt less production time, the first {E2E_WARMUP_SECONDS:.0f} s left out")
+    print(f"   {'system':<44} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'batches':>8}")
+    p99 = {}
+    for label in (x for x in (EOS, JVM) if x in systems):
+        system = systems[label]
+        source, sink = f"e2e-src-{uuid.uuid4().hex[:8]}", f"e2e-out-{uuid.uuid4().hex[:8]}"
+        for topic in (source, sink):
+            admin.create_topics([NewTopic(topic, E2E_PARTITIONS, 1)])[topic].result(30)
+        checkpoint = tempfile.mkdtemp(prefix="bench-e2e-")
+        query = (
+            source_stream(spark, system, bootstrap, source, "earliest", None).writeStream.format(system.sink)
+            .options(**sink_options(system, bootstrap, sink, Path(checkpoint))).option("checkpointLocation", checkpoint).start()
+        )
+        try:
+            time.sleep(5)  # the query's first (empty) micro-batches start its Python workers
+            producer = _RateProducer(bootstrap, source, E2E_PARTITIONS, E2E_RATE, E2E_SECONDS)
+            counted_after = time.time() + E2E_WARMUP_SECONDS
+            producer.start()
+            received, latencies = _received_latencies(bootstrap, sink, E2E_PARTITIONS, producer, counted_after, E2E_SECONDS + 120)
+            producer.join()
+            check_count(label, received, producer.produced)
+            batches = len([p for p in query.recentProgress if p.numInputRows])
+        finally:
+            query.stop()
+        p99[label] = percentile(latencies, 0.99)
+        print(f"   {LABELS[label]:<44} {statistics.median(latencies):>8.0f} {p99[label]:>8.0f} {max(latencies):>8.0f} "
+              f"{batches:>8}", flush=True)
+    if len(p99) == 2:
+        print(f"   end-to-end p99 ratio kafka_eos / Spark's JVM: {p99[EOS] / p99[JVM]:.2f}")
+
+
 def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    chosen = os.environ.get("BENCH_SYSTEMS")
+    systems = {label: SYSTEMS[label] for label in chosen.split(",")} if chosen else SYSTEMS
     with ExitStack() as stack:
         bootstrap = bootstrap_servers(stack)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         jars = connector_jars()
         spark = bench_spark("bench-latency", jars, spark__sql__shuffle__partitions="2")
         spark.dataSource.register(DiscardingSink)
-        records = ROWS_PER_BATCH * BATCHES
         print(f">> pyspark {spark.version}, local[2]; {BATCHES} micro-batches of {ROWS_PER_BATCH} rows per run, "
-              f"{ROUNDS} alternating rounds; Spark's sink from {next(j.name for j in jars if j.name.startswith('spark-sql-kafka'))}")
-
-        def run(system: str, source: str, partitions: int) -> list[dict[str, float]]:
-            fmt, variant = ("kafka_eos", VARIANTS[system]) if system in VARIANTS else (system, {})
-            sink = f"lat-out-{uuid.uuid4().hex[:8]}"
-            if fmt != CEILING_SINK:
-                admin.create_topics([NewTopic(sink, partitions, 1)])[sink].result(30)
-            df = (
-                spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
-                .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", ROWS_PER_BATCH).options(**variant).load()
-                .selectExpr("key", "value", "partition")
-            )
-            checkpoint = tempfile.mkdtemp(prefix="bench-latency-")
-            count_file = Path(checkpoint) / "ceiling-count"
-            sink_options = {"countFile": str(count_file)} if fmt == CEILING_SINK else {"kafka.bootstrap.servers": bootstrap, "topic": sink}
-            if fmt == "kafka_eos":
-                sink_options.update({k: v for k, v in variant.items() if k == "gcFreeze"})
-            query = (
-                df.writeStream.format(fmt).options(**sink_options).option("checkpointLocation", checkpoint)
-                .trigger(availableNow=True).start()
-            )
-            query.awaitTermination()
-            batches = [p for p in query.recentProgress if p.numInputRows]
-            written = int(count_file.read_text()) if fmt == CEILING_SINK else count_committed(bootstrap, sink, partitions)
-            check_count(fmt, written, records)
-            return [{k: float(v) for k, v in p.durationMs.items()} for p in batches[1:]]
-
-        print(f"{'partitions':>10}  {'system':<36} {'p50 ms':>8} {'p90 ms':>8}")
-        for partitions in PARTITION_COUNTS:
-            source = f"lat-src-{uuid.uuid4().hex[:8]}"
-            admin.create_topics([NewTopic(source, partitions, 1)])[source].result(30)
-            producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-            for i in range(records):
-                produce_one(producer, source, b"v" * 100, str(i).encode(), i % partitions)
-            producer.flush(60)
-            durations: dict[str, list[dict[str, float]]] = {fmt: [] for fmt in SYSTEMS}
-            for _ in range(ROUNDS):
-                for fmt in SYSTEMS:
-                    durations[fmt] += run(fmt, source, partitions)
-            times = {fmt: [d["triggerExecution"] for d in batches] for fmt, batches in durations.items()}
-            p50 = {fmt: statistics.median(t) for fmt, t in times.items()}
-            for fmt, label in SYSTEMS.items():
-                print(f"{partitions:>10}  {label:<36} {p50[fmt]:>8.0f} {percentile(times[fmt], 0.9):>8.0f}")
-            print(f"{partitions:>10}  overhead of exactly-once: p50 +{p50['kafka_eos'] - p50['kafka']:.0f} ms "
-                  f"(ratio {p50['kafka_eos'] / p50['kafka']:.2f}), over {len(times['kafka_eos'])} batches each; "
-                  f"the ceiling's: +{p50[CEILING_SINK] - p50['kafka']:.0f} ms")
-            print(f"{'':>10}  packing small ranges saves p50 {p50[UNPACKED] - p50['kafka_eos']:.0f} ms, the gc freeze "
-                  f"{p50[NO_FREEZE] - p50[UNPACKED]:.0f} ms more")
-            print(f"{'':>10}  where it goes (median ms of Spark's durationMs): " + ", ".join(
-                f"{phase} {statistics.median(d.get(phase, 0.0) for d in durations['kafka_eos']):.0f} vs "
-                f"{statistics.median(d.get(phase, 0.0) for d in durations['kafka']):.0f}" for phase in PHASES))
+              f"{ROUNDS} alternating rounds; Spark's connector {next(j.name for j in jars if j.name.startswith('spark-sql-kafka'))}")
+        if PARTITION_COUNTS and BATCHES:
+            micro_batches(spark, admin, bootstrap, systems)
+        if E2E_SECONDS > 0:
+            end_to_end(spark, admin, bootstrap, systems)
         spark.stop()
 
 
