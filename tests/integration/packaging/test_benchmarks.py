@@ -48,3 +48,19 @@ def test_a_small_benchmark_run_counts_every_system_in_every_round(benchmark: str
     assert "throughput ratio (medians)" in done.stdout
     if benchmark == "bench_write":  # the streaming query's five systems, then the sinks alone, each with its CPU by process
         assert done.stdout.count("CPU seconds by process") == 2, done.stdout
+
+
+@pytest.mark.spark
+def test_a_small_latency_run_reports_every_system_and_the_end_to_end_latency(kafka: KafkaTestCluster) -> None:
+    env = {**os.environ, "KAFKA_EOS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers, "BENCH_PARTITIONS": "2", "BENCH_BATCHES": "3",
+           "BENCH_ROUNDS": "1", "BENCH_E2E_RATE": "500", "BENCH_E2E_SECONDS": "6", "BENCH_E2E_WARMUP_SECONDS": "1",
+           "PYTHONPATH": str(PROJECT)}
+    done = subprocess.run([sys.executable, "-m", "tests.benchmarks.bench_latency"], cwd=PROJECT, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    from tests.benchmarks.bench_latency import LABELS
+
+    rows = [line for line in done.stdout.splitlines() if line.startswith("         2  ")]
+    assert all(any(label in row for row in rows) for label in LABELS.values()), done.stdout
+    assert "pipeline ratio kafka_eos / Spark's JVM" in done.stdout
+    assert done.stdout.count(" p50 ms ") >= 1 and "end-to-end p99 ratio kafka_eos / Spark's JVM" in done.stdout, done.stdout
