@@ -56,12 +56,20 @@ unsafe fn txn_outcome(error: *mut rd::rd_kafka_error_t) -> Option<TxnError> {
     Some(outcome)
 }
 
-#[pyclass(unsendable)]
+#[pyclass]
 pub struct TaskProducer {
     rk: *mut rd::rd_kafka_t,
     callbacks: *mut Callbacks,
     topics: HashMap<Vec<u8>, *mut rd::rd_kafka_topic_t>,
 }
+
+// SAFETY: the handle and topic handles are librdkafka's, which may be used from any thread. The callbacks
+// (delivery reports) run inside poll/flush, in the calling thread. The task producer is made and warmed up on a
+// thread while its task waits for rows, then used by the task's thread: one thread at a time, never two at once
+// (the Python side hands it over only after the first thread ended). PyO3 also requires Sync of a class that
+// may move between threads; no two threads ever call it at once (the extension module is private to the package).
+unsafe impl Send for TaskProducer {}
+unsafe impl Sync for TaskProducer {}
 
 #[pymethods]
 impl TaskProducer {

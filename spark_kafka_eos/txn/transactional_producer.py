@@ -28,13 +28,20 @@ def start_transactional_producer(config: Mapping[str, Any], topic: str, timeout_
     """A producer of ``config`` (which names its ``transactional.id``) whose transactions are initialised:
     InitProducerId fenced any earlier holder of the id. ``before_init`` runs right before that (after the
     warm-up) and may raise to stop it. Raises ``KafkaException`` as ``init_transactions`` does."""
+    producer = warmed_up_producer(config, topic, timeout_s)
+    if before_init is not None:
+        before_init()
+    producer.init_transactions(timeout_s)
+    return producer
+
+
+def warmed_up_producer(config: Mapping[str, Any], topic: str, timeout_s: float) -> Producer:
+    """A producer of ``config`` with its broker connection up, its transactions not initialised yet: nothing on
+    the broker has changed (no InitProducerId)."""
     producer = Producer(for_librdkafka(config))
     try:
         for _ in range(2):
             producer.list_topics(topic, timeout=min(WARM_UP_TIMEOUT_S, timeout_s))
     except KafkaException:
         pass
-    if before_init is not None:
-        before_init()
-    producer.init_transactions(timeout_s)
     return producer

@@ -54,12 +54,18 @@ class NativeProducer:
     def __init__(self, producer: Any) -> None:
         self._producer = producer
         self._stats = EosStats()
+        self._warm = False
 
-    def start(self, warm_up_topic: str, timeout_s: float, before_init: Callable[[], None] | None) -> None:
+    def warm_up(self, topic: str, timeout_s: float) -> None:
         # See spark_kafka_eos.txn.transactional_producer for why two metadata requests come first.
         for _ in range(2):
-            if self._call(self._producer.warm_up, warm_up_topic, int(min(WARM_UP_TIMEOUT_S, timeout_s) * 1000)):
+            if self._call(self._producer.warm_up, topic, int(min(WARM_UP_TIMEOUT_S, timeout_s) * 1000)):
                 break
+        self._warm = True
+
+    def start(self, warm_up_topic: str, timeout_s: float, before_init: Callable[[], None] | None) -> None:
+        if not self._warm:
+            self.warm_up(warm_up_topic, timeout_s)
         if before_init is not None:
             before_init()
         _raise_on(self._call(self._producer.init_transactions, int(timeout_s * 1000)))

@@ -21,6 +21,7 @@ transaction before the error propagates, so nothing the task wrote can ever beco
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -37,7 +38,7 @@ from spark_kafka_eos.config.writer import STATS_INTERVAL_MS, WriterOptions
 from spark_kafka_eos.errors import KafkaEosWriteError
 from spark_kafka_eos.retry import OPERATION_TIMEOUT_S
 from spark_kafka_eos.txn.session import PreparedTxnState, TxnState
-from spark_kafka_eos.txn.transactional_producer import start_transactional_producer
+from spark_kafka_eos.txn.transactional_producer import warmed_up_producer
 from spark_kafka_eos.write.commit_message import PartitionCount, SourceOffset, TaskCommit
 from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.delivery_reports import DeliveryTally, EosStats, write_error
@@ -109,6 +110,7 @@ def write_task(
     transaction: _TaskTransaction | None = None
     positions = _SourcePositions()
     guard = worker_guard()
+    early = _EarlyProducer(options, epoch, identity, timeout_ms)
     try:
         for batch in batches:
             if batch.num_rows == 0:
@@ -116,7 +118,7 @@ def write_task(
             if columns is None:
                 columns = InputColumns.of(batch.schema.names)
             if transaction is None:
-                transaction = _open_transaction(options, epoch, identity, timeout_ms)
+                transaction = _open_transaction(options, epoch, identity, timeout_ms, early)
                 guard.opened(options.connection, transaction.transactional_id)
                 # Before anything is produced (no transaction is open on the coordinator yet): the guard then
                 # never aborts by guess, which could hit another attempt that took the id after this one died.
@@ -133,12 +135,14 @@ def write_task(
                         epoch.describe(), options.prefix, prepared.transactional_id)
             prepared, records, probe, probe_digest = None, (), None, None
     except BaseException as exc:
+        early.discard()
         if transaction is not None:
             _ensure_aborted(options, transaction.transactional_id, transaction.abort())
             guard.released(transaction.transactional_id)
             # The traceback's frames still reference the producer; release it now, not when the error is dropped.
             traceback.clear_frames(exc.__traceback__)
         raise
+    early.discard()
     if transaction is not None:
         guard.released(transaction.transactional_id)  # handed to the driver with the commit message
     return TaskCommit(
@@ -194,24 +198,90 @@ def _ensure_aborted(options: WriterOptions, transactional_id: str, identity: tup
         log.warning("Could not check that %s is aborted (%s); the driver's recovery aborts it", transactional_id, err)
 
 
-def _open_transaction(options: WriterOptions, epoch: EpochId, identity: TaskIdentity, timeout_ms: int) -> _TaskTransaction:
+def _new_client(config: Mapping[str, object], engine: str) -> ProducerClient:
+    client: ProducerClient | None = None if engine == "python" else open_native_producer(config, required=engine == "native")
+    return client if client is not None else _ConfluentProducer(config)
+
+
+class _EarlyProducer:
+    """The producer of a task's first free candidate id, made and warmed up on a thread while the task waits for
+    its first rows (Spark starts the writer's worker with the reader's: the rows come after the read). The
+    warm-up sends metadata requests only; InitProducerId waits for the first rows, so that a task without rows
+    still opens nothing. An error here is raised when the first rows come, where it would have been raised
+    without the thread."""
+
+    def __init__(self, options: WriterOptions, epoch: EpochId, identity: TaskIdentity, timeout_ms: int) -> None:
+        self._lock = threading.Lock()
+        self._ready: tuple[list[str], ProducerClient] | None = None
+        self._error: Exception | None = None
+        self._discarded = False
+        self._thread = threading.Thread(target=self._run, args=(options, epoch, identity, timeout_ms), daemon=True,
+                                        name="kafka-eos-producer-warm-up")
+        self._thread.start()
+
+    def _run(self, options: WriterOptions, epoch: EpochId, identity: TaskIdentity, timeout_ms: int) -> None:
+        try:
+            candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
+            states = cached_session(options.connection).describe(candidates)
+            free = [c for c in candidates if states[c].state != TxnState.ONGOING]
+            if not free:
+                return
+            client = _new_client(options.producer_config(free[0], timeout_ms), options.write_engine)
+            client.warm_up(options.topic or options.decision_log_topic, OPERATION_TIMEOUT_S)
+        except Exception as err:  # noqa: BLE001 - raised by take(), in the task's thread
+            self._error = err
+            return
+        with self._lock:
+            if not self._discarded:
+                self._ready = (free, client)
+                return
+        client.release()
+
+    def take(self) -> tuple[list[str], ProducerClient | None]:
+        """The free candidates (in order, maybe none) and a warmed-up client for the first; raises what the
+        thread met."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        with self._lock:
+            ready, self._ready, self._discarded = self._ready, None, True
+        return ready if ready is not None else ([], None)
+
+    def discard(self) -> None:
+        """The task ends without using it: release it now or, if it is still warming up, when it is done."""
+        with self._lock:
+            ready, self._ready, self._discarded = self._ready, None, True
+        if ready is not None:
+            ready[1].release()
+
+
+def _open_transaction(options: WriterOptions, epoch: EpochId, identity: TaskIdentity, timeout_ms: int,
+                      early: _EarlyProducer | None = None) -> _TaskTransaction:
     """A transaction on the first of this attempt's candidate ids that holds no open transaction.
     ``init_transactions`` on an id aborts its open transaction, which may be a participant another attempt
     prepared (a stage retry restarts attempt numbers; a straggler may hold an id of this generation). The
     id is checked again right before InitProducerId, after the producer's warm-up: another attempt that
-    took it meanwhile is never fenced."""
-    candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
+    took it meanwhile is never fenced. ``early``: the first free candidate's producer, made before the rows came."""
     session = cached_session(options.connection)
-    states = session.describe(candidates)
-    for candidate in (c for c in candidates if states[c].state != TxnState.ONGOING):
+    free: list[str]
+    client: ProducerClient | None
+    if early is not None:
+        free, client = early.take()
+    else:
+        candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
+        states = session.describe(candidates)
+        free, client = [c for c in candidates if states[c].state != TxnState.ONGOING], None
+    for candidate in free:
         def still_free(txn_id: str = candidate) -> None:
             if session.describe([txn_id])[txn_id].state == TxnState.ONGOING:
                 raise _IdTaken(txn_id)
         try:
             return _TaskTransaction(candidate, options.producer_config(candidate, timeout_ms),
-                                    options.topic or options.decision_log_topic, still_free, options.write_engine)
+                                    options.topic or options.decision_log_topic, still_free, options.write_engine, client)
         except _IdTaken:
+            client = None  # released by _TaskTransaction; the next candidate gets a producer of its own
             continue
+    candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
     raise KafkaEosWriteError(
         candidates[0], f"every id this task attempt may use ({', '.join(candidates)}) holds an open transaction.",
         "other attempts of this partition are still writing; Spark retries the task",
@@ -227,8 +297,12 @@ class ProducerClient(Protocol):
     (:class:`_ConfluentProducer`) or the compiled one (:class:`~spark_kafka_eos.write.native_producer.NativeProducer`).
     Failing calls raise ``KafkaException`` (start, begin, abort) or :class:`KafkaEosWriteError` (produce)."""
 
+    def warm_up(self, topic: str, timeout_s: float) -> None:
+        """Bring the broker connection up (metadata requests only: nothing on the broker changes)."""
+
     def start(self, warm_up_topic: str, timeout_s: float, before_init: Callable[[], None] | None) -> None:
-        """Warm up, run ``before_init``, and init_transactions (fencing any earlier holder of the id)."""
+        """Warm up unless :meth:`warm_up` did, run ``before_init``, and init_transactions (fencing any earlier
+        holder of the id)."""
 
     def begin(self) -> None: ...
 
@@ -260,11 +334,11 @@ class _TaskTransaction:
     """A transactional producer with one open transaction: produce, then prepare or abort."""
 
     def __init__(self, transactional_id: str, config: Mapping[str, object], topic: str,
-                 before_init: Callable[[], None] | None = None, engine: str = "auto") -> None:
+                 before_init: Callable[[], None] | None = None, engine: str = "auto", client: ProducerClient | None = None) -> None:
+        """``client``: one :func:`_new_client` made for ``transactional_id`` (and maybe warmed up) before."""
         self._transactional_id = transactional_id
-        client: ProducerClient | None = None if engine == "python" else open_native_producer(config, required=engine == "native")
         if client is None:
-            client = _ConfluentProducer(config)
+            client = _new_client(config, engine)
         try:
             client.start(topic, OPERATION_TIMEOUT_S, before_init)
             client.begin()
@@ -379,9 +453,16 @@ class _ConfluentProducer:
         self._stats = EosStats()
         self._producer: Producer | None = None
 
-    def start(self, warm_up_topic: str, timeout_s: float, before_init: Callable[[], None] | None) -> None:
+    def warm_up(self, topic: str, timeout_s: float) -> None:
         config = {**self._config, "on_delivery": self._tally.on_delivery, "stats_cb": self._stats.on_stats}
-        self._producer = start_transactional_producer(config, warm_up_topic, timeout_s, before_init)
+        self._producer = warmed_up_producer(config, topic, timeout_s)
+
+    def start(self, warm_up_topic: str, timeout_s: float, before_init: Callable[[], None] | None) -> None:
+        if self._producer is None:
+            self.warm_up(warm_up_topic, timeout_s)
+        if before_init is not None:
+            before_init()
+        self._live().init_transactions(timeout_s)
 
     def begin(self) -> None:
         self._live().begin_transaction()

@@ -20,7 +20,9 @@ from confluent_kafka import KafkaError, KafkaException
 from spark_kafka_eos.cluster import cached_session
 from spark_kafka_eos.config.writer import WRITE_ENGINE_VARIABLE, WriterOptions, parse_writer_options
 from spark_kafka_eos.errors import KafkaEosWriteError
+from spark_kafka_eos.retry import Backoff, Deadline, wait_until
 from spark_kafka_eos.txn.session import TransactionSession, TxnState
+from spark_kafka_eos.write import task_producer
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.log_record import EpochId
 from spark_kafka_eos.write.task_producer import TaskIdentity, epoch_already_decided, write_task
@@ -166,6 +168,32 @@ def test_abort_leaves_nothing_visible_and_nothing_open(kafka: KafkaTestCluster, 
     assert_nothing_open(session, options.prefix)
 
 
+def test_the_producer_warms_up_while_the_task_waits_for_its_rows(
+    kafka: KafkaTestCluster, session: TransactionSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = kafka.create_topic(partitions=1)
+    options = sink(kafka, topic)
+    events: list[str] = []
+
+    class Recorded(task_producer._EarlyProducer):
+        def _run(self, *args: Any) -> None:
+            super()._run(*args)
+            events.append("warmed up")
+
+    monkeypatch.setattr(task_producer, "_EarlyProducer", Recorded)
+
+    def rows() -> Iterator[pa.RecordBatch]:
+        # Spark's reader is still reading: the warm-up must not wait for it.
+        assert wait_until(lambda: bool(events), Deadline(30), Backoff(0.01))
+        events.append("rows")
+        yield values_batch("early", 5)
+
+    result = write_task(options, EPOCH, rows(), TaskIdentity(0, 0, 11))
+    commit(session, kafka, result, topic)
+    assert events == ["warmed up", "rows"]
+    assert visible_values(kafka, topic) == sorted(f"early-{i}".encode() for i in range(5))
+
+
 @pytest.mark.parametrize("batches", [[], [batch(value=[]), batch(value=[])]], ids=["no-batches", "empty-batches"])
 def test_no_rows_opens_no_transaction(kafka: KafkaTestCluster, session: TransactionSession, batches: list[pa.RecordBatch]) -> None:
     topic = kafka.create_topic(partitions=1)
@@ -175,7 +203,8 @@ def test_no_rows_opens_no_transaction(kafka: KafkaTestCluster, session: Transact
     result = write_task(options, EPOCH, iter(batches), TaskIdentity(2, 0, 9))
 
     assert result == TaskCommit(str(EPOCH), 2, 0, 9, transaction=None, records=(), source_offsets=())
-    assert native_threads() <= threads_before  # no producer was ever created
+    # The producer warmed up while the task waited for rows (metadata only) is released once its warm-up ends.
+    assert wait_until(lambda: native_threads() <= threads_before, Deadline(10), Backoff(0.05))
     assert describe(session, task_transactional_id(options.prefix, EPOCH, 2, 0)).state == TxnState.NOT_FOUND
 
 
