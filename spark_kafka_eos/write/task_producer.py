@@ -221,9 +221,7 @@ class _EarlyProducer:
 
     def _run(self, options: WriterOptions, epoch: EpochId, identity: TaskIdentity, timeout_ms: int) -> None:
         try:
-            candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
-            states = cached_session(options.connection).describe(candidates)
-            free = [c for c in candidates if states[c].state != TxnState.ONGOING]
+            free = _free_candidates(options, epoch, identity)
             if not free:
                 return
             client = _new_client(options.producer_config(free[0], timeout_ms), options.write_engine)
@@ -255,22 +253,23 @@ class _EarlyProducer:
             ready[1].release()
 
 
+def _free_candidates(options: WriterOptions, epoch: EpochId, identity: TaskIdentity) -> list[str]:
+    """This attempt's candidate ids that hold no open transaction, in order of preference."""
+    candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
+    states = cached_session(options.connection).describe(candidates)
+    return [c for c in candidates if states[c].state != TxnState.ONGOING]
+
+
 def _open_transaction(options: WriterOptions, epoch: EpochId, identity: TaskIdentity, timeout_ms: int,
-                      early: _EarlyProducer | None = None) -> _TaskTransaction:
+                      early: _EarlyProducer) -> _TaskTransaction:
     """A transaction on the first of this attempt's candidate ids that holds no open transaction.
     ``init_transactions`` on an id aborts its open transaction, which may be a participant another attempt
     prepared (a stage retry restarts attempt numbers; a straggler may hold an id of this generation). The
     id is checked again right before InitProducerId, after the producer's warm-up: another attempt that
-    took it meanwhile is never fenced. ``early``: the first free candidate's producer, made before the rows came."""
+    took it meanwhile is never fenced. ``early`` found the free candidates and made the first one's producer before
+    the rows came."""
     session = cached_session(options.connection)
-    free: list[str]
-    client: ProducerClient | None
-    if early is not None:
-        free, client = early.take()
-    else:
-        candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
-        states = session.describe(candidates)
-        free, client = [c for c in candidates if states[c].state != TxnState.ONGOING], None
+    free, client = early.take()
     for candidate in free:
         def still_free(txn_id: str = candidate) -> None:
             if session.describe([txn_id])[txn_id].state == TxnState.ONGOING:

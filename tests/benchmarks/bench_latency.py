@@ -84,7 +84,7 @@ LABELS = {EOS: "kafka_eos → kafka_eos (exactly-once)", NO_FREEZE: "  the same,
           UNPACKED: "  the same, minRecordsPerPartition=0", JVM: "kafka → kafka (Spark's JVM, at-least-once)",
           EOS_INTO_SPARK: "kafka_eos → Spark's kafka sink", CEILING_SINK: "kafka_eos → ceiling (drops its input)"}
 SOURCE_ONLY = {"minRecordsPerPartition"}
-SINK_ONLY: set[str] = set()
+"""Options of the source that the sink does not take; the others go to both."""
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -98,7 +98,7 @@ def source_stream(spark: Any, system: System, bootstrap: str, topic: str, starti
     if max_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", max_per_trigger)
     if system.source == "kafka_eos":
-        reader = reader.options(**{k: v for k, v in system.options.items() if k not in SINK_ONLY})
+        reader = reader.options(**system.options)
     return reader.load().selectExpr("key", "value", "partition")
 
 
