@@ -34,13 +34,15 @@ def connector_jars() -> list[Path]:
 
 
 def bootstrap_servers(stack: ExitStack) -> str:
-    """$KAFKA_EOS_BOOTSTRAP_SERVERS, else an embedded broker that lives as long as ``stack``."""
+    """$KAFKA_EOS_BOOTSTRAP_SERVERS, else an embedded broker that lives as long as ``stack``, its data directory
+    removed after it stops."""
     existing = os.environ.get("KAFKA_EOS_BOOTSTRAP_SERVERS")
     if existing:
         return existing
     from tests.harness.local_kafka import LocalKafka
 
-    return stack.enter_context(LocalKafka(Path(tempfile.mkdtemp(prefix="kafka-eos-bench-")), heap="2g")).bootstrap_servers
+    data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kafka-eos-bench-")))
+    return stack.enter_context(LocalKafka(data_dir, heap="2g")).bootstrap_servers
 
 
 def produce(producer: Producer, topic: str, value: bytes, key: bytes | None, partition: int) -> None:

@@ -2,8 +2,8 @@
 dependencies) is installed first (as a cluster's runtime provides it), then the package with a plain ``pip install``, which must keep it.
 Each runs the Python of the runtime it stands for (Databricks 17.3 LTS and 18 LTS run Python 3.12).
 
-The virtualenvs are kept under ``.cache/compat/`` (a cold build downloads pyspark, about 450 MB); the
-package itself is installed again on every use, so that it is the working tree's."""
+The virtualenvs are kept under ``~/.cache/spark-kafka-eos/compat/`` (a cold build downloads pyspark, about
+450 MB); the package itself is installed again on every use, so that it is the working tree's."""
 
 from __future__ import annotations
 
@@ -20,7 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[2]
-CACHE = PROJECT / ".cache" / "compat"
+# In the user's cache, not the working tree's: a clean clone (CI's) then finds the virtualenvs a run of
+# another clone made; only the package is installed anew. $KAFKA_EOS_CACHE_DIR moves it.
+CACHE = Path(os.environ.get("KAFKA_EOS_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+             / "spark-kafka-eos") / "compat"
 # (pyspark, Python) of the tier. Databricks Runtime 17.3 LTS is Spark 4.0 on Python 3.12, 18 LTS Spark 4.1
 # on 3.12; 4.2 runs on the newest Python, 3.13. The main suite is pyspark 4.3 on Python 3.11; the wheel
 # test (long tier) installs on 3.10. Java is the machine's, 17.

@@ -37,7 +37,9 @@ def run_connect_job(kafka: KafkaTestCluster, venv: CompatVenv | None, *args: str
         done = venv.run("-m", "tests.harness.connect_job", kafka.bootstrap_servers, *args, cwd=PROJECT,
                         env={"PYTHONPATH": str(PROJECT), MARKERS_ENV: os.environ[MARKERS_ENV]})
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return done.returncode, lines, f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    # The stream's error first: the JVM stack trace after its message would push the message out of a tail.
+    stream_error = str(lines[-1].get("stream_error"))[:1500] if lines else "no line printed"
+    return done.returncode, lines, f"stream_error: {stream_error}\n---\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
 
 
 def test_reads_writes_and_a_server_killed_after_its_decision_through_spark_connect(
