@@ -3,6 +3,7 @@
     make bench-latency                          # 2, 8, 32 and 64 partitions, 3 rounds, 12 batches each; then end to end
     BENCH_PARTITIONS=8 BENCH_ROUNDS=5 make bench-latency
     BENCH_SYSTEMS="kafka_eos,kafka" BENCH_E2E_SECONDS=0 make bench-latency     # two systems, no end-to-end part
+    BENCH_SYSTEMS="kafka_eos; kafka_eos, gcFreeze=false" make bench-latency   # ';' between labels holding a ','
 
 Part 1, micro-batches: streaming queries of 300 records per micro-batch (``maxOffsetsPerTrigger``,
 ``Trigger.AvailableNow``), alternating over the rounds on the same source topic, each run into a new sink topic
@@ -239,10 +240,21 @@ def end_to_end(spark: Any, admin: AdminClient, bootstrap: str, systems: dict[str
         print(f"   end-to-end p99 ratio kafka_eos / Spark's JVM: {p99[EOS] / p99[JVM]:.2f}")
 
 
+def chosen_systems(chosen: str) -> dict[str, System]:
+    """The systems ``BENCH_SYSTEMS`` names by label (separated by ``;``, or by ``,`` when no label has one), or all."""
+    if not chosen.strip():
+        return SYSTEMS
+    labels = [label.strip() for label in chosen.split(";" if ";" in chosen else ",")]
+    unknown = [label for label in labels if label not in SYSTEMS]
+    if unknown:
+        sys.exit(f"BENCH_SYSTEMS names {unknown}, which this benchmark does not have. Fix: name systems by their labels, "
+                 f"separated by ';': {'; '.join(SYSTEMS)}")
+    return {label: SYSTEMS[label] for label in labels}
+
+
 def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    chosen = os.environ.get("BENCH_SYSTEMS")
-    systems = {label: SYSTEMS[label] for label in chosen.split(",")} if chosen else SYSTEMS
+    systems = chosen_systems(os.environ.get("BENCH_SYSTEMS", ""))
     with ExitStack() as stack:
         bootstrap = bootstrap_servers(stack)
         admin = AdminClient({"bootstrap.servers": bootstrap})
