@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::ptr;
 
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyOverflowError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 use rdkafka_sys as rd;
@@ -49,6 +49,11 @@ impl Client {
         unsafe {
             rd::rd_kafka_poll_set_consumer(rk);
             let queue = rd::rd_kafka_queue_get_consumer(rk);
+            // Without a group.id librdkafka has no consumer queue (NULL): refuse it rather than crash later.
+            if queue.is_null() {
+                drop(Client { rk, queue, callbacks });
+                return Err(PyValueError::new_err("a range consumer needs a group.id (librdkafka has no consumer queue without one)"));
+            }
             Ok(Client { rk, queue, callbacks })
         }
     }
@@ -59,7 +64,9 @@ impl Client {
         }
         unsafe {
             rd::rd_kafka_consumer_close(self.rk);
-            rd::rd_kafka_queue_destroy(self.queue);
+            if !self.queue.is_null() {
+                rd::rd_kafka_queue_destroy(self.queue);
+            }
             rd::rd_kafka_destroy(self.rk);
         }
         self.rk = ptr::null_mut();
@@ -157,6 +164,7 @@ impl RangeConsumer {
                     return Ok((last, true, None));
                 }
                 Taken::Error(error) => return Ok((last, false, Some(error))),
+                Taken::TimestampOverflow(offset, timestamp_ms) => return Err(PyOverflowError::new_err((offset, timestamp_ms))),
             }
         }
         Ok((last, false, None))
@@ -231,6 +239,8 @@ enum Taken {
     Record(i64),
     PastEnd,
     Error((i32, String, i64, bool)),
+    /// A record timestamp (ms) that Spark's microseconds cannot hold: (offset, timestamp).
+    TimestampOverflow(i64, i64),
 }
 
 impl RangeConsumer {
@@ -289,8 +299,11 @@ impl RangeConsumer {
             rd::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME => log_append_time,
             _ => no_timestamp,
         };
-        let timestamp_us = (spark_type != no_timestamp)
-            .then(|| timestamp_ms.checked_mul(1000).expect("a record timestamp beyond what Spark's microseconds hold"));
+        let timestamp_us = match (spark_type != no_timestamp).then(|| timestamp_ms.checked_mul(1000)) {
+            None => None,
+            Some(Some(us)) => Some(us),
+            Some(None) => return Taken::TimestampOverflow(offset, timestamp_ms),
+        };
         let key_ptr = (*message).key;
         let key = (!key_ptr.is_null()).then(|| bytes(key_ptr, (*message).key_len));
         let value = (!payload.is_null()).then(|| bytes(payload, len));

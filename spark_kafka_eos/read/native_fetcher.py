@@ -21,7 +21,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from spark_kafka_eos.compiled import forward_logs, open_compiled
 from spark_kafka_eos.read.range_fetcher import FetchError, FetchStep
-from spark_kafka_eos.read.record_batch import ConstantColumns
+from spark_kafka_eos.read.record_batch import ConstantColumns, timestamp_out_of_range
 from spark_kafka_eos.schema import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE, arrow_record_schema
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,9 @@ class NativeFetcher:
     def step(self, max_records: int, timeout_s: float, end: int) -> FetchStep:
         try:
             last_offset, past_end, error = self._consumer.step(max_records, int(timeout_s * 1000), end)
+        except OverflowError as overflow:
+            offset, timestamp_ms = overflow.args
+            raise timestamp_out_of_range(self._constant.topic, self._constant.partition, offset, timestamp_ms) from None
         finally:
             self._hand_over_callbacks()
         if error is None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import pyarrow as pa
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message
 
+from spark_kafka_eos.errors import KafkaEosReadError
 from spark_kafka_eos.schema import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE, arrow_record_schema
 
 _NO_TIMESTAMP = -1
+MAX_TIMESTAMP_MS = (2**63 - 1) // 1000
+"""The largest record timestamp (ms, either sign) that Spark's timestamp column (microseconds in a long) holds."""
 _TIMESTAMP_TYPES = {TIMESTAMP_CREATE_TIME: CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME: LOG_APPEND_TIME}
 
 
@@ -43,6 +46,8 @@ class RecordBatchBuilder:
         ts_type, ts_ms = message.timestamp()
         # A v2 batch keeps a producer's "no timestamp" (-1) and the broker labels it CreateTime.
         spark_type = _TIMESTAMP_TYPES.get(ts_type, NO_TIMESTAMP_TYPE) if ts_ms != _NO_TIMESTAMP else NO_TIMESTAMP_TYPE
+        if spark_type != NO_TIMESTAMP_TYPE and abs(ts_ms) > MAX_TIMESTAMP_MS:
+            raise timestamp_out_of_range(self._constant.topic, self._constant.partition, offset, ts_ms)
         self._timestamp_types.append(spark_type)
         self._timestamps.append(ts_ms * 1000 if spark_type != NO_TIMESTAMP_TYPE else None)
         self._bytes += (len(key) if key else 0) + (len(value) if value else 0)
@@ -75,16 +80,27 @@ class RecordBatchBuilder:
         return batch
 
 
+def timestamp_out_of_range(topic: str, partition: int, offset: int, timestamp_ms: int) -> KafkaEosReadError:
+    """The error of a record whose timestamp Spark's timestamp column cannot hold (Spark's own source fails on it too)."""
+    return KafkaEosReadError(
+        f"The record at offset {offset} of {topic}-{partition} has the timestamp {timestamp_ms} ms, beyond what Spark's "
+        f"timestamp column holds (microseconds in a 64-bit integer, at most {MAX_TIMESTAMP_MS} ms either side of 1970); "
+        "Spark's Kafka source fails on it too. Nothing of this read was returned. Fix: read from past that offset "
+        "(startingOffsets), or have the producer set a real timestamp; brokers refuse such timestamps unless the topic's "
+        "message.timestamp.after.max.ms allows them."
+    )
+
+
 class ConstantColumns:
     """The topic and partition columns of one partition's batches: built once, at the largest size asked
     for so far, and sliced (no copy) for each batch."""
 
     def __init__(self, topic: str, partition: int) -> None:
-        self._topic, self._partition = topic, partition
+        self.topic, self.partition = topic, partition
         self._columns: tuple[pa.Array, pa.Array] = self._build(0)
 
     def _build(self, rows: int) -> tuple[pa.Array, pa.Array]:
-        return pa.repeat(pa.scalar(self._topic, pa.string()), rows), pa.repeat(pa.scalar(self._partition, pa.int32()), rows)
+        return pa.repeat(pa.scalar(self.topic, pa.string()), rows), pa.repeat(pa.scalar(self.partition, pa.int32()), rows)
 
     def for_rows(self, rows: int) -> tuple[pa.Array, pa.Array]:
         if rows > len(self._columns[0]):

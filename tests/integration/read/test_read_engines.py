@@ -16,12 +16,13 @@ import pytest
 from confluent_kafka.admin import OffsetSpec
 
 from spark_kafka_eos.config.reader import READ_ENGINE_VARIABLE, ReaderOptions, parse_reader_options
-from spark_kafka_eos.errors import KafkaEosOptionError
+from spark_kafka_eos.errors import KafkaEosOptionError, KafkaEosReadError
 from spark_kafka_eos.read.native_fetcher import NativeFetcher
 from spark_kafka_eos.read.partition_reader import open_fetcher, read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.read.progress import FetchProgress
 from spark_kafka_eos.read.python_fetcher import PythonFetcher
+from spark_kafka_eos.read.record_batch import MAX_TIMESTAMP_MS
 from tests.harness.kafka import KafkaTestCluster, Sent
 
 CORNERS = [
@@ -163,3 +164,29 @@ def test_the_compiled_consumer_s_position_stays_at_the_partition_eof(kafka: Kafk
         assert fetcher.position() == 5
     finally:
         fetcher.close()
+
+
+@pytest.mark.parametrize("read_engine", ["native", "python"])
+def test_a_timestamp_spark_cannot_hold_fails_the_read_naming_the_record(kafka: KafkaTestCluster, read_engine: str) -> None:
+    """Spark's timestamp column holds microseconds in a 64-bit integer: a record timestamp past about 292,000 years
+    (a topic whose message.timestamp.after.max.ms lets it in) fails the read, as Spark's own source does. The compiled
+    path had panicked there, leaking the message, after which closing the consumer could block for ever."""
+    topic = kafka.create_topic(1, config={"message.timestamp.after.max.ms": str(2**63 - 1)})
+    kafka.produce_plain(topic, [Sent(0, None, b"before"), Sent(0, None, b"far", timestamp_ms=MAX_TIMESTAMP_MS + 1),
+                                Sent(0, None, b"after")])
+    assert [r.timestamp_ms for r in kafka.read_committed(topic)][1] == MAX_TIMESTAMP_MS + 1
+    options = parse_reader_options(
+        {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic, "readEngine": read_engine}, streaming=False
+    )
+    started = time.monotonic()
+    with pytest.raises(KafkaEosReadError, match=f"offset 1 of {topic}-0 has the timestamp {MAX_TIMESTAMP_MS + 1} ms"):
+        read_all(options, topic, 3)
+    assert time.monotonic() - started < 30  # the consumer closed: nothing leaked holds it open
+
+
+def test_the_compiled_consumer_refuses_a_configuration_without_a_group_id(kafka: KafkaTestCluster) -> None:
+    """Without a group.id librdkafka has no consumer queue; the compiled consumer used to crash the process (SIGSEGV)
+    when closed."""
+    native = pytest.importorskip("spark_kafka_eos_native")
+    with pytest.raises(ValueError, match="needs a group.id"):
+        native.RangeConsumer([("bootstrap.servers", kafka.bootstrap_servers)], "t", 0, False, 10, 1 << 20, (0, 1, -1))
