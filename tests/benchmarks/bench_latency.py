@@ -4,6 +4,7 @@
     BENCH_PARTITIONS=8 BENCH_ROUNDS=5 make bench-latency
     BENCH_SYSTEMS="kafka_eos,kafka" BENCH_E2E_SECONDS=0 make bench-latency     # two systems, no end-to-end part
     BENCH_SYSTEMS="kafka_eos; kafka_eos, gcFreeze=false" make bench-latency   # ';' between labels holding a ','
+    BENCH_REQUESTS=1 BENCH_E2E_SECONDS=0 make bench-latency   # and the broker requests each system sends a micro-batch
 
 Part 1, micro-batches: streaming queries of 300 records per micro-batch (``maxOffsetsPerTrigger``,
 ``Trigger.AvailableNow``), alternating over the rounds on the same source topic, each run into a new sink topic
@@ -43,8 +44,9 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.benchmarks.broker_requests import RequestTally
 from tests.benchmarks.ceiling import CEILING_SINK, DiscardingSink
-from tests.benchmarks.common import bench_spark, bootstrap_servers, check_count, connector_jars, count_committed
+from tests.benchmarks.common import bench_spark, bootstrap_servers, check_count, connector_jars, count_committed, request_log
 from tests.benchmarks.common import produce as produce_one
 
 ROWS_PER_BATCH = 300
@@ -114,6 +116,9 @@ def sink_options(system: System, bootstrap: str, topic: str, count_file: Path) -
 
 def micro_batches(spark: Any, admin: AdminClient, bootstrap: str, systems: dict[str, System]) -> None:
     records = ROWS_PER_BATCH * BATCHES
+    requests_log = request_log()
+    requests: dict[str, RequestTally] = {}
+    batch_counts: dict[str, int] = {}
 
     def run(system: System, source: str, partitions: int) -> list[dict[str, float]]:
         sink = f"lat-out-{uuid.uuid4().hex[:8]}"
@@ -121,6 +126,7 @@ def micro_batches(spark: Any, admin: AdminClient, bootstrap: str, systems: dict[
             admin.create_topics([NewTopic(sink, partitions, 1)])[sink].result(30)
         checkpoint = tempfile.mkdtemp(prefix="bench-latency-")
         count_file = Path(checkpoint) / "ceiling-count"
+        start_mark = requests_log.mark() if requests_log else 0
         query = (
             source_stream(spark, system, bootstrap, source, "earliest", ROWS_PER_BATCH).writeStream.format(system.sink)
             .options(**sink_options(system, bootstrap, sink, count_file)).option("checkpointLocation", checkpoint)
@@ -128,6 +134,10 @@ def micro_batches(spark: Any, admin: AdminClient, bootstrap: str, systems: dict[
         )
         query.awaitTermination()
         batches = [p for p in query.recentProgress if p.numInputRows]
+        if requests_log:
+            time.sleep(1)  # the log is written after the response is sent
+            requests.setdefault(system.label, RequestTally()).add(requests_log.tally(start_mark, requests_log.mark()))
+            batch_counts[system.label] = batch_counts.get(system.label, 0) + len(query.recentProgress)
         written = int(count_file.read_text()) if system.sink == CEILING_SINK else count_committed(bootstrap, sink, partitions)
         check_count(system.label, written, records)
         return [{k: float(v) for k, v in p.durationMs.items()} for p in batches[1:]]
@@ -141,6 +151,8 @@ def micro_batches(spark: Any, admin: AdminClient, bootstrap: str, systems: dict[
             produce_one(producer, source, b"v" * 100, str(i).encode(), i % partitions)
         producer.flush(60)
         durations: dict[str, list[dict[str, float]]] = {label: [] for label in systems}
+        requests.clear()
+        batch_counts.clear()
         for _ in range(ROUNDS):
             for label, system in systems.items():
                 durations[label] += run(system, source, partitions)
@@ -160,6 +172,9 @@ def micro_batches(spark: Any, admin: AdminClient, bootstrap: str, systems: dict[
         for label in (x for x in (EOS, JVM) if x in durations):
             print(f"{'':>10}  {label} phases (median ms of Spark's durationMs): " + ", ".join(
                 f"{phase} {statistics.median(d.get(phase, 0.0) for d in durations[label]):.0f}" for phase in PHASES))
+        for label, tally in requests.items():
+            print(f"{'':>10}  {label}, broker requests a micro-batch (query start included): "
+                  f"{tally.summary(batch_counts[label])}")
 
 
 class _RateProducer(threading.Thread):

@@ -15,6 +15,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from tests.benchmarks.broker_requests import RequestLog
+
 CONNECTOR_JARS = Path(os.environ.get("KAFKA_EOS_HOME", ".")) / ".cache" / "spark-kafka" / "jars"
 # Only the connector and what it adds to Spark; pyspark already ships Scala, slf4j, lz4, snappy.
 CONNECTOR_JAR_PREFIXES = ("spark-sql-kafka-0-10", "spark-token-provider-kafka-0-10", "kafka-clients", "commons-pool2")
@@ -35,14 +37,25 @@ def connector_jars() -> list[Path]:
 
 def bootstrap_servers(stack: ExitStack) -> str:
     """$KAFKA_EOS_BOOTSTRAP_SERVERS, else an embedded broker that lives as long as ``stack``, its data directory
-    removed after it stops."""
+    removed after it stops. With ``BENCH_REQUESTS=1`` that broker logs its requests (:func:`request_log`)."""
+    global _REQUEST_LOG
     existing = os.environ.get("KAFKA_EOS_BOOTSTRAP_SERVERS")
     if existing:
         return existing
     from tests.harness.local_kafka import LocalKafka
 
     data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kafka-eos-bench-")))
-    return stack.enter_context(LocalKafka(data_dir, heap="2g")).bootstrap_servers
+    broker = stack.enter_context(LocalKafka(data_dir, heap="2g", request_log=os.environ.get("BENCH_REQUESTS") == "1"))
+    _REQUEST_LOG = RequestLog(broker.request_log_file) if broker.request_log else None
+    return broker.bootstrap_servers
+
+
+_REQUEST_LOG: RequestLog | None = None
+
+
+def request_log() -> RequestLog | None:
+    """The embedded broker's request log, where ``BENCH_REQUESTS=1`` asked for one."""
+    return _REQUEST_LOG
 
 
 def produce(producer: Producer, topic: str, value: bytes, key: bytes | None, partition: int) -> None:

@@ -110,6 +110,19 @@ listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,{name}:{
     return conf_dir
 
 
+_REQUEST_LOGGER = """
+appender.requests.type = File
+appender.requests.name = requests
+appender.requests.fileName = {file}
+appender.requests.layout.type = PatternLayout
+appender.requests.layout.pattern = %m%n
+logger.requests.name = kafka.request.logger
+logger.requests.level = DEBUG
+logger.requests.additivity = false
+logger.requests.appenderRef.requests.ref = requests
+"""
+"""Kafka's request logger at DEBUG: one 'Completed request:{json}' line per request, with its client and timings."""
+
 Started = TypeVar("Started", bound="StartStop")
 
 
@@ -147,9 +160,11 @@ class LocalKafka(StartStop):
         controller_port: int | None = None,
         cluster_id: str | None = None,
         overrides: Mapping[str, str] | None = None,
+        request_log: bool = False,
     ) -> None:
         """``cluster_id`` and ``overrides`` (properties that replace the template's) let several
-        nodes form one cluster (see tests/harness/local_cluster.py)."""
+        nodes form one cluster (see tests/harness/local_cluster.py). With ``request_log``, the broker
+        writes a line for every request it completes to :attr:`request_log_file` (Kafka's request logger)."""
         self.data_dir = Path(data_dir).resolve()
         self.port = port or free_loopback_port()
         self.controller_port = controller_port or free_loopback_port()
@@ -158,6 +173,7 @@ class LocalKafka(StartStop):
         self.heap = heap
         self.overrides = dict(overrides or {})
         self._given_cluster_id = cluster_id
+        self.request_log = request_log
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -167,6 +183,18 @@ class LocalKafka(StartStop):
     @property
     def log_file(self) -> Path:
         return self.data_dir / "server.log"
+
+    @property
+    def request_log_file(self) -> Path:
+        return self.data_dir / "requests.log"
+
+    def _log4j_configuration(self) -> Path:
+        template = self.conf_dir / "kafka-log4j2.properties"
+        if not self.request_log:
+            return template
+        path = self.data_dir / "kafka-log4j2.properties"
+        path.write_text(template.read_text() + _REQUEST_LOGGER.format(file=self.request_log_file))
+        return path
 
     def _java_command(self, main_class: str, *args: str) -> list[str]:
         if not any(self.libs_dir.glob("kafka_2.13-*.jar")):
@@ -178,7 +206,7 @@ class LocalKafka(StartStop):
             f"-Xmx{self.heap}",
             "-XX:+UseG1GC",
             "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={self.conf_dir / 'kafka-log4j2.properties'}",
+            f"-Dlog4j2.configurationFile={self._log4j_configuration()}",
             f"-Dkafka.logs.dir={self.data_dir}",
             "-cp",
             f"{self.libs_dir}/*",
