@@ -115,20 +115,21 @@ cluster-start: venv kafka-jars
 cluster-stop:
 	@$(PY) -m tests.harness.local_cluster stop --data-dir $(CLUSTER_DATA)
 
-unit: venv
+# unit and lint need no compiled path: no cargo, no librdkafka build.
+unit: $(VENV)/.installed
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 # Spark's own Kafka connector: the benchmarks' peer and the differential reader tests' oracle.
 SPARK_KAFKA_JARS := .cache/spark-kafka/jars
 
-lint: venv
+lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check spark_kafka_eos pyspark_kafka_eos tests
 	$(VENV)/bin/mypy
 
 # --max-worker-restart=0: pytest-xdist 3.8 re-queues a crashed worker's finished files under --dist loadfile as
 # empty work units, and the session then waits for ever (pytest-xdist issues #1313, #1378). A crash ends the run
 # at once, naming the test it crashed in.
-test: lint kafka-jars $(SPARK_KAFKA_JARS)/.resolved
+test: lint venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 	@echo ">> running tests but the long tier (a local Kafka is started on a free loopback port unless KAFKA_EOS_BOOTSTRAP_SERVERS is set)"
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --max-worker-restart=0 -m "not long" --durations=25 $(PYTEST_ARGS)
 
@@ -140,7 +141,7 @@ READER_SUITES := $(wildcard tests/integration/read/test_reader_*.py) tests/integ
 # the compiled one, and the task-level and differential tests on both).
 WRITER_SUITES := tests/integration/write/test_stream_writer.py tests/integration/write/test_batch_writer.py tests/integration/write/test_writer_promises.py tests/integration/write/test_writer_bad_input.py
 
-test-all: lint kafka-jars $(SPARK_KAFKA_JARS)/.resolved
+test-all: lint venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 	@echo ">> running every test, the long tier too (the soak, leader kills, benchmark smoke and memory probes, the wheel build)"
 	$(PY) -m pytest --durations=25 $(PYTEST_ARGS)
 	@echo ">> the reader's suites again, on the pure-Python read path (KAFKA_EOS_READ_ENGINE=python)"
