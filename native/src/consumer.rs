@@ -221,6 +221,41 @@ impl RangeConsumer {
         Ok(self.client()?.take_logs())
     }
 
+    /// Leave the partition and drop whatever it delivered, so that the client can read another range
+    /// (`retarget`, then `assign`): librdkafka's error code of the unassignment (0: none).
+    fn release(&mut self, py: Python<'_>) -> PyResult<i32> {
+        self.discard_pending();
+        self.current = BatchBuilder::new(self.include_headers);
+        self.sealed.clear();
+        let client = self.client()?;
+        let (rk, queue) = (Unshared(client.rk), Unshared(client.queue));
+        Ok(py.allow_threads(move || {
+            let (rk, queue) = (rk, queue);
+            unsafe {
+                let err = assign_partitions(rk.0, ptr::null());
+                // Events of the old assignment already queued: librdkafka drops later ones by their version.
+                let mut messages: Vec<*mut rd::rd_kafka_message_t> = vec![ptr::null_mut(); 256];
+                loop {
+                    let count = rd::rd_kafka_consume_batch_queue(queue.0, 0, messages.as_mut_ptr(), messages.len());
+                    if count <= 0 {
+                        break;
+                    }
+                    for message in &messages[..count as usize] {
+                        rd::rd_kafka_message_destroy(*message);
+                    }
+                }
+                err
+            }
+        }))
+    }
+
+    /// Read `partition` of `topic` from now on (after `release`).
+    fn retarget(&mut self, topic: &str, partition: i32) -> PyResult<()> {
+        self.topic = c_string(topic)?;
+        self.partition = partition;
+        Ok(())
+    }
+
     /// Leave the partition and free the client; later calls raise. Returns the last log lines.
     fn close(&mut self, py: Python<'_>) -> Vec<(i32, String, String, String)> {
         self.discard_pending();

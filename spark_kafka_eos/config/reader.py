@@ -70,6 +70,7 @@ DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS = 1000
 """Spark's default: long enough to outlast a leader election."""
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000
 FETCH_QUEUE_BACKOFF_MS = 10
+FETCH_WAIT_MAX_MS = 10
 INTERNAL_READ_GROUP = "kafka-eos-internal-reader"
 """The group id of the package's own range reads (never joined, nothing committed)."""
 
@@ -176,6 +177,10 @@ class ReaderOptions:
         # Once that queue holds queued.min.messages, librdkafka waits this long before it fetches again
         # (default 1000 ms): a read that drains the queue in milliseconds would sit idle for most of a second.
         config.setdefault("fetch.queue.backoff.ms", str(FETCH_QUEUE_BACKOFF_MS))
+        # A consumer kept for the next range (read/idle_consumers.py) fetches nothing from its broker until the
+        # fetch in flight when its last range ended returns: that fetch waits at most this long (default 500 ms)
+        # at a log's end. Reads end at offsets the log already holds, so a fetch rarely waits at all.
+        config.setdefault("fetch.wait.max.ms", str(FETCH_WAIT_MAX_MS))
         # Spark's consumer checks every batch's CRC (the Java client's default); librdkafka does not by default,
         # and would hand out a corrupted record as if it were intact.
         config.setdefault("check.crcs", "true")

@@ -12,7 +12,7 @@ SASL mechanism it is built without, such as GSSAPI) or a missing wheel makes
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -20,6 +20,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 
 from spark_kafka_eos.compiled import forward_logs, open_compiled
+from spark_kafka_eos.read.idle_consumers import IDLE_CONSUMERS, consumer_key
 from spark_kafka_eos.read.range_fetcher import FetchError, FetchStep
 from spark_kafka_eos.read.record_batch import ConstantColumns, timestamp_out_of_range
 from spark_kafka_eos.schema import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE, arrow_record_schema
@@ -38,22 +39,29 @@ def open_native_fetcher(
             settings, topic, partition, include_headers, max_records, max_bytes, (CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE)
         )
 
-    consumer = open_compiled(config, make, "readEngine", "read", required)
-    if consumer is None:
-        return None
-    return NativeFetcher(consumer, topic, partition, include_headers, on_statistics)
+    key = consumer_key("native", config, include_headers, max_records, max_bytes)
+    consumer = IDLE_CONSUMERS.take(key)
+    if consumer is not None:
+        consumer.retarget(topic, partition)
+    else:
+        consumer = open_compiled(config, make, "readEngine", "read", required)
+        if consumer is None:
+            return None
+    return NativeFetcher(consumer, topic, partition, include_headers, on_statistics, key)
 
 
 class NativeFetcher:
     """Reads one partition with the compiled consumer; its statistics and logs reach Python after each call."""
 
     def __init__(
-        self, consumer: Any, topic: str, partition: int, include_headers: bool, on_statistics: Callable[[str], None]
+        self, consumer: Any, topic: str, partition: int, include_headers: bool, on_statistics: Callable[[str], None],
+        key: Hashable | None = None,
     ) -> None:
         self._consumer = consumer
         self._schema = arrow_record_schema(include_headers)
         self._constant = ConstantColumns(topic, partition)
         self._on_statistics = on_statistics
+        self._key = key
 
     def assign(self, offset: int) -> None:
         _raise_on(self._consumer.assign(offset))
@@ -90,6 +98,14 @@ class NativeFetcher:
 
     def close(self) -> None:
         forward_logs(self._consumer.close())
+
+    def release(self) -> None:
+        if self._key is None or self._consumer.release():
+            self.close()
+            return
+        self._consumer.take_statistics()  # the old partition's: the next range's reader must not see them
+        forward_logs(self._consumer.take_logs())
+        IDLE_CONSUMERS.keep(self._key, self._consumer, lambda consumer: forward_logs(consumer.close()))
 
     def _hand_over_callbacks(self) -> None:
         statistics = self._consumer.take_statistics()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -38,7 +39,7 @@ from spark_kafka_eos.read.data_loss import moved_back_problem, report_data_loss
 from spark_kafka_eos.read.native_fetcher import open_native_fetcher
 from spark_kafka_eos.read.planner import OffsetRange, deleted_offsets
 from spark_kafka_eos.read.progress import FetchProgress, StallWatch, statistics_interval_ms
-from spark_kafka_eos.read.python_fetcher import PythonFetcher
+from spark_kafka_eos.read.python_fetcher import open_python_fetcher
 from spark_kafka_eos.read.range_fetcher import FetchError, RangeFetcher
 from spark_kafka_eos.read.record_batch import RecordBatchBuilder
 
@@ -64,36 +65,32 @@ def read_offset_range(options: ReaderOptions, offset_range: OffsetRange) -> Iter
     fetcher = open_fetcher(options, offset_range, fetch_progress.on_statistics)
     try:
         yield from _RangeReader(options, offset_range, fetcher, fetch_progress).batches()
-    finally:
+    except BaseException:
         fetcher.close()
+        raise
+    fetcher.release()
 
 
 def open_fetcher(options: ReaderOptions, offset_range: OffsetRange, on_statistics: Callable[[str], None]) -> RangeFetcher:
     """By ``readEngine``: the compiled fetcher (``auto``: where it is installed and can run the
     configuration), else the pure-Python one."""
-    interval_ms = statistics_interval_ms(options.poll_timeout_ms)
     topic, partition = offset_range.topic, offset_range.partition
+    config = for_librdkafka({**options.consumer_config(), "statistics.interval.ms": statistics_interval_ms(options.poll_timeout_ms)})
     if options.read_engine != "python":
         native = open_native_fetcher(
-            for_librdkafka({**options.consumer_config(), "statistics.interval.ms": interval_ms}), topic, partition,
-            options.include_headers, options.max_records_per_batch, options.max_bytes_per_batch, on_statistics,
-            required=options.read_engine == "native",
+            config, topic, partition, options.include_headers, options.max_records_per_batch, options.max_bytes_per_batch,
+            on_statistics, required=options.read_engine == "native",
         )
         if native is not None:
             return native
     builder = RecordBatchBuilder(topic, partition, options.include_headers, options.max_records_per_batch, options.max_bytes_per_batch)
-    return PythonFetcher(open_consumer(options, on_statistics, interval_ms), topic, partition, builder)
+    return open_python_fetcher(config, topic, partition, builder, on_statistics, _consumer)
 
 
-def open_consumer(
-    options: ReaderOptions, on_statistics: Callable[[str], None] | None = None, statistics_interval_ms: int = 0
-) -> Consumer:
-    """A consumer with the read's configuration; an option error if librdkafka rejects it."""
-    config = options.consumer_config()
-    if on_statistics is not None:
-        config.update({"statistics.interval.ms": statistics_interval_ms, "stats_cb": on_statistics})
+def _consumer(config: dict[str, Any]) -> Consumer:
+    """A consumer of ``config``; an option error if librdkafka rejects it."""
     try:
-        return Consumer(for_librdkafka(config))
+        return Consumer(config)
     except KafkaException as err:
         raise KafkaEosOptionError(
             "kafka.*", f"librdkafka rejected the consumer configuration: {err.args[0].str()}.", "fix or remove that kafka.* option."
@@ -102,7 +99,7 @@ def open_consumer(
 
 def check_consumer_config(options: ReaderOptions) -> None:
     """Fail on the driver, before any task runs, if librdkafka rejects the configuration."""
-    open_consumer(options).close()
+    _consumer(for_librdkafka(options.consumer_config())).close()
 
 
 class _RangeReader:

@@ -4,24 +4,61 @@ consumer and a Python record batch builder. It is the path wherever the compiled
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, Message
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from spark_kafka_eos.read.idle_consumers import IDLE_CONSUMERS, consumer_key
 from spark_kafka_eos.read.range_fetcher import FetchError, FetchStep
 from spark_kafka_eos.read.record_batch import RecordBatchBuilder
+
+_DRAIN_BATCH = 1000
+
+
+class StatisticsRoute:
+    """A consumer's ``stats_cb`` that hands librdkafka's statistics to the reader of its current range."""
+
+    def __init__(self) -> None:
+        self.target: Callable[[str], None] | None = None
+
+    def __call__(self, statistics: str) -> None:
+        if self.target is not None:
+            self.target(statistics)
+
+
+def open_python_fetcher(
+    config: Mapping[str, Any], topic: str, partition: int, builder: RecordBatchBuilder, on_statistics: Callable[[str], None],
+    make_consumer: Callable[[dict[str, Any]], Consumer],
+) -> PythonFetcher:
+    """A fetcher of ``topic``-``partition`` on an idle consumer of ``config``, or on a new one (``make_consumer``)."""
+    key = consumer_key("python", config)
+    idle = IDLE_CONSUMERS.take(key)
+    if idle is None:
+        route = StatisticsRoute()
+        consumer = make_consumer({**config, "stats_cb": route})
+    else:
+        consumer, route = idle
+    route.target = on_statistics
+    return PythonFetcher(consumer, topic, partition, builder, route, key)
 
 
 class PythonFetcher:
     """Reads one partition with ``consumer``, into ``builder``'s batches."""
 
-    def __init__(self, consumer: Consumer, topic: str, partition: int, builder: RecordBatchBuilder) -> None:
+    def __init__(
+        self, consumer: Consumer, topic: str, partition: int, builder: RecordBatchBuilder,
+        route: StatisticsRoute | None = None, key: Hashable | None = None,
+    ) -> None:
         self._consumer = consumer
         self._topic, self._partition = topic, partition
         self._builder = builder
         self._full: list[pa.RecordBatch] = []
         self._pending: deque[Message] = deque()
+        self._route = route
+        self._key = key
 
     def assign(self, offset: int) -> None:
         self._consumer.assign([KafkaTopicPartition(self._topic, self._partition, offset)])
@@ -66,6 +103,22 @@ class PythonFetcher:
     def close(self) -> None:
         self._pending.clear()
         self._consumer.close()
+
+    def release(self) -> None:
+        if self._key is None or self._route is None:
+            self.close()
+            return
+        self._pending.clear()
+        self._route.target = None
+        try:
+            self._consumer.unassign()
+            # Events of the old assignment already queued: librdkafka drops later ones by their version.
+            while self._consumer.consume(_DRAIN_BATCH, 0):
+                pass
+        except KafkaException:
+            self._consumer.close()
+            return
+        IDLE_CONSUMERS.keep(self._key, (self._consumer, self._route), lambda idle: idle[0].close())
 
 
 def _fetch_error(error: KafkaError, message: Message) -> FetchError:

@@ -58,3 +58,7 @@ class RangeFetcher(Protocol):
 
     def close(self) -> None:
         """Leave the partition and free the client."""
+
+    def release(self) -> None:
+        """Leave the partition, drop what it delivered and keep the client for the next range read in this
+        process (:mod:`~spark_kafka_eos.read.idle_consumers`); only after a read that ended cleanly."""

@@ -17,6 +17,7 @@ from confluent_kafka.admin import OffsetSpec
 
 from spark_kafka_eos.config.reader import READ_ENGINE_VARIABLE, ReaderOptions, parse_reader_options
 from spark_kafka_eos.errors import KafkaEosOptionError, KafkaEosReadError
+from spark_kafka_eos.read.idle_consumers import IDLE_CONSUMERS
 from spark_kafka_eos.read.native_fetcher import NativeFetcher
 from spark_kafka_eos.read.partition_reader import open_fetcher, read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
@@ -178,10 +179,45 @@ def test_a_timestamp_spark_cannot_hold_fails_the_read_naming_the_record(kafka: K
     options = parse_reader_options(
         {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic, "readEngine": read_engine}, streaming=False
     )
+    IDLE_CONSUMERS.close_all()
     started = time.monotonic()
     with pytest.raises(KafkaEosReadError, match=f"offset 1 of {topic}-0 has the timestamp {MAX_TIMESTAMP_MS + 1} ms"):
         read_all(options, topic, 3)
     assert time.monotonic() - started < 30  # the consumer closed: nothing leaked holds it open
+    assert len(IDLE_CONSUMERS) == 0  # a failed read's consumer is closed, not kept for the next range
+
+
+@pytest.mark.parametrize("read_engine", ["native", "python"])
+def test_a_process_reads_its_next_ranges_on_the_consumer_its_last_range_left(
+    kafka: KafkaTestCluster, monkeypatch: pytest.MonkeyPatch, read_engine: str
+) -> None:
+    """A task's next range, and the next task of a reused worker, read on one consumer: each range exact, however
+    the last one ended (at the log's end, with an EOF event queued and a fetch in flight; inside the log)."""
+    topic = kafka.create_topic(2)
+    kafka.produce_plain(topic, [Sent(p, None, f"{p}-{i}".encode()) for i in range(5) for p in (0, 1)])
+    kafka.write_interleaved(topic, [0], producers=1, transactions=2, records_per_transaction=2)
+    options = parse_reader_options(
+        {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic, "readEngine": read_engine}, streaming=False
+    )
+    kept: list[object] = []
+    keep = IDLE_CONSUMERS.keep
+    monkeypatch.setattr(IDLE_CONSUMERS, "keep", lambda key, consumer, close: (kept.append(consumer), keep(key, consumer, close)))
+    IDLE_CONSUMERS.close_all()
+
+    def read(partition: int, start: int, end: int) -> list[tuple[int, bytes]]:
+        batches = list(read_offset_range(options, OffsetRange(topic, partition, start, end)))
+        return [(o, v) for b in batches for o, v in zip(b.column("offset").to_pylist(), b.column("value").to_pylist())]
+
+    committed = {p: [(r.offset, r.value) for r in kafka.read_committed(topic) if r.partition == p] for p in (0, 1)}
+    end_0 = kafka.offsets(topic, OffsetSpec.latest())[0]
+    assert read(0, 0, end_0) == committed[0]
+    assert read(1, 0, 5) == committed[1]
+    assert read(1, 2, 4) == committed[1][2:4]
+    kafka.produce_plain(topic, [Sent(0, None, f"0-{i}".encode()) for i in range(5, 8)])
+    assert read(0, end_0, end_0 + 3) == [(end_0 + i, f"0-{5 + i}".encode()) for i in range(3)]
+    clients = [kept_one[0] if isinstance(kept_one, tuple) else kept_one for kept_one in kept]  # python: (consumer, route)
+    assert len(clients) == 4 and all(client is clients[0] for client in clients), kept
+    assert len(IDLE_CONSUMERS) == 1
 
 
 def test_the_compiled_consumer_refuses_a_configuration_without_a_group_id(kafka: KafkaTestCluster) -> None:
