@@ -70,7 +70,7 @@ DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS = 1000
 """Spark's default: long enough to outlast a leader election."""
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000
 FETCH_QUEUE_BACKOFF_MS = 10
-FETCH_WAIT_MAX_MS = 10
+FETCH_WAIT_MAX_MS = 1
 INTERNAL_READ_GROUP = "kafka-eos-internal-reader"
 """The group id of the package's own range reads (never joined, nothing committed)."""
 
@@ -179,7 +179,8 @@ class ReaderOptions:
         config.setdefault("fetch.queue.backoff.ms", str(FETCH_QUEUE_BACKOFF_MS))
         # A consumer kept for the next range (read/idle_consumers.py) fetches nothing from its broker until the
         # fetch in flight when its last range ended returns: that fetch waits at most this long (default 500 ms)
-        # at a log's end. Reads end at offsets the log already holds, so a fetch rarely waits at all.
+        # at a log's end, which is where a stream's ranges end. A task of 32 small ranges took 469 ms at 10 ms,
+        # 108 ms at 1 ms. Reads end at offsets the log already holds, so a fetch otherwise rarely waits at all.
         config.setdefault("fetch.wait.max.ms", str(FETCH_WAIT_MAX_MS))
         # Spark's consumer checks every batch's CRC (the Java client's default); librdkafka does not by default,
         # and would hand out a corrupted record as if it were intact.
