@@ -94,7 +94,7 @@ impl Drop for Client {
 /// delivered, and the first error event (code, reason, offset, fatal), at which the step stopped.
 type Step = (Option<i64>, bool, Option<(i32, String, i64, bool)>);
 
-#[pyclass(unsendable)]
+#[pyclass]
 pub struct RangeConsumer {
     client: Option<Client>,
     topic: CString,
@@ -108,6 +108,14 @@ pub struct RangeConsumer {
     /// Delivered by librdkafka but not yet looked at: a step stops at an error event.
     pending: VecDeque<Unshared<*mut rd::rd_kafka_message_t>>,
 }
+
+// SAFETY: librdkafka's handle, queue and messages may be used from any thread, and its callbacks (statistics,
+// logs) run inside consume calls and store into `Callbacks` behind mutexes. A consumer kept between range reads
+// (the package's read/idle_consumers.py) is taken by one reader at a time, which may run on another thread than
+// the one that made it; PyO3's borrow checks refuse two threads calling it at once (the extension module is
+// private to the package).
+unsafe impl Send for RangeConsumer {}
+unsafe impl Sync for RangeConsumer {}
 
 #[pymethods]
 impl RangeConsumer {

@@ -9,6 +9,7 @@ every compression codec a producer may have used.
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pyarrow as pa
@@ -226,3 +227,26 @@ def test_the_compiled_consumer_refuses_a_configuration_without_a_group_id(kafka:
     native = pytest.importorskip("spark_kafka_eos_native")
     with pytest.raises(ValueError, match="needs a group.id"):
         native.RangeConsumer([("bootstrap.servers", kafka.bootstrap_servers)], "t", 0, False, 10, 1 << 20, (0, 1, -1))
+
+
+@pytest.mark.parametrize("read_engine", ["native", "python"])
+def test_a_consumer_kept_by_a_read_on_one_thread_serves_a_read_on_another(kafka: KafkaTestCluster, read_engine: str) -> None:
+    """The driver reads on several threads: a kept consumer may be taken on another thread than the one that made it
+    (the compiled one had been bound to its thread and panicked there)."""
+    topic = kafka.create_topic(1)
+    kafka.produce_plain(topic, [Sent(0, None, f"v{i}".encode()) for i in range(4)])
+    options = parse_reader_options(
+        {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic, "readEngine": read_engine}, streaming=False
+    )
+    IDLE_CONSUMERS.close_all()
+    assert [v for b in read_all(options, topic, 1) for v in b.column("value").to_pylist()] == [b"v0"]
+    read_on_thread: list[list[pa.RecordBatch]] = []
+    worker = threading.Thread(target=lambda: read_on_thread.append(list(read_offset_range(options, OffsetRange(topic, 0, 1, 3)))))
+    worker.start()
+    worker.join(60)
+    assert [v for b in read_on_thread[0] for v in b.column("value").to_pylist()] == [b"v1", b"v2"]
+    assert len(IDLE_CONSUMERS) == 1
+    batches = list(read_offset_range(options, OffsetRange(topic, 0, 3, 4)))
+    assert [v for b in batches for v in b.column("value").to_pylist()] == [b"v3"]
+    assert len(IDLE_CONSUMERS) == 1
+    IDLE_CONSUMERS.close_all()
