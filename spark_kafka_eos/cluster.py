@@ -52,6 +52,14 @@ class ClusterClients:
                 self._admins[connection] = (AdminClient(for_librdkafka({**connection.client_config(), "error_cb": watch})), watch)
             return self._admins[connection]
 
+    def renew_admin(self, connection: KafkaConnection) -> AdminClient:
+        """Replace the kept admin client of the cluster with a new one. Its metadata may name a broker that died a
+        moment ago as the controller, which librdkafka waits for until a request times out; a new client asks the
+        live brokers."""
+        with self._lock:
+            self._admins.pop(connection, None)  # an AdminClient has no close(); dropping it frees it
+        return self.admin(connection)[0]
+
     def session(self, connection: KafkaConnection) -> TransactionSession:
         """The kept coordinator-RPC session of the cluster; never close it."""
         with self._lock:
@@ -142,6 +150,11 @@ def admin_client(connection: KafkaConnection) -> AdminClient:
     """An admin client of the cluster, kept: a new client's first offset request waits for metadata, which
     costs more than the rest of a commit."""
     return CLIENTS.admin(connection)[0]
+
+
+def renew_admin_client(connection: KafkaConnection) -> AdminClient:
+    """A new admin client of the cluster, kept from now on (:meth:`ClusterClients.renew_admin`)."""
+    return CLIENTS.renew_admin(connection)
 
 
 def cluster_metadata(connection: KafkaConnection, topic: str | None = None, timeout_s: float = REQUEST_TIMEOUT_S) -> ClusterMetadata:

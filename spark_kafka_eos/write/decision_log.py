@@ -33,7 +33,7 @@ from contextlib import contextmanager
 import pyarrow as pa
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Message, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec, ResourceType
+from confluent_kafka.admin import ConfigEntry, ConfigResource, NewTopic, OffsetSpec, ResourceType
 
 from spark_kafka_eos.bounded_cache import BoundedCache
 from spark_kafka_eos.cluster import (
@@ -45,6 +45,7 @@ from spark_kafka_eos.cluster import (
     known_topic,
     point_reader,
     remember_topic,
+    renew_admin_client,
 )
 from spark_kafka_eos.config.connection import KafkaConnection
 from spark_kafka_eos.config.librdkafka import for_librdkafka
@@ -174,11 +175,21 @@ class DecisionLog:
         """Only ``compact`` keeps every prefix's last record for ever: ``delete`` (or ``compact,delete``)
         drops decisions after retention.ms, and with them what recovery and replays rely on."""
         resource = ConfigResource(ResourceType.TOPIC, self._topic)
-        try:
+
+        def describe() -> dict[str, ConfigEntry]:
             # Just created (by us or another driver): the answering broker learns of it a moment later.
-            entries = retry_kafka(
+            return retry_kafka(
                 lambda _: self._admin.describe_configs([resource], request_timeout=REQUEST_TIMEOUT_S)[resource].result(2 * REQUEST_TIMEOUT_S),
                 REQUEST_TIMEOUT_S, {KafkaError.UNKNOWN_TOPIC_OR_PART})
+
+        try:
+            try:
+                entries = describe()
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError._TIMED_OUT:
+                    raise
+                self._admin = renew_admin_client(self._connection)  # its controller may be a broker that just died
+                entries = describe()
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
             if error.code() not in _NOT_AUTHORIZED:
