@@ -37,6 +37,7 @@ from spark_kafka_eos.config.writer import DEADLINE_MARGIN_MS, WriterOptions, leg
 from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError, KafkaEosDecisionLogError
 from spark_kafka_eos.retry import OPERATION_TIMEOUT_S, Backoff, Deadline, any_error, retry, wait_until
 from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession, TxnSessionError, TxnState
+from spark_kafka_eos.write.afterwork import AFTERWORK
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.consumer_group import check_group_position
 from spark_kafka_eos.write.decision_log import (
@@ -49,7 +50,7 @@ from spark_kafka_eos.write.group_marker import GroupMarker
 from spark_kafka_eos.write.hooks import AFTER_DECISION, BEFORE_DECISION, DURING_PHASE2, NO_HOOKS, WriterHooks
 from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant, history_with, memory_after
 from spark_kafka_eos.write.ownership import Judgement, Verdict, judge
-from spark_kafka_eos.write.recovery import VisibilityCheck, abort_lingering, abort_prepared, is_open, roll_forward
+from spark_kafka_eos.write.recovery import VisibilityCheck, abort_lingering, abort_prepared, is_committed, is_open, roll_forward
 from spark_kafka_eos.write.transactional_id import coordinator_transactional_id, parse_task_transactional_id
 from spark_kafka_eos.write.visibility import committed_record_at
 
@@ -99,6 +100,7 @@ class TwoPhaseCommitCoordinator:
         its last decision forward, so that no task re-initialises a decided participant's id. With
         ``epoch`` (a batch job, whose run is known up front): judge it, refusing a run that does not
         own the prefix, and sweep what earlier jobs left open."""
+        AFTERWORK.wait()
         decision_log = self._log()
         if epoch is None and self._nothing_to_roll_forward(decision_log):
             return Judgement(Verdict.PROCEED)
@@ -114,10 +116,19 @@ class TwoPhaseCommitCoordinator:
         fence is not what keeps tasks off another driver's decided participants: a decided participant's
         transaction is open until its phase 2, and a task never initialises an id with an open transaction
         (:func:`~spark_kafka_eos.write.task_producer.write_task`). The commit fences, judges and rolls forward
-        on its own. A lost log is still refused here (:meth:`_last_before_fencing`)."""
+        on its own. A lost log is still refused here (:meth:`_last_before_fencing`).
+
+        Nor does a decision whose participants all show their own transaction committed: its phase 2 is done, and
+        its completion is bookkeeping that the commit which took it writes on a thread of its own process
+        (:mod:`~spark_kafka_eos.write.afterwork`), or the next commit does."""
         with nullcontext(self._session_of(self._options.connection)) as session:
             last = self._last_before_fencing(decision_log, session)
-        return last is not None and last.kind != "decision"
+            if last is None:
+                return False
+            if last.kind != "decision":
+                return True
+            states = session.describe([p.transactional_id for p in last.participants])
+        return all(is_committed(p, states[p.transactional_id]) for p in last.participants)
 
     def _prepare(self, session: TransactionSession, decision_log: DecisionLog, epoch: EpochId | None) -> Judgement:
         before = self._last_before_fencing(decision_log, session)
@@ -139,14 +150,34 @@ class TwoPhaseCommitCoordinator:
         return judgement
 
     # -- commit ---------------------------------------------------------------------------
-    def commit(self, epoch: EpochId, messages: Sequence[WriterCommitMessage | None]) -> None:
+    def commit(self, epoch: EpochId, messages: Sequence[WriterCommitMessage | None], finish_later: bool = False) -> None:
+        """Decide ``epoch`` and make its participants visible (phase 2). ``finish_later``: return then, and leave
+        the decision's completion record and the sweep to a thread of this process
+        (:mod:`~spark_kafka_eos.write.afterwork`); the next operation of the process waits for them."""
+        AFTERWORK.wait()
         tasks = _task_commits(messages, epoch)
         decision_log = self._log()
-        with self._marked(decision_log), nullcontext(self._session_of(self._options.connection)) as session:
-            self._commit(session, decision_log, epoch, tasks)
-        decision_log.keep_for_reuse()
+        session = self._session_of(self._options.connection)
+        try:
+            rest = self._commit(session, decision_log, epoch, tasks)
+        except Exception:
+            self._keep_history_mark(decision_log)
+            raise
 
-    def _commit(self, session: TransactionSession, decision_log: DecisionLog, epoch: EpochId, tasks: Sequence[TaskCommit]) -> None:
+        def finish() -> None:
+            if rest is not None:
+                rest()
+            self._keep_history_mark(decision_log)
+            decision_log.keep_for_reuse()
+
+        if finish_later and rest is not None:
+            AFTERWORK.start(finish, str(epoch))
+        else:
+            finish()
+
+    def _commit(self, session: TransactionSession, decision_log: DecisionLog, epoch: EpochId,
+                tasks: Sequence[TaskCommit]) -> Callable[[], None] | None:
+        """The commit up to the end of phase 2; returns what follows it (the completion and the sweep), if anything."""
         own = [t.transaction for t in tasks if t.transaction is not None]
         # A run that does not own the prefix is refused before it fences the owner.
         self._refuse_unless_owner(judge(self._last_before_fencing(decision_log, session, own), epoch), epoch, session, own)
@@ -161,7 +192,7 @@ class TwoPhaseCommitCoordinator:
             assert last is not None
             self._refuse_unless_same_input(last, epoch, tasks, session, own)
             self._finish_replay(session, decision_log, last, own)
-            return
+            return None
         self._refuse_unless_known(last, epoch, session, own)
         last = self._finish(session, decision_log, last, OPERATION_TIMEOUT_S)
         participants = tuple(
@@ -180,7 +211,7 @@ class TwoPhaseCommitCoordinator:
                                  **{**memory_after(last), "archives": archives})  # type: ignore[arg-type]
                 decision_log.append(last)
             self._sweep(session, decision_log, last, keep=())
-            return
+            return None
         deadline_ms = self._verify(session, participants)
         offsets = _source_offsets(tasks)
         starts = tuple((t, p, o) for (t, p), o in sorted(_merged((task.source_starts for task in tasks), min).items()))
@@ -195,8 +226,9 @@ class TwoPhaseCommitCoordinator:
         self._decide(session, decision_log, decision, group_offsets, deadline_ms)
         self._hooks.at(AFTER_DECISION, session, decision)
         self._hooks.at(DURING_PHASE2, session, decision)
-        self._finish_decided(session, decision_log, decision, deadline_ms)
+        phase2_deadline = self._finish_decided(session, decision, deadline_ms)
         log.info("Committed %s of prefix %s: %d participants", epoch, self._prefix, len(participants))
+        return lambda: self._after_phase2(session, decision_log, decision, phase2_deadline)
 
     def _check_group(self, tasks: Sequence[TaskCommit], group_offsets: dict[tuple[str, int], int], last: LogRecord | None) -> None:
         """The group must stand where this epoch started (compare-and-set), and a decision of another
@@ -411,14 +443,14 @@ class TwoPhaseCommitCoordinator:
             abort_prepared(session, own)
             raise
 
-    def _finish_decided(self, session: TransactionSession, decision_log: DecisionLog, decision: LogRecord, deadline_ms: int) -> None:
-        """Phase 2 of the decision just taken, retried until the participants' deadline. Past the commit
-        point, a failure must not read as "nothing was written": a re-run of a batch job would write
-        everything twice."""
+    def _finish_decided(self, session: TransactionSession, decision: LogRecord, deadline_ms: int) -> Deadline:
+        """Phase 2 of the decision just taken, retried until the participants' deadline; returns what is left of
+        that budget. Past the commit point, a failure must not read as "nothing was written": a re-run of a batch
+        job would write everything twice."""
         # The driver's clock is good enough for a retry budget; deciding used the broker's.
-        budget_s = max((deadline_ms - time.time() * 1000) / 1000, 1.0)
+        deadline = Deadline(max((deadline_ms - time.time() * 1000) / 1000, 1.0))
         try:
-            last = self._finish(session, decision_log, decision, budget_s)
+            self._roll_forward(session, decision, deadline)
         except KafkaEosCommittedDataLostError:
             raise
         except Exception as err:
@@ -427,6 +459,12 @@ class TwoPhaseCommitCoordinator:
                 f"phase 2 did not finish: {err}. Do not re-run it: the next start of a writer with this prefix (or "
                 f"`kafka-eos recover --prefix {self._prefix} ...`) makes all of it visible."
             ) from err
+        return deadline
+
+    def _after_phase2(self, session: TransactionSession, decision_log: DecisionLog, decision: LogRecord,
+                      deadline: Deadline) -> None:
+        """The completion of the decision whose phase 2 ended, then the sweep of what its epoch left open."""
+        last = self._complete(decision_log, decision, deadline)
         keep = [p.transactional_id for p in decision.participants]
         try:
             retry(lambda _: self._sweep(session, decision_log, last, keep=keep), Deadline.never(), any_error,
@@ -438,24 +476,32 @@ class TwoPhaseCommitCoordinator:
 
     def _finish(self, session: TransactionSession, decision_log: DecisionLog, record: LogRecord | None,
                 budget_s: float) -> LogRecord | None:
-        """Phase 2 of ``record`` if it is a decision: commit every participant, retrying failures for
-        ``budget_s``, then append its completion. Returns the prefix's last record. Once every participant
-        is committed, a completion record that cannot be written only warns: the data is all there, and
-        the next epoch (or recovery) writes it."""
+        """Phase 2 of ``record`` if it is a decision, then its completion (:meth:`_roll_forward`, :meth:`_complete`).
+        Returns the prefix's last record."""
         if record is None or record.kind != "decision":
             return record
         deadline = Deadline(budget_s)
-        retry(lambda _: roll_forward(session, record, self._visible), deadline,
+        self._roll_forward(session, record, deadline)
+        return self._complete(decision_log, record, deadline)
+
+    def _roll_forward(self, session: TransactionSession, decision: LogRecord, deadline: Deadline) -> None:
+        """Commit every participant of ``decision``, retrying failures until ``deadline``."""
+        retry(lambda _: roll_forward(session, decision, self._visible), deadline,
               lambda err: not isinstance(err, KafkaEosCommittedDataLostError), _PHASE2_BACKOFF,
-              on_retry=lambda err, _: log.info("Phase 2 of %s failed (%s); retrying", record.epoch_id, err))
-        completed = record.completed()
+              on_retry=lambda err, _: log.info("Phase 2 of %s failed (%s); retrying", decision.epoch_id, err))
+
+    def _complete(self, decision_log: DecisionLog, decision: LogRecord, deadline: Deadline) -> LogRecord:
+        """Append the completion of ``decision``, whose participants are all committed; returns the prefix's last
+        record. A completion that cannot be written only warns: the data is all there, and the next epoch (or
+        recovery) writes it."""
+        completed = decision.completed()
         try:
             retry(lambda _: decision_log.append(completed), deadline, any_error, _PHASE2_BACKOFF,
                   attempts=_COMPLETION_ATTEMPTS)
         except Exception as err:  # noqa: BLE001 - the data is committed; only the bookkeeping is late
             log.warning("Epoch %s of prefix %s is committed, but its completion record could not be written "
-                        "(%s); the next epoch or recovery writes it", record.epoch_id, self._prefix, err)
-            return record
+                        "(%s); the next epoch or recovery writes it", decision.epoch_id, self._prefix, err)
+            return decision
         return completed
 
     def _sweep(self, session: TransactionSession, decision_log: DecisionLog, last: LogRecord | None, keep: Sequence[str]) -> None:
@@ -468,6 +514,7 @@ class TwoPhaseCommitCoordinator:
         """What the CLI's ``recover`` does: fence other drivers, roll the prefix's last decision forward,
         then abort everything of the prefix left open. Run it only when no query uses the prefix.
         Lost participants raise, unless ``accept_data_loss``: then they are reported."""
+        AFTERWORK.wait()
         decision_log = self._log()
         with self._marked(decision_log), nullcontext(self._session_of(self._options.connection)) as session:
             self._last_before_fencing(decision_log, session)  # a lost log is refused here too, before its fence forgets it
@@ -486,6 +533,7 @@ class TwoPhaseCommitCoordinator:
     # -- abort ----------------------------------------------------------------------------
     def abort(self, epoch: EpochId, messages: Sequence[WriterCommitMessage | None]) -> None:
         """Spark gave up on ``epoch`` (a task failed, or commit raised)."""
+        AFTERWORK.wait()
         own = [m.transaction for m in messages if isinstance(m, TaskCommit) and m.transaction is not None]
         decision_log = self._log()
         with self._marked(decision_log), nullcontext(self._session_of(self._options.connection)) as session:

@@ -98,9 +98,14 @@ def is_open(p: Participant, d: TxnDescription) -> bool:
     return d.state == TxnState.ONGOING and (d.producer_id, d.producer_epoch) == (p.producer_id, p.producer_epoch)
 
 
+def is_committed(p: Participant, d: TxnDescription) -> bool:
+    """The participant's own transaction is committed (or committing)."""
+    return d.state in _COMMITTED and (d.producer_id, d.producer_epoch) == (p.producer_id, p.producer_epoch)
+
+
 def committable(p: Participant, d: TxnDescription) -> bool:
     """The participant's own transaction is open or committed (or committing)."""
-    return is_open(p, d) or (d.state in _COMMITTED and (d.producer_id, d.producer_epoch) == (p.producer_id, p.producer_epoch))
+    return is_open(p, d) or is_committed(p, d)
 
 
 def _commit(session: TransactionSession, p: Participant) -> tuple[Participant, TxnDescription] | None:

@@ -106,7 +106,7 @@ class StreamWriterCore(_KafkaEosWriterBase):
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         epoch = _stream_epoch(messages, batchId)
         if epoch is not None:
-            self.coordinator.commit(epoch, messages)
+            self.coordinator.commit(epoch, messages, finish_later=True)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         epoch = _stream_epoch(messages, batchId)

@@ -19,6 +19,7 @@ from spark_kafka_eos.errors import (
     KafkaEosOutputUnverifiableError,
 )
 from spark_kafka_eos.write import decision_log as decision_log_module
+from spark_kafka_eos.write.afterwork import AFTERWORK
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.decision_log import DecisionLog
@@ -316,3 +317,48 @@ def test_a_task_that_prepares_after_the_jobs_abort_began_is_swept(kafka: KafkaTe
     assert STRAGGLER_GRACE_S > 2.0
     assert open_transactions(kafka, options.prefix) == []
     assert committed_values(kafka, topic) == []
+
+
+def test_a_stream_commit_returns_after_phase_2_and_leaves_its_completion_to_a_thread(kafka: KafkaTestCluster) -> None:
+    topic = kafka.create_topic(2)
+    options = sink_options(kafka, topic)
+    coordinator = TwoPhaseCommitCoordinator(options, TIMEOUT_MS)
+    AFTERWORK.wait()
+    coordinator.commit(stream_epoch(0), [prepare(options, 0, ["a"]), prepare(options, 1, ["b"])], finish_later=True)
+    assert AFTERWORK.pending() == 1
+    assert committed_values(kafka, topic) == [b"a", b"b"]  # phase 2 is done when commit returns
+    AFTERWORK.wait()
+    last = DecisionLog(options).last(options.prefix)
+    assert last is not None and (last.kind, last.epoch_id) == ("complete", str(stream_epoch(0)))
+    assert open_transactions(kafka, options.prefix) == []
+    # The next commit of the process waits for the thread, and uses the coordinator's producer it kept.
+    coordinator.commit(stream_epoch(1), [prepare(options, 0, ["c"], stream_epoch(1)), None], finish_later=True)
+    AFTERWORK.wait()
+    assert committed_values(kafka, topic) == [b"a", b"b", b"c"]
+    last = DecisionLog(options).last(options.prefix)
+    assert last is not None and (last.kind, last.epoch_id) == ("complete", str(stream_epoch(1)))
+
+
+def test_planning_does_not_fence_a_decision_whose_participants_are_all_committed(kafka: KafkaTestCluster) -> None:
+    """The completion of the last micro-batch may still be on its way from the commit's process: planning the next
+    one in another process must not fence that process's coordinator producer for it."""
+    topic = kafka.create_topic(2)
+    options = sink_options(kafka, topic)
+    tasks = [prepare(options, 0, ["a"]), prepare(options, 1, ["b"])]
+    decision_log = DecisionLog(options)
+    decision_log.ensure_topic()
+    decision_log.append(LogRecord("decision", options.prefix, str(stream_epoch(0)), tuple(
+        Participant(t.transaction.transactional_id, t.transaction.producer_id, t.transaction.producer_epoch, t.spark_partition,
+                    t.records, t.probe) for t in tasks if t.transaction is not None)))
+    coordinator_id = coordinator_transactional_id(options.prefix)
+    with open_session(options.connection) as session:
+        for t in tasks:
+            assert t.transaction is not None
+            session.commit(t.transaction)  # phase 2 done; the completion not written yet
+        holder = session.describe([coordinator_id])[coordinator_id]
+        assert TwoPhaseCommitCoordinator(options, TIMEOUT_MS).prepare().verdict == Verdict.PROCEED
+        after = session.describe([coordinator_id])[coordinator_id]
+    assert (after.producer_id, after.producer_epoch) == (holder.producer_id, holder.producer_epoch)
+    last = decision_log.last(options.prefix)
+    assert last is not None and last.kind == "decision"
+    assert committed_values(kafka, topic) == [b"a", b"b"]
