@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from spark_kafka_eos.read.idle_consumers import IDLE_CONSUMERS
 from tests.benchmarks.common import find_connector_jars
 from tests.harness.kafka import KafkaTestCluster
 
@@ -40,6 +41,8 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaTestCluster
     try:
         yield KafkaTestCluster(broker.bootstrap_servers)
     finally:
+        # Range consumers this process kept would log their reconnections to the killed broker until exit.
+        IDLE_CONSUMERS.close_all()
         if broker.running:  # its data is thrown away: a controlled shutdown would only cost seconds
             broker.kill()
 

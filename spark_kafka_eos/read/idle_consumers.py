@@ -5,7 +5,8 @@ micro-batch's task: a consumer made for each range would open its connections, f
 its group coordinator every time (a new client for every Kafka partition of every micro-batch). So a range
 read that ends cleanly leaves its consumer here, unassigned and emptied, and the next read with the same
 configuration takes it. A read that fails closes its consumer instead. Consumers idle for longer than
-:data:`MAX_IDLE_S` are closed when the process next reads, and every idle one at exit.
+:data:`MAX_IDLE_S` are closed by a thread that runs while any is idle (an idle client whose brokers went away would
+log its reconnections until the process read again), and every idle one at exit.
 """
 
 from __future__ import annotations
@@ -41,15 +42,14 @@ class IdleConsumers:
         self._max_idle_s = max_idle_s
         self._idle: list[_Idle] = []
         self._lock = threading.Lock()
+        self._reaper: threading.Thread | None = None
 
     def take(self, key: Hashable | None) -> Any | None:
         """An idle consumer made with ``key``'s configuration, now the caller's; None if there is none."""
         if key is None:
             return None
-        now = time.monotonic()
         with self._lock:
-            expired = [idle for idle in self._idle if now - idle.since > self._max_idle_s]
-            self._idle = [idle for idle in self._idle if now - idle.since <= self._max_idle_s]
+            expired = self._expired()
             found = next((idle for idle in reversed(self._idle) if idle.key == key), None)
             if found is not None:
                 self._idle.remove(found)
@@ -61,7 +61,31 @@ class IdleConsumers:
         with self._lock:
             self._idle.append(_Idle(key, consumer, close, time.monotonic()))
             dropped, self._idle = self._idle[: -self._size], self._idle[-self._size:]
+            reaper = None
+            if self._reaper is None:
+                reaper = self._reaper = threading.Thread(target=self._reap, name="kafka-eos-idle-consumers", daemon=True)
         _close(dropped)
+        if reaper is not None:
+            reaper.start()
+
+    def _expired(self) -> list[_Idle]:
+        """Remove and return the consumers idle past the limit (the caller holds the lock)."""
+        now = time.monotonic()
+        expired = [idle for idle in self._idle if now - idle.since > self._max_idle_s]
+        self._idle = [idle for idle in self._idle if now - idle.since <= self._max_idle_s]
+        return expired
+
+    def _reap(self) -> None:
+        while True:
+            with self._lock:
+                expired = self._expired()
+                if not self._idle:
+                    self._reaper = None
+                wait = min((idle.since for idle in self._idle), default=0.0) + self._max_idle_s - time.monotonic()
+            _close(expired)
+            if self._reaper is None:
+                return
+            time.sleep(max(wait, 0.0) + 0.01)
 
     def close_all(self) -> None:
         with self._lock:
