@@ -1,7 +1,8 @@
-"""What a stream's commit leaves to a thread of its process once phase 2 is done: the decision's completion record
-and the sweep. Neither changes what is visible; both are safe to lose (the next operation on the prefix, in any
-process, rolls a decision without its completion forward again and sweeps again). Every coordinator operation of the
-process waits for them first, so that no two use the coordinator's producer at once."""
+"""What a stream's commit leaves to a thread of its process once phase 2 and the sweep are done: the decision's
+completion record. It changes nothing visible and is safe to lose (the next operation on the prefix, in any process,
+rolls a decision without its completion forward again, which finds its participants committed). Every coordinator
+operation of the process waits for it first, so that no two use the coordinator's producer at once. The sweep stays
+in the commit: the next epoch's tasks open their transactions as soon as the commit returns."""
 
 from __future__ import annotations
 

@@ -151,9 +151,9 @@ class TwoPhaseCommitCoordinator:
 
     # -- commit ---------------------------------------------------------------------------
     def commit(self, epoch: EpochId, messages: Sequence[WriterCommitMessage | None], finish_later: bool = False) -> None:
-        """Decide ``epoch`` and make its participants visible (phase 2). ``finish_later``: return then, and leave
-        the decision's completion record and the sweep to a thread of this process
-        (:mod:`~spark_kafka_eos.write.afterwork`); the next operation of the process waits for them."""
+        """Decide ``epoch``, make its participants visible (phase 2) and abort what its other task attempts left
+        open. ``finish_later``: return then, and leave the decision's completion record to a thread of this
+        process (:mod:`~spark_kafka_eos.write.afterwork`); the next operation of the process waits for it."""
         AFTERWORK.wait()
         tasks = _task_commits(messages, epoch)
         decision_log = self._log()
@@ -176,8 +176,8 @@ class TwoPhaseCommitCoordinator:
             finish()
 
     def _commit(self, session: TransactionSession, decision_log: DecisionLog, epoch: EpochId,
-                tasks: Sequence[TaskCommit]) -> Callable[[], None] | None:
-        """The commit up to the end of phase 2; returns what follows it (the completion and the sweep), if anything."""
+                tasks: Sequence[TaskCommit]) -> Callable[[], object] | None:
+        """The commit up to the sweep after phase 2; returns what follows it (the completion), if anything."""
         own = [t.transaction for t in tasks if t.transaction is not None]
         # A run that does not own the prefix is refused before it fences the owner.
         self._refuse_unless_owner(judge(self._last_before_fencing(decision_log, session, own), epoch), epoch, session, own)
@@ -227,8 +227,9 @@ class TwoPhaseCommitCoordinator:
         self._hooks.at(AFTER_DECISION, session, decision)
         self._hooks.at(DURING_PHASE2, session, decision)
         phase2_deadline = self._finish_decided(session, decision, deadline_ms)
+        completed_by_sweep = self._sweep_after_phase2(session, decision_log, decision)
         log.info("Committed %s of prefix %s: %d participants", epoch, self._prefix, len(participants))
-        return lambda: self._after_phase2(session, decision_log, decision, phase2_deadline)
+        return None if completed_by_sweep else lambda: self._complete(decision_log, decision, phase2_deadline)
 
     def _check_group(self, tasks: Sequence[TaskCommit], group_offsets: dict[tuple[str, int], int], last: LogRecord | None) -> None:
         """The group must stand where this epoch started (compare-and-set), and a decision of another
@@ -461,18 +462,26 @@ class TwoPhaseCommitCoordinator:
             ) from err
         return deadline
 
-    def _after_phase2(self, session: TransactionSession, decision_log: DecisionLog, decision: LogRecord,
-                      deadline: Deadline) -> None:
-        """The completion of the decision whose phase 2 ended, then the sweep of what its epoch left open."""
-        last = self._complete(decision_log, decision, deadline)
+    def _sweep_after_phase2(self, session: TransactionSession, decision_log: DecisionLog, decision: LogRecord) -> bool:
+        """Abort what the decided epoch left open (failed and speculative attempts) before the commit returns: the
+        next epoch's tasks open transactions as soon as it has, and a sweep after that would take theirs for
+        lingering. Its proof of ownership appends the decision's completion; returns whether it did."""
+        completed = False
+
+        def prove() -> None:
+            nonlocal completed
+            decision_log.append(decision.completed())
+            completed = True
+
         keep = [p.transactional_id for p in decision.participants]
         try:
-            retry(lambda _: self._sweep(session, decision_log, last, keep=keep), Deadline.never(), any_error,
-                  Backoff(0.5, math.inf), attempts=_SWEEP_ATTEMPTS)
+            retry(lambda _: abort_lingering(session, self._prefix, self._timeout_ms, prove, keep), Deadline.never(),
+                  any_error, Backoff(0.5, math.inf), attempts=_SWEEP_ATTEMPTS)
         except Exception as err:  # noqa: BLE001 - clean-up only: the data is committed
             log.warning("Could not abort lingering transactions of %s after %s (%s): they pin the sink's LSO "
                         "until the next epoch of the prefix, `kafka-eos recover --prefix %s`, or their timeout",
                         self._prefix, decision.epoch_id, err, self._prefix)
+        return completed
 
     def _finish(self, session: TransactionSession, decision_log: DecisionLog, record: LogRecord | None,
                 budget_s: float) -> LogRecord | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
@@ -362,3 +363,22 @@ def test_planning_does_not_fence_a_decision_whose_participants_are_all_committed
     last = decision_log.last(options.prefix)
     assert last is not None and last.kind == "decision"
     assert committed_values(kafka, topic) == [b"a", b"b"]
+
+
+def test_what_a_stream_commit_leaves_to_its_thread_spares_the_next_epochs_transactions(
+        kafka: KafkaTestCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next micro-batch's tasks open their transactions as soon as the commit returns, maybe before its thread
+    runs: what the thread does must not take them for lingering (the sweep stays in the commit)."""
+    topic = kafka.create_topic(1)
+    options = sink_options(kafka, topic)
+    coordinator = TwoPhaseCommitCoordinator(options, TIMEOUT_MS)
+    held: list[Callable[[], None]] = []
+    monkeypatch.setattr(AFTERWORK, "start", lambda work, name: held.append(work))
+    coordinator.commit(stream_epoch(0), [prepare(options, 0, ["zero"])], finish_later=True)
+    assert len(held) == 1
+    next_task = prepare(options, 0, ["one"], stream_epoch(1))
+    held.pop()()  # the thread runs only now
+    assert next_task.transaction is not None
+    assert open_transactions(kafka, options.prefix) == [next_task.transaction.transactional_id]
+    coordinator.commit(stream_epoch(1), [next_task], finish_later=True)
+    assert committed_values(kafka, topic) == [b"one", b"zero"]
