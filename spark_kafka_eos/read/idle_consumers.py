@@ -79,11 +79,13 @@ class IdleConsumers:
         while True:
             with self._lock:
                 expired = self._expired()
-                if not self._idle:
-                    self._reaper = None
-                wait = min((idle.since for idle in self._idle), default=0.0) + self._max_idle_s - time.monotonic()
+                done = not self._idle
+                if done:
+                    self._reaper = None  # decided under the lock: a keep() after this starts a new thread
+                else:
+                    wait = min(idle.since for idle in self._idle) + self._max_idle_s - time.monotonic()
             _close(expired)
-            if self._reaper is None:
+            if done:
                 return
             time.sleep(max(wait, 0.0) + 0.01)
 
