@@ -206,13 +206,14 @@ def _new_client(config: Mapping[str, object], engine: str) -> ProducerClient:
 class _EarlyProducer:
     """The producer of a task's first free candidate id, made and warmed up on a thread while the task waits for
     its first rows (Spark starts the writer's worker with the reader's: the rows come after the read). The
-    warm-up sends metadata requests only; InitProducerId waits for the first rows, so that a task without rows
-    still opens nothing. An error here is raised when the first rows come, where it would have been raised
-    without the thread."""
+    warm-up sends metadata requests only. InitProducerId runs on the thread too when the id already exists (an
+    earlier epoch of the run used it): that registers nothing new, while on an unknown id it waits for the first
+    rows, so that a task without rows never registers an id. An error here is raised when the first rows come,
+    where it would have been raised without the thread; an early InitProducerId that fails is left to the task."""
 
     def __init__(self, options: WriterOptions, epoch: EpochId, identity: TaskIdentity, timeout_ms: int) -> None:
         self._lock = threading.Lock()
-        self._ready: tuple[list[str], ProducerClient] | None = None
+        self._ready: tuple[list[str], ProducerClient, bool] | None = None
         self._error: Exception | None = None
         self._discarded = False
         self._thread = threading.Thread(target=self._run, args=(options, epoch, identity, timeout_ms), daemon=True,
@@ -221,29 +222,42 @@ class _EarlyProducer:
 
     def _run(self, options: WriterOptions, epoch: EpochId, identity: TaskIdentity, timeout_ms: int) -> None:
         try:
-            free = _free_candidates(options, epoch, identity)
+            states = _candidate_states(options, epoch, identity)
+            free = [candidate for candidate, state in states.items() if state != TxnState.ONGOING]
             if not free:
                 return
+            topic = options.topic or options.decision_log_topic
             client = _new_client(options.producer_config(free[0], timeout_ms), options.write_engine)
-            client.warm_up(options.topic or options.decision_log_topic, OPERATION_TIMEOUT_S)
+            client.warm_up(topic, OPERATION_TIMEOUT_S)
         except Exception as err:  # noqa: BLE001 - raised by take(), in the task's thread
             self._error = err
             return
+        started = states[free[0]] != TxnState.NOT_FOUND and self._start_early(client, options, free[0], topic)
         with self._lock:
             if not self._discarded:
-                self._ready = (free, client)
+                self._ready = (free, client, started)
                 return
         client.release()
 
-    def take(self) -> tuple[list[str], ProducerClient | None]:
-        """The free candidates (in order, maybe none) and a warmed-up client for the first; raises what the
-        thread met."""
+    @staticmethod
+    def _start_early(client: ProducerClient, options: WriterOptions, transactional_id: str, topic: str) -> bool:
+        """InitProducerId on an id that exists; False (the task starts it, and meets any error) if it failed."""
+        try:
+            client.start(topic, OPERATION_TIMEOUT_S, _still_free(options, transactional_id))
+        except Exception as err:  # noqa: BLE001 - the task's own start raises what matters
+            log.debug("early init_transactions of %s failed (%s); the task starts it itself", transactional_id, err)
+            return False
+        return True
+
+    def take(self) -> tuple[list[str], ProducerClient | None, bool]:
+        """The free candidates (in order, maybe none), a warmed-up client for the first and whether that client
+        is already started (InitProducerId done); raises what the thread met."""
         self._thread.join()
         if self._error is not None:
             raise self._error
         with self._lock:
             ready, self._ready, self._discarded = self._ready, None, True
-        return ready if ready is not None else ([], None)
+        return ready if ready is not None else ([], None, False)
 
     def discard(self) -> None:
         """The task ends without using it: release it now or, if it is still warming up, when it is done."""
@@ -253,11 +267,19 @@ class _EarlyProducer:
             ready[1].release()
 
 
-def _free_candidates(options: WriterOptions, epoch: EpochId, identity: TaskIdentity) -> list[str]:
-    """This attempt's candidate ids that hold no open transaction, in order of preference."""
+def _candidate_states(options: WriterOptions, epoch: EpochId, identity: TaskIdentity) -> dict[str, str]:
+    """This attempt's candidate ids, in order of preference, with their transaction states."""
     candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
     states = cached_session(options.connection).describe(candidates)
-    return [c for c in candidates if states[c].state != TxnState.ONGOING]
+    return {candidate: states[candidate].state for candidate in candidates}
+
+
+def _still_free(options: WriterOptions, transactional_id: str) -> Callable[[], None]:
+    """Raises :class:`_IdTaken` if ``transactional_id`` holds an open transaction now."""
+    def check() -> None:
+        if cached_session(options.connection).describe([transactional_id])[transactional_id].state == TxnState.ONGOING:
+            raise _IdTaken(transactional_id)
+    return check
 
 
 def _open_transaction(options: WriterOptions, epoch: EpochId, identity: TaskIdentity, timeout_ms: int,
@@ -268,17 +290,14 @@ def _open_transaction(options: WriterOptions, epoch: EpochId, identity: TaskIden
     id is checked again right before InitProducerId, after the producer's warm-up: another attempt that
     took it meanwhile is never fenced. ``early`` found the free candidates and made the first one's producer before
     the rows came."""
-    session = cached_session(options.connection)
-    free, client = early.take()
+    free, client, started = early.take()
     for candidate in free:
-        def still_free(txn_id: str = candidate) -> None:
-            if session.describe([txn_id])[txn_id].state == TxnState.ONGOING:
-                raise _IdTaken(txn_id)
         try:
             return _TaskTransaction(candidate, options.producer_config(candidate, timeout_ms),
-                                    options.topic or options.decision_log_topic, still_free, options.write_engine, client)
+                                    options.topic or options.decision_log_topic, _still_free(options, candidate),
+                                    options.write_engine, client, started)
         except _IdTaken:
-            client = None  # released by _TaskTransaction; the next candidate gets a producer of its own
+            client, started = None, False  # released by _TaskTransaction; the next candidate gets a producer of its own
             continue
     candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
     raise KafkaEosWriteError(
@@ -333,13 +352,15 @@ class _TaskTransaction:
     """A transactional producer with one open transaction: produce, then prepare or abort."""
 
     def __init__(self, transactional_id: str, config: Mapping[str, object], topic: str,
-                 before_init: Callable[[], None] | None = None, engine: str = "auto", client: ProducerClient | None = None) -> None:
-        """``client``: one :func:`_new_client` made for ``transactional_id`` (and maybe warmed up) before."""
+                 before_init: Callable[[], None] | None = None, engine: str = "auto", client: ProducerClient | None = None,
+                 started: bool = False) -> None:
+        """``client``: one :func:`_new_client` made for ``transactional_id`` (and maybe warmed up, or ``started``) before."""
         self._transactional_id = transactional_id
         if client is None:
-            client = _new_client(config, engine)
+            client, started = _new_client(config, engine), False
         try:
-            client.start(topic, OPERATION_TIMEOUT_S, before_init)
+            if not started:
+                client.start(topic, OPERATION_TIMEOUT_S, before_init)
             client.begin()
         except BaseException as exc:
             # Nothing is produced yet, so no transaction is open: free the producer now, not when the error is dropped.

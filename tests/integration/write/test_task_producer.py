@@ -194,6 +194,48 @@ def test_the_producer_warms_up_while_the_task_waits_for_its_rows(
     assert visible_values(kafka, topic) == sorted(f"early-{i}".encode() for i in range(5))
 
 
+def test_an_id_an_earlier_epoch_used_is_initialised_while_the_task_waits_for_its_rows(
+    kafka: KafkaTestCluster, session: TransactionSession
+) -> None:
+    topic = kafka.create_topic(partitions=1)
+    options = sink(kafka, topic)
+    first = write_task(options, EPOCH, iter([values_batch("first", 3)]), TaskIdentity(0, 0, 12))
+    commit(session, kafka, first, topic)
+    assert first.transaction is not None
+    txn_id = first.transaction.transactional_id
+    epoch_before = describe(session, txn_id).producer_epoch
+    initialised_before_rows: list[bool] = []
+
+    def rows() -> Iterator[pa.RecordBatch]:
+        initialised_before_rows.append(wait_until(lambda: describe(session, txn_id).producer_epoch > epoch_before,
+                                                  Deadline(30), Backoff(0.02)))
+        yield values_batch("second", 4)
+
+    second = write_task(options, EPOCH, rows(), TaskIdentity(0, 0, 13))
+
+    assert initialised_before_rows == [True]
+    assert second.transaction is not None and second.transaction.transactional_id == txn_id
+    assert second.transaction.producer_epoch > epoch_before
+    commit(session, kafka, second, topic)
+    assert visible_values(kafka, topic) == sorted([f"first-{i}".encode() for i in range(3)] + [f"second-{i}".encode() for i in range(4)])
+
+
+def test_no_rows_on_an_id_an_earlier_epoch_used_opens_no_transaction(kafka: KafkaTestCluster, session: TransactionSession) -> None:
+    topic = kafka.create_topic(partitions=1)
+    options = sink(kafka, topic)
+    first = write_task(options, EPOCH, iter([values_batch("first", 3)]), TaskIdentity(0, 0, 14))
+    commit(session, kafka, first, topic)
+    threads_before = native_threads()
+
+    result = write_task(options, EPOCH, iter([]), TaskIdentity(0, 0, 15))
+
+    assert result.transaction is None
+    assert wait_until(lambda: native_threads() <= threads_before, Deadline(10), Backoff(0.05))
+    assert describe(session, task_transactional_id(options.prefix, EPOCH, 0, 0)).state != TxnState.ONGOING
+    assert_nothing_open(session, options.prefix)
+    assert visible_values(kafka, topic) == sorted(f"first-{i}".encode() for i in range(3))
+
+
 @pytest.mark.parametrize("batches", [[], [batch(value=[]), batch(value=[])]], ids=["no-batches", "empty-batches"])
 def test_no_rows_opens_no_transaction(kafka: KafkaTestCluster, session: TransactionSession, batches: list[pa.RecordBatch]) -> None:
     topic = kafka.create_topic(partitions=1)
