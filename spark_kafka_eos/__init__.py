@@ -15,39 +15,51 @@ require_supported_spark()
 
 from spark_kafka_eos.datasource import KafkaEosDataSource  # noqa: E402 - after the check, which names what is missing
 from spark_kafka_eos.errors import (  # noqa: E402
+    CommitOutcome,
     KafkaEosAuthenticationError,
     KafkaEosAuthorizationError,
     KafkaEosCommitError,
+    KafkaEosCommitOutcomeUnknownError,
     KafkaEosCommittedDataLostError,
     KafkaEosDataLossError,
     KafkaEosDecisionLogError,
+    KafkaEosEpochAbortedError,
+    KafkaEosEpochCommittedError,
     KafkaEosError,
     KafkaEosOptionError,
     KafkaEosOutputUnverifiableError,
     KafkaEosReadError,
+    KafkaEosRunRefusedError,
     KafkaEosSchemaError,
     KafkaEosUnavailableError,
     KafkaEosUnsupportedBrokerError,
     KafkaEosWriteError,
+    commit_outcome,
 )
 from spark_kafka_eos.threads import activate_session  # noqa: E402
 
 __all__ = [
+    "CommitOutcome",
     "KafkaEosAuthenticationError",
     "KafkaEosAuthorizationError",
     "KafkaEosCommitError",
+    "KafkaEosCommitOutcomeUnknownError",
     "KafkaEosCommittedDataLostError",
     "KafkaEosDataLossError",
     "KafkaEosDataSource",
     "KafkaEosDecisionLogError",
+    "KafkaEosEpochAbortedError",
+    "KafkaEosEpochCommittedError",
     "KafkaEosError",
     "KafkaEosOptionError",
     "KafkaEosOutputUnverifiableError",
     "KafkaEosReadError",
+    "KafkaEosRunRefusedError",
     "KafkaEosSchemaError",
     "KafkaEosUnavailableError",
     "KafkaEosUnsupportedBrokerError",
     "KafkaEosWriteError",
     "activate_session",
+    "commit_outcome",
 ]
 __version__ = "0.1.0"

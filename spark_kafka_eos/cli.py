@@ -35,7 +35,7 @@ from spark_kafka_eos.config.reader import (
 )
 from spark_kafka_eos.config.secrets import redact, scrub
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
-from spark_kafka_eos.errors import KafkaEosError
+from spark_kafka_eos.errors import CommitOutcome, KafkaEosCommitError, KafkaEosError
 from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.txn.session import TransactionSession, TxnDescription
 from spark_kafka_eos.write.coordinator import RecoveryReport, TwoPhaseCommitCoordinator
@@ -47,6 +47,14 @@ from spark_kafka_eos.write.transaction_timeout import resolve_transaction_timeou
 EXIT_OK = 0
 EXIT_NOTHING_DONE = 1
 EXIT_ERROR = 2
+EXIT_COMMITTED_UNFINISHED = 3
+EXIT_OUTCOME_UNKNOWN = 4
+_EXIT_BY_OUTCOME = {
+    CommitOutcome.ABORTED: EXIT_ERROR,
+    CommitOutcome.REFUSED: EXIT_NOTHING_DONE,
+    CommitOutcome.COMMITTED: EXIT_COMMITTED_UNFINISHED,
+    CommitOutcome.UNKNOWN: EXIT_OUTCOME_UNKNOWN,
+}
 
 Command = Callable[[WriterOptions, TransactionSession, argparse.Namespace], int]
 """A command on one prefix of the sink."""
@@ -54,7 +62,8 @@ ClusterCommand = Callable[[argparse.Namespace], int]
 """A command on the cluster alone (``lag``)."""
 
 _EPILOG = """\
-exit codes: 0 done (inspect: always), 1 refused or nothing to do, 2 error (one line on stderr).
+exit codes: 0 done (inspect: always), 1 refused or nothing to do, 2 error (one line on stderr),
+3 an epoch is committed but not all of it visible yet (run recover again), 4 an epoch's outcome is unknown.
 recover and reset abort every open transaction of the prefix: run them only when the query that
 uses the prefix is stopped (a running query would see its current epoch aborted)."""
 
@@ -80,7 +89,8 @@ class PartitionOffsets:
 
 # -- entry point ------------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; returns the exit code (0 ok, 1 refused / nothing done, 2 error). Without ``argv``
+    """Run one command; returns the exit code (0 ok, 1 refused / nothing done, 2 error, 3 committed but not all
+    visible yet, 4 outcome unknown: :class:`~spark_kafka_eos.errors.CommitOutcome`). Without ``argv``
     (run as a program: the ``kafka-eos`` command or ``python -m spark_kafka_eos.cli``), the modules'
     warnings (e.g. the aborted ids), which the commands print on stdout already, are not echoed on stderr."""
     if argv is None:
@@ -98,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return command(options, session, args)
     except Exception as err:  # every failure is one line on stderr, never a traceback
         print(f"error: {scrub(_error_text(err), dict(args.kafka))}", file=sys.stderr)
-        return EXIT_ERROR
+        return _EXIT_BY_OUTCOME[err.outcome] if isinstance(err, KafkaEosCommitError) else EXIT_ERROR
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,7 +3,9 @@ address involved and says how to fix it."""
 
 from __future__ import annotations
 
-from typing import TypeVar
+import re
+from enum import Enum
+from typing import ClassVar, TypeVar
 
 _E = TypeVar("_E", bound="KafkaEosError")
 
@@ -79,9 +81,82 @@ class KafkaEosDecisionLogError(KafkaEosError):
     """The decision log cannot be read or written."""
 
 
+class CommitOutcome(str, Enum):
+    """What became of an epoch whose commit raised a :class:`KafkaEosCommitError`."""
+
+    ABORTED = "aborted"
+    """Nothing of it is visible, and a retry as it is may succeed (a broker or timeout problem)."""
+    REFUSED = "refused"
+    """Nothing of it is visible, and a retry as it is is refused again: the message's Fix needs a person."""
+    COMMITTED = "committed"
+    """It is decided: all of it is visible, or becomes visible at the next recovery. Never re-run it."""
+    UNKNOWN = "unknown"
+    """Nobody can tell yet: run ``kafka-eos recover`` (or start the writer again) before anything else."""
+
+    @property
+    def rerun_safe(self) -> bool:
+        """True when running the epoch's input again cannot write any of it twice."""
+        return self in (CommitOutcome.ABORTED, CommitOutcome.REFUSED)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_OUTCOME_TAG = "[kafka-eos outcome: {outcome}; re-run safe: {safe}]"
+_OUTCOME_PATTERN = re.compile(r"\[kafka-eos outcome: (" + "|".join(o.value for o in CommitOutcome) + r"); re-run safe: (?:yes|no)\]")
+
+
 class KafkaEosCommitError(KafkaEosError):
-    """The epoch could not be committed as asked. The message says which: aborted (nothing of it is
-    visible), or committed with phase 2 unfinished (do not re-run; recovery finishes it)."""
+    """The epoch could not be committed as asked; :attr:`outcome` says what became of it. Raised as one of the
+    four subclasses. The message ends with a tag (``[kafka-eos outcome: aborted; re-run safe: yes]``) that
+    survives Spark's wrapping of Python errors: :func:`commit_outcome` reads it back."""
+
+    outcome: ClassVar[CommitOutcome]
+
+    def __init__(self, message: str) -> None:
+        tag = _OUTCOME_TAG.format(outcome=self.outcome.value, safe="yes" if self.outcome.rerun_safe else "no")
+        super().__init__(f"{message} {tag}")
+
+    @property
+    def rerun_safe(self) -> bool:
+        """True when running the epoch's input again cannot write any of it twice."""
+        return self.outcome.rerun_safe
+
+
+class KafkaEosEpochAbortedError(KafkaEosCommitError):
+    """The epoch was aborted: nothing of it is visible; a retry may succeed."""
+
+    outcome = CommitOutcome.ABORTED
+
+
+class KafkaEosRunRefusedError(KafkaEosCommitError):
+    """The run was refused (another run owns the prefix, the checkpoint or the consumer group does not match
+    what the log remembers): nothing of the epoch is visible; the message's Fix says what a person must do."""
+
+    outcome = CommitOutcome.REFUSED
+
+
+class KafkaEosEpochCommittedError(KafkaEosCommitError):
+    """The epoch IS committed though something failed after its decision: do not re-run it; the next start of
+    a writer with the prefix (or ``kafka-eos recover``) makes whatever is not yet visible visible."""
+
+    outcome = CommitOutcome.COMMITTED
+
+
+class KafkaEosCommitOutcomeUnknownError(KafkaEosCommitError):
+    """Whether the epoch was decided cannot be told now (the decision write failed and the log could not be
+    read back): run ``kafka-eos recover`` before re-running anything."""
+
+    outcome = CommitOutcome.UNKNOWN
+
+
+def commit_outcome(error: BaseException | str) -> CommitOutcome | None:
+    """The outcome a :class:`KafkaEosCommitError` states, also when Spark wrapped it (a
+    ``StreamingQueryException`` or ``PythonException`` whose message embeds it); None for any other error."""
+    if isinstance(error, KafkaEosCommitError):
+        return error.outcome
+    found = _OUTCOME_PATTERN.findall(str(error))
+    return CommitOutcome(found[-1]) if found else None
 
 
 class KafkaEosCommittedDataLostError(KafkaEosError):

@@ -34,7 +34,14 @@ from pyspark.sql.datasource import WriterCommitMessage
 from spark_kafka_eos.cluster import cached_session, cluster_metadata
 from spark_kafka_eos.config.connection import KafkaConnection
 from spark_kafka_eos.config.writer import DEADLINE_MARGIN_MS, WriterOptions, legacy_derived_prefix
-from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError, KafkaEosDecisionLogError
+from spark_kafka_eos.errors import (
+    KafkaEosCommitOutcomeUnknownError,
+    KafkaEosCommittedDataLostError,
+    KafkaEosDecisionLogError,
+    KafkaEosEpochAbortedError,
+    KafkaEosEpochCommittedError,
+    KafkaEosRunRefusedError,
+)
 from spark_kafka_eos.retry import OPERATION_TIMEOUT_S, Backoff, Deadline, any_error, retry, wait_until
 from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession, TxnSessionError, TxnState
 from spark_kafka_eos.write.afterwork import AFTERWORK
@@ -250,7 +257,7 @@ class TwoPhaseCommitCoordinator:
         if last is not None or epoch.kind != "stream" or not epoch.batch_id or self._options.allow_new_prefix:
             return
         abort_prepared(session, own)
-        raise KafkaEosCommitError(
+        raise KafkaEosRunRefusedError(
             f"transactional.id.prefix '{self._prefix}' has no record of streaming query {epoch.run_id}, which is at "
             f"micro-batch {epoch.batch_id}: the query started under another prefix (a checkpoint path spelt another "
             "way, a changed transactional.id.prefix or decisionLogTopic), and a micro-batch it decided there and Spark "
@@ -274,7 +281,7 @@ class TwoPhaseCommitCoordinator:
         if epoch.kind != "stream" or last.epoch != epoch or not last.offsets or not offsets or offsets == last.offsets:
             return
         abort_prepared(session, own)
-        raise KafkaEosCommitError(
+        raise KafkaEosRunRefusedError(
             f"transactional.id.prefix '{self._prefix}' refused {epoch.describe()}: it was decided over source offsets "
             f"{_describe_offsets(last.offsets)}, and this replay of it consumed up to {_describe_offsets(offsets)}. "
             "Nothing of the replay was committed. The checkpoint's offsets were edited or rolled back. Fix: restore "
@@ -338,9 +345,9 @@ class TwoPhaseCommitCoordinator:
             return
         abort_prepared(session, own)
         if judgement.fix:
-            raise KafkaEosCommitError(f"transactional.id.prefix '{self._prefix}' refused {epoch.describe()}: {judgement.reason}. "
+            raise KafkaEosRunRefusedError(f"transactional.id.prefix '{self._prefix}' refused {epoch.describe()}: {judgement.reason}. "
                                       f"Nothing of it was committed. Fix: {judgement.fix}.")
-        raise KafkaEosCommitError(
+        raise KafkaEosRunRefusedError(
             f"transactional.id.prefix '{self._prefix}' refused {epoch.describe()}: {judgement.reason}. Nothing of it "
             "was committed. Fix: give this query (or job) its own transactional.id.prefix; or, if the run that owns "
             "the prefix is gone for good (its checkpoint deleted), hand the prefix over with "
@@ -409,7 +416,7 @@ class TwoPhaseCommitCoordinator:
             recorded = decision_log.fenced_last(self._prefix, anew=True)
         except Exception as unreadable:
             # Unknown outcome: abort nothing; abort() or the next recovery reads the log again.
-            raise KafkaEosCommitError(
+            raise KafkaEosCommitOutcomeUnknownError(
                 f"The decision write failed ({err}) and the log could not be read back ({unreadable}); "
                 "the epoch's fate is settled by the next recovery."
             ) from err
@@ -422,7 +429,7 @@ class TwoPhaseCommitCoordinator:
             # it decided these participants, they are committed and aborting them fails harmlessly; if another
             # copy of the run decided other ones, these are aborted.
             abort_prepared(session, [p.txn for p in decision.participants])
-            raise KafkaEosCommitError(
+            raise KafkaEosEpochCommittedError(
                 f"Epoch {decision.epoch_id} of prefix '{self._prefix}' IS COMMITTED (the log records it, and a later "
                 f"record follows), though its decision write reported {err}. Do not re-run it: a re-run writes nothing more."
             ) from err
@@ -430,7 +437,7 @@ class TwoPhaseCommitCoordinator:
 
     def _abort_epoch(self, session: TransactionSession, participants: Sequence[Participant], why: str) -> None:
         abort_prepared(session, [p.txn for p in participants])
-        raise KafkaEosCommitError(
+        raise KafkaEosEpochAbortedError(
             f"The epoch was aborted instead of committed, because not every task's transaction can still be committed: "
             f"{why}. Nothing of it is visible. Fix: the epoch ran longer than the transaction timeout allows; make epochs "
             "shorter (smaller micro-batches: maxOffsetsPerTrigger; or split a batch write), or raise "
@@ -455,7 +462,7 @@ class TwoPhaseCommitCoordinator:
         except KafkaEosCommittedDataLostError:
             raise
         except Exception as err:
-            raise KafkaEosCommitError(
+            raise KafkaEosEpochCommittedError(
                 f"Epoch {decision.epoch_id} of prefix '{self._prefix}' IS COMMITTED (its decision is in the log), but "
                 f"phase 2 did not finish: {err}. Do not re-run it: the next start of a writer with this prefix (or "
                 f"`kafka-eos recover --prefix {self._prefix} ...`) makes all of it visible."
@@ -558,7 +565,7 @@ class TwoPhaseCommitCoordinator:
                     # Whatever failed after the decision (the commit's error, or its Python worker's death) must not
                     # read as "nothing was written": a retry without writeId is a new job, and would write it all again.
                     # (A stream's restart replays the micro-batch, which is recognised.)
-                    raise KafkaEosCommitError(
+                    raise KafkaEosEpochCommittedError(
                         f"Epoch {epoch} of prefix '{self._prefix}' IS COMMITTED: its decision was taken before the "
                         "failure Spark reports with this error, and this abort finished it. Do not re-run it: all of its "
                         "records are visible (a re-run with the same writeId writes nothing more; one without would "
@@ -633,7 +640,7 @@ def _settle_marker(connection: KafkaConnection, group: str, marker: GroupMarker)
     fix = (f"Fix: kafka-eos recover --bootstrap-servers {connection.bootstrap_servers} --prefix {marker.prefix} "
            f"--decision-log-topic {marker.log_topic}")
     if marker.log_topic not in cluster_metadata(connection).topics:
-        raise KafkaEosCommitError(
+        raise KafkaEosRunRefusedError(
             f"consumerGroup '{group}' was moved by {marker.epoch_id} of prefix '{marker.prefix}', but its decision log "
             f"'{marker.log_topic}' no longer exists: nothing can tell whether the records before the group's offsets "
             "were committed. Nothing was read or written. Fix: check that prefix's output, then clear the mark with "
@@ -645,7 +652,7 @@ def _settle_marker(connection: KafkaConnection, group: str, marker: GroupMarker)
         # Finished (a later record follows only a finished decision), or reset with its recovery.
         last = decision_log.last(marker.prefix)
         if last is None:
-            raise KafkaEosCommitError(
+            raise KafkaEosRunRefusedError(
                 f"consumerGroup '{group}' was moved by {marker.epoch_id} of prefix '{marker.prefix}', but its decision log "
                 f"'{marker.log_topic}' has no record of that prefix (the log was deleted and re-created, or compacted "
                 "away): nothing can tell whether the records before the group's offsets were committed. Nothing was "
@@ -663,7 +670,7 @@ def _settle_marker(connection: KafkaConnection, group: str, marker: GroupMarker)
     except KafkaEosCommittedDataLostError as lost:
         raise KafkaEosCommittedDataLostError(f"consumerGroup '{group}' points past records that are lost: {lost}") from lost
     except Exception as err:
-        raise KafkaEosCommitError(
+        raise KafkaEosEpochAbortedError(
             f"consumerGroup '{group}' points past records of {marker.epoch_id} of prefix '{marker.prefix}' that are "
             f"decided but not yet visible, and rolling that decision forward failed: {err}. Nothing was read or "
             f"written. {fix}"
@@ -702,7 +709,7 @@ def _judge(decision_log: DecisionLog, last: LogRecord | None, epoch: EpochId) ->
 def _abort_undecided(session: TransactionSession, decision: LogRecord, err: Exception) -> None:
     """The decision is certainly not in the log: abort its participants, so that nothing pins the LSO."""
     abort_prepared(session, [p.txn for p in decision.participants])
-    raise KafkaEosCommitError(f"The decision could not be written, so the epoch was aborted (nothing of it is visible): {err}") from err
+    raise KafkaEosEpochAbortedError(f"The decision could not be written, so the epoch was aborted (nothing of it is visible): {err}") from err
 
 
 def _prove(decision_log: DecisionLog, prefix: str, last: LogRecord | None) -> None:
@@ -718,7 +725,7 @@ def _task_commits(messages: Sequence[WriterCommitMessage | None], epoch: EpochId
     tasks = [m for m in messages if isinstance(m, TaskCommit)]
     strangers = sorted({t.epoch_id for t in tasks} - {str(epoch)})
     if strangers:
-        raise KafkaEosCommitError(f"Tasks of epoch(s) {strangers} were handed to the commit of {epoch}: a bug; nothing was committed.")
+        raise KafkaEosEpochAbortedError(f"Tasks of epoch(s) {strangers} were handed to the commit of {epoch}: a bug; nothing was committed.")
     return tasks
 
 

@@ -14,7 +14,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter
 from pyspark.sql.types import StructType
 
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
-from spark_kafka_eos.errors import KafkaEosCommitError
+from spark_kafka_eos.errors import KafkaEosEpochAbortedError, KafkaEosRunRefusedError
 from spark_kafka_eos.spark_support import has_arrow_stream_writers
 from spark_kafka_eos.worker_gc import freeze_worker_heap
 from spark_kafka_eos.write.broker_support import require_transaction_admin_apis
@@ -97,7 +97,7 @@ class StreamWriterCore(_KafkaEosWriterBase):
         query_id = context.getLocalProperty(QUERY_ID_PROPERTY) if context else None
         batch_id = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
         if not query_id or batch_id is None:
-            raise KafkaEosCommitError(
+            raise KafkaEosRunRefusedError(
                 f"The task has no {QUERY_ID_PROPERTY} / {BATCH_ID_PROPERTY} property, so its micro-batch cannot be "
                 "identified; nothing was written. kafka_eos needs Spark 4 structured streaming (micro-batch triggers)."
             )
@@ -147,7 +147,7 @@ def _stream_epoch(messages: Sequence[WriterCommitMessage | None], batch_id: int)
         return None
     epoch = epochs.pop()
     if epochs or epoch.batch_id != batch_id:
-        raise KafkaEosCommitError(f"Tasks of {sorted(map(str, epochs | {epoch}))} were handed to the commit of micro-batch "
+        raise KafkaEosEpochAbortedError(f"Tasks of {sorted(map(str, epochs | {epoch}))} were handed to the commit of micro-batch "
                                   f"{batch_id}: a bug; nothing was committed.")
     return epoch
 

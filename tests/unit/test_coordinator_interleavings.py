@@ -8,7 +8,13 @@ import logging
 
 import pytest
 
-from spark_kafka_eos.errors import KafkaEosCommitError, KafkaEosCommittedDataLostError, KafkaEosDecisionLogError
+from spark_kafka_eos.errors import (
+    KafkaEosCommittedDataLostError,
+    KafkaEosDecisionLogError,
+    KafkaEosEpochAbortedError,
+    KafkaEosEpochCommittedError,
+    KafkaEosRunRefusedError,
+)
 from spark_kafka_eos.txn.session import TxnState
 from spark_kafka_eos.write import log_record
 from spark_kafka_eos.write.commit_message import TaskCommit
@@ -57,7 +63,7 @@ def test_a_new_query_on_a_prefix_owned_by_another_is_refused_before_it_fences_th
     coordinator(cluster).commit(EpochId.stream(Q1, 0), [task(cluster, EpochId.stream(Q1, 0), 0)])
     fences = cluster.coordinator_epoch
     newcomer = task(cluster, EpochId.stream(Q2, 0), 0)
-    with pytest.raises(KafkaEosCommitError, match=f"owned by another streaming query.*{Q1}.*kafka-eos reset"):
+    with pytest.raises(KafkaEosRunRefusedError, match=f"owned by another streaming query.*{Q1}.*kafka-eos reset"):
         coordinator(cluster).commit(EpochId.stream(Q2, 0), [newcomer])
     assert aborted(cluster, newcomer)
     assert cluster.coordinator_epoch == fences  # the owner's coordinator was not fenced
@@ -97,7 +103,7 @@ def test_a_decision_that_would_commit_too_close_to_the_deadline_aborts_the_epoch
     cluster = Cluster()
     early = task(cluster, EpochId.stream(Q1, 0), 0, started_ms=cluster.clock_ms - 55_000)  # 5 s left on the broker's clock
     fresh = task(cluster, EpochId.stream(Q1, 0), 1)
-    with pytest.raises(KafkaEosCommitError, match="aborted instead of committed.*5.0s after the decision would commit"):
+    with pytest.raises(KafkaEosEpochAbortedError, match="aborted instead of committed.*5.0s after the decision would commit"):
         coordinator(cluster).commit(EpochId.stream(Q1, 0), [early, fresh])
     assert aborted(cluster, early, fresh)
     assert cluster.last(PREFIX) is None
@@ -120,7 +126,7 @@ def test_a_decision_that_landed_and_was_finished_by_another_driver_is_reported_c
                       append_failures_left=1)
     cluster.after_landed_failure = lambda: coordinator(cluster).recover()
     tasks = [task(cluster, EpochId.batch("w1"), p) for p in (0, 1)]
-    with pytest.raises(KafkaEosCommitError, match="IS COMMITTED .*Do not re-run it"):
+    with pytest.raises(KafkaEosEpochCommittedError, match="IS COMMITTED .*Do not re-run it"):
         coordinator(cluster).commit(EpochId.batch("w1"), tasks)
     assert committed(cluster, *tasks)
     assert [r.kind for r in cluster.records] == ["decision", "complete"]
@@ -129,7 +135,7 @@ def test_a_decision_that_landed_and_was_finished_by_another_driver_is_reported_c
 def test_a_decision_that_did_not_land_aborts_the_epoch() -> None:
     cluster = Cluster(failing_appends={"decision": KafkaEosDecisionLogError("not committed")})
     tasks = [task(cluster, EpochId.stream(Q1, 0), p) for p in (0, 1)]
-    with pytest.raises(KafkaEosCommitError, match="could not be written, so the epoch was aborted"):
+    with pytest.raises(KafkaEosEpochAbortedError, match="could not be written, so the epoch was aborted"):
         coordinator(cluster).commit(EpochId.stream(Q1, 0), tasks)
     assert aborted(cluster, *tasks)
 
@@ -191,7 +197,7 @@ def test_abort_of_a_decided_epoch_rolls_it_forward() -> None:
     cluster = Cluster(failing_appends={"complete": KafkaEosDecisionLogError("log unavailable")})
     tasks = [task(cluster, EpochId.stream(Q1, 0), p) for p in (0, 1)]
     cluster.transient_commit_failures = 1_000  # phase 2 cannot finish now
-    with pytest.raises(KafkaEosCommitError, match="IS COMMITTED"):
+    with pytest.raises(KafkaEosEpochCommittedError, match="IS COMMITTED"):
         TwoPhaseCommitCoordinator(options(PREFIX), TIMEOUT_MS, **fake_seams(cluster)).commit(  # type: ignore[arg-type]
             EpochId.stream(Q1, 0), tasks)
     cluster.transient_commit_failures = 0
@@ -207,10 +213,10 @@ def test_abort_of_a_decided_batch_job_rolls_it_forward_and_says_it_is_committed(
     coordinator(cluster).prepare(job)
     tasks = [task(cluster, job, p) for p in (0, 1)]
     cluster.transient_commit_failures = 1_000  # phase 2 cannot finish now
-    with pytest.raises(KafkaEosCommitError, match="IS COMMITTED"):
+    with pytest.raises(KafkaEosEpochCommittedError, match="IS COMMITTED"):
         TwoPhaseCommitCoordinator(options(PREFIX), TIMEOUT_MS, **fake_seams(cluster)).commit(job, tasks)  # type: ignore[arg-type]
     cluster.transient_commit_failures = 0
-    with pytest.raises(KafkaEosCommitError, match="IS COMMITTED.*Do not re-run"):
+    with pytest.raises(KafkaEosEpochCommittedError, match="IS COMMITTED.*Do not re-run"):
         coordinator(cluster).abort(job, tasks)  # Spark calls abort after commit raised
     assert committed(cluster, *tasks)
 
@@ -253,7 +259,7 @@ def test_an_archived_write_id_whose_output_was_partly_lost_is_refused_not_skippe
     last = cluster.last(PREFIX)
     assert last is not None and last.last_decided(EpochId.batch("hour-0")) is None
     cluster.records.append(LogRecord("reset", PREFIX, "reset:1", history=last.history, archives=last.archives, partly_lost=("batch:hour-0",)))
-    with pytest.raises(KafkaEosCommitError, match="refused batch write hour-0: .*part of its output"):
+    with pytest.raises(KafkaEosRunRefusedError, match="refused batch write hour-0: .*part of its output"):
         coordinator(cluster).prepare(EpochId.batch("hour-0"))
     assert coordinator(cluster).prepare(EpochId.batch("hour-1")).verdict == Verdict.REPLAY
 
@@ -264,5 +270,5 @@ def test_abort_of_a_batch_job_decided_before_a_later_job_says_it_is_committed() 
     tasks = [task(cluster, first, 0)]
     coordinator(cluster).commit(first, tasks)
     coordinator(cluster).commit(second, [task(cluster, second, 1)])
-    with pytest.raises(KafkaEosCommitError, match="IS COMMITTED"):
+    with pytest.raises(KafkaEosEpochCommittedError, match="IS COMMITTED"):
         coordinator(cluster).abort(first, tasks)

@@ -12,6 +12,7 @@ from confluent_kafka.admin import OffsetSpec
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import udf
 
+from spark_kafka_eos.errors import CommitOutcome, commit_outcome
 from tests.harness.faults import FAIL_AT_OPTION, FAULTS_FORMAT, clear_fired, fired
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import assert_stable, open_transactions_by_kafka, transactions_by_kafka
@@ -78,8 +79,9 @@ def test_a_job_outliving_the_transaction_timeout_is_aborted_before_deciding(spar
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "5")
     clear_fired()
     try:
-        with pytest.raises(Exception, match="aborted instead of committed.*earliest participant times out .* less than the 10s margin"):
+        with pytest.raises(Exception, match="aborted instead of committed.*earliest participant times out .* less than the 10s margin") as aborted:
             write(rows(spark, 30), pipeline, **{"kafka.transaction.timeout.ms": 20_000, "testing.failAt": "task_write:sleep11"})
+        assert commit_outcome(aborted.value) is CommitOutcome.ABORTED  # through Spark's wrapping
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert len(fired("task_write:sleep11")) == 1

@@ -19,7 +19,7 @@ import pytest
 
 from spark_kafka_eos.cli import main
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
-from spark_kafka_eos.errors import KafkaEosCommitError
+from spark_kafka_eos.errors import KafkaEosRunRefusedError
 from spark_kafka_eos.txn.session import TransactionSession, TxnState
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.decision_log import DecisionLog
@@ -180,7 +180,7 @@ def test_reset_needs_yes_then_lets_a_new_query_start_from_batch_zero(capsys: pyt
     decision_log.append(LogRecord("complete", prefix.name, "stream:q:7"))
     before = decision_log.last(prefix.name)
     coordinator = TwoPhaseCommitCoordinator(options, transaction_timeout_ms=60_000)
-    with pytest.raises(KafkaEosCommitError, match="owned by another streaming query: its last record is complete of micro-batch 7 of streaming query q"):
+    with pytest.raises(KafkaEosRunRefusedError, match="owned by another streaming query: its last record is complete of micro-batch 7 of streaming query q"):
         coordinator.commit(NEW_QUERY, [])
 
     code, out = run(capsys, prefix.argv("reset"))

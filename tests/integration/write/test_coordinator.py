@@ -14,10 +14,11 @@ from confluent_kafka.admin import OffsetSpec
 from spark_kafka_eos.cluster import open_session
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos.errors import (
-    KafkaEosCommitError,
     KafkaEosCommittedDataLostError,
     KafkaEosDecisionLogError,
+    KafkaEosEpochCommittedError,
     KafkaEosOutputUnverifiableError,
+    KafkaEosRunRefusedError,
 )
 from spark_kafka_eos.write import decision_log as decision_log_module
 from spark_kafka_eos.write.afterwork import AFTERWORK
@@ -56,7 +57,7 @@ def test_an_older_epoch_on_the_same_prefix_is_refused(kafka: KafkaTestCluster) -
     coordinator = TwoPhaseCommitCoordinator(options, TIMEOUT_MS)
     coordinator.commit(stream_epoch(0), [])  # the query's first micro-batch, empty: the prefix knows the query
     coordinator.commit(stream_epoch(5), [prepare(options, 0, ["five"], stream_epoch(5))])
-    with pytest.raises(KafkaEosCommitError, match="already decided micro-batch 5 of this query, which is now at micro-batch 0"):
+    with pytest.raises(KafkaEosRunRefusedError, match="already decided micro-batch 5 of this query, which is now at micro-batch 0"):
         coordinator.commit(stream_epoch(0), [prepare(options, 0, ["zero"])])
     assert committed_values(kafka, topic) == [b"five"]
     assert open_transactions(kafka, options.prefix) == []
@@ -233,7 +234,7 @@ def test_a_job_retried_while_the_first_run_is_in_phase_2_is_written_once(kafka: 
 
     retry = TwoPhaseCommitCoordinator(options, TIMEOUT_MS)
     assert retry.prepare(job).verdict == Verdict.REPLAY  # the retry writes nothing: its data is committed
-    with pytest.raises(KafkaEosCommitError, match="IS COMMITTED"):
+    with pytest.raises(KafkaEosEpochCommittedError, match="IS COMMITTED"):
         first_run.abort(job, tasks)  # Spark's abort of the first run, late: its job's failure says it is committed
     assert committed_values(kafka, topic) == [b"row-0", b"row-1"]
     assert open_transactions(kafka, options.prefix) == []

@@ -8,7 +8,7 @@ from confluent_kafka import TopicCollection
 from confluent_kafka.admin import ConfigResource, ConfigSource, OffsetSpec, ResourceType
 
 from spark_kafka_eos.cluster import open_session
-from spark_kafka_eos.errors import KafkaEosCommitError
+from spark_kafka_eos.errors import KafkaEosEpochAbortedError
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.decision_log import DecisionLog
 from tests.harness.coordinator import TIMEOUT_MS, committed_values, prepare, sink_options, stream_epoch
@@ -38,7 +38,7 @@ def test_a_participant_that_is_no_longer_open_is_never_decided(kafka: KafkaTestC
     else:
         usurper = kafka.open_transaction(topic, [Sent(0, None, b"usurper")], lost_id)
 
-    with pytest.raises(KafkaEosCommitError, match=(
+    with pytest.raises(KafkaEosEpochAbortedError, match=(
         rf"{lost_id} is \w+ \(producer \d+ epoch \d+\), not the open transaction of producer {lost.transaction.producer_id} "
         rf"epoch {lost.transaction.producer_epoch}: it timed out or was fenced.*Nothing of it is visible"
     )):

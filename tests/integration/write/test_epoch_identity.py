@@ -19,6 +19,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from spark_kafka_eos import activate_session
 from spark_kafka_eos.cli import main as cli
+from spark_kafka_eos.errors import CommitOutcome, commit_outcome
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import assert_stable
 from tests.harness.pipeline import open_transactions
@@ -74,8 +75,10 @@ def test_a_second_query_on_the_same_prefix_fails_loudly_until_the_prefix_is_rese
     second = produce(kafka, second_source, 30, "second")
 
     # A new query (its own new checkpoint) on the prefix of the first one.
-    with pytest.raises(StreamingQueryException, match="refused micro-batch 0 of streaming query .*owned by another streaming query.*kafka-eos reset"):
+    refusal = "refused micro-batch 0 of streaming query .*owned by another streaming query.*kafka-eos reset"
+    with pytest.raises(StreamingQueryException, match=refusal) as refused:
         stream(spark, kafka, second_source, sink, tmp_path / "checkpoint-2", prefix)
+    assert commit_outcome(refused.value) is CommitOutcome.REFUSED  # through Spark's wrapping
     assert values(kafka, sink) == expected(first)
     assert open_transactions(kafka, prefix) == []
 

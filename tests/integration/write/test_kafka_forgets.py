@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 from spark_kafka_eos.cli import main as cli
 from spark_kafka_eos.cluster import cached_session
 from spark_kafka_eos.config.writer import parse_writer_options
+from spark_kafka_eos.errors import CommitOutcome, commit_outcome
 from spark_kafka_eos.txn.session import TransactionSession, TxnState
 from spark_kafka_eos.write import log_record
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
@@ -281,9 +282,10 @@ def test_a_job_without_write_id_whose_commit_fails_after_the_decision_fails_sayi
     committed: without a writeId, an orchestrator's retry is a new job and would write everything again."""
     sink, prefix = kafka.create_topic(2, "sink"), f"nowriteid-{uuid.uuid4().hex[:6]}"
     clear_fired()
-    with pytest.raises(Exception, match="IS COMMITTED.*Do not re-run"):
+    with pytest.raises(Exception, match="IS COMMITTED.*Do not re-run") as committed:
         (rows(spark, "j").write.format(FAULTS_FORMAT).mode("append").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
          .option("topic", sink).option("transactional.id.prefix", prefix).option(FAIL_AT_OPTION, "after_decision").save())
+    assert commit_outcome(committed.value) is CommitOutcome.COMMITTED  # through Spark's wrapping
     assert len(fired("after_decision")) == 1
     assert values(kafka, sink) == sorted(tagged("j"))
     assert open_transactions(kafka, prefix) == []

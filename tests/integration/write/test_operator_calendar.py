@@ -23,7 +23,7 @@ from spark_kafka_eos.cli import main as cli
 from spark_kafka_eos.cluster import cached_session
 from spark_kafka_eos.config.connection import KafkaConnection
 from spark_kafka_eos.config.writer import WRITE_ENGINE_VARIABLE, WriterOptions, parse_writer_options
-from spark_kafka_eos.errors import KafkaEosCommitError
+from spark_kafka_eos.errors import KafkaEosEpochAbortedError, KafkaEosEpochCommittedError
 from spark_kafka_eos.txn.session import TransactionSession
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
@@ -398,7 +398,7 @@ def test_the_deadline_is_judged_on_the_brokers_clock_at_the_commit_not_at_the_de
         slow_log.append(SlowDecisionLog(o, delay_s=12))
         return slow_log[-1]
 
-    with pytest.raises(KafkaEosCommitError, match="aborted instead of committed.*less than the 10s margin"):
+    with pytest.raises(KafkaEosEpochAbortedError, match="aborted instead of committed.*less than the 10s margin"):
         TwoPhaseCommitCoordinator(options, 20_000, open_log=open_slow_log).commit(epoch, tasks)
     assert any(log_.delayed for log_ in slow_log)
     assert values(kafka, sink) == []
@@ -454,7 +454,7 @@ def test_a_decision_whose_write_reported_an_error_but_landed_and_was_finished_by
         return answer_lost[0]
 
     tasks = prepared(options, job_1, tagged("one", 20))
-    with pytest.raises(KafkaEosCommitError, match="Epoch batch:job-1 .* IS COMMITTED .*Do not re-run it"):
+    with pytest.raises(KafkaEosEpochCommittedError, match="Epoch batch:job-1 .* IS COMMITTED .*Do not re-run it"):
         TwoPhaseCommitCoordinator(options, 60_000, open_log=open_log).commit(job_1, tasks)
     assert answer_lost[0].fired
     assert values(kafka, sink) == sorted(tagged("one", 20) * 2 + tagged("two", 20) * 2)
