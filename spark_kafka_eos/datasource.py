@@ -18,7 +18,7 @@ from spark_kafka_eos.schema import record_schema
 from spark_kafka_eos.spark_support import has_read_limits
 from spark_kafka_eos.write.coordinator import settle_group
 from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
-from spark_kafka_eos.write.writer import open_batch_writer, open_stream_writer
+from spark_kafka_eos.write.open_writer import open_batch_writer, open_stream_writer
 
 
 class KafkaEosDataSource(DataSource):

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
-from spark_kafka_eos.compiled import Engine, engine_option
 from spark_kafka_eos.config.connection import KafkaConnection
+from spark_kafka_eos.config.engine import Engine, engine_option
 from spark_kafka_eos.config.options import (
     ASSIGN,
     CONSUMER_GROUP,

@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 
 from confluent_kafka import KafkaException, Producer
 
-from spark_kafka_eos.compiled import Engine, engine_option
 from spark_kafka_eos.config.connection import KafkaConnection
+from spark_kafka_eos.config.engine import Engine, engine_option
 from spark_kafka_eos.config.librdkafka import for_librdkafka
 from spark_kafka_eos.config.options import (
     ALLOW_NEW_PREFIX,

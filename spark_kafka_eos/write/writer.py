@@ -1,72 +1,27 @@
-"""Spark's writer interfaces for ``kafka_eos``: thin. :func:`open_stream_writer` and
-:func:`open_batch_writer` validate and recover on the driver before any task; executors run :func:`write_task`; the driver's commit and abort go to the
-:class:`TwoPhaseCommitCoordinator`."""
+"""Spark's writer interfaces for ``kafka_eos``: thin. :mod:`~spark_kafka_eos.write.open_writer` opens them on the
+driver (validation and recovery before any task); executors run :func:`write_task`; the driver's commit and abort
+go to the :class:`TwoPhaseCommitCoordinator`."""
 
 from __future__ import annotations
 
-import logging
-import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
-from pyspark.sql.types import StructType
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos.config.writer import WriterOptions
 from spark_kafka_eos.errors import KafkaEosEpochAbortedError, KafkaEosRunRefusedError
-from spark_kafka_eos.spark_support import has_arrow_stream_writers
 from spark_kafka_eos.worker_gc import freeze_worker_heap
-from spark_kafka_eos.write.broker_support import require_transaction_admin_apis
 from spark_kafka_eos.write.commit_message import TaskCommit
-from spark_kafka_eos.write.consumer_group import check_group_has_no_members
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
-from spark_kafka_eos.write.input_schema import InputColumns, validate_input_schema
+from spark_kafka_eos.write.hooks import WriterHooks
+from spark_kafka_eos.write.input_schema import InputColumns
 from spark_kafka_eos.write.log_record import EpochId
-from spark_kafka_eos.write.ownership import Verdict
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
-from spark_kafka_eos.write.transaction_timeout import resolve_transaction_timeout_ms
-
-log = logging.getLogger(__name__)
 
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
-
-
-def open_stream_writer(raw_options: Mapping[str, str], schema: StructType, hooks: WriterHooks = NO_HOOKS) -> DataSourceStreamWriter:
-    """Validate on the driver, then fence other drivers of the prefix and roll its last decision
-    forward, before any task of the query runs."""
-    options, columns, timeout_ms, coordinator = _validated(raw_options, schema, True, hooks)
-    coordinator.prepare()
-    if has_arrow_stream_writers():
-        from spark_kafka_eos.write.arrow_stream_writer import KafkaEosStreamWriter
-
-        return KafkaEosStreamWriter(options, columns, timeout_ms, hooks)
-    from spark_kafka_eos.write.legacy_stream_writer import KafkaEosLegacyStreamWriter
-
-    return KafkaEosLegacyStreamWriter(options, columns, timeout_ms, hooks)
-
-
-def open_batch_writer(raw_options: Mapping[str, str], schema: StructType, hooks: WriterHooks = NO_HOOKS) -> KafkaEosBatchWriter:
-    """As :func:`open_stream_writer`, and the job is judged here too: refused up front if the prefix is
-    owned by a stream, and a no-op if its ``writeId`` is already committed."""
-    options, columns, timeout_ms, coordinator = _validated(raw_options, schema, False, hooks)
-    epoch = EpochId.batch(options.write_id or uuid.uuid4().hex)
-    already_committed = coordinator.prepare(epoch).verdict == Verdict.REPLAY
-    if already_committed:
-        log.warning("writeId %s of prefix %s is already committed: this run writes nothing", epoch.run_id, options.prefix)
-    return KafkaEosBatchWriter(options, columns, timeout_ms, hooks, epoch, already_committed)
-
-
-def _validated(raw_options: Mapping[str, str], schema: StructType, streaming: bool,
-               hooks: WriterHooks) -> tuple[WriterOptions, InputColumns, int, TwoPhaseCommitCoordinator]:
-    options = parse_writer_options(raw_options, streaming=streaming)
-    columns = validate_input_schema(schema, options)
-    timeout_ms = resolve_transaction_timeout_ms(options)
-    require_transaction_admin_apis(options.connection, options.bootstrap_servers)
-    check_group_has_no_members(options)
-    return options, columns, timeout_ms, TwoPhaseCommitCoordinator(options, timeout_ms, hooks)
 
 
 class _KafkaEosWriterBase:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from spark_kafka_eos import compiled
+from spark_kafka_eos import native_extension
 from spark_kafka_eos.config.reader import READ_ENGINE_VARIABLE, parse_reader_options
 from spark_kafka_eos.config.writer import WRITE_ENGINE_VARIABLE, parse_writer_options
 from spark_kafka_eos.errors import KafkaEosOptionError
@@ -35,10 +35,10 @@ def test_engine_errors_name_the_option_and_the_fix(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv(variable, "python")
     assert parse({}) == "python"
     # The unit tier runs without the compiled wheel (make unit builds no Rust): stand in for it where it is missing.
-    monkeypatch.setattr(compiled, "native", compiled.native or ModuleType("spark_kafka_eos_native"))
+    monkeypatch.setattr(native_extension, "native", native_extension.native or ModuleType("spark_kafka_eos_native"))
     assert parse({key: "Native"}) == "native"  # the option wins over the environment, in any case
     monkeypatch.delenv(variable)
     assert parse({}) == "auto"
-    monkeypatch.setattr(compiled, "native", None)
+    monkeypatch.setattr(native_extension, "native", None)
     with pytest.raises(KafkaEosOptionError, match=f"{option}.*compiled {path} path \\(spark-kafka-eos-native\\) is not installed.*make native"):
         parse({key: "native"})

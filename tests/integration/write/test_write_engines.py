@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from spark_kafka_eos import compiled
+from spark_kafka_eos import native_extension
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.txn.session import TransactionSession
@@ -120,7 +120,7 @@ def test_a_full_producer_queue_is_waited_out_on_the_compiled_path(kafka: KafkaTe
 
 
 def test_without_the_wheel_auto_takes_the_pure_python_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(compiled, "native", None)
+    monkeypatch.setattr(native_extension, "native", None)
     assert open_native_producer({"bootstrap.servers": "127.0.0.1:9"}, required=False) is None
     with pytest.raises(KafkaEosOptionError, match="writeEngine.*is native, but spark-kafka-eos-native is not installed where this task runs"):
         open_native_producer({"bootstrap.servers": "127.0.0.1:9"}, required=True)
