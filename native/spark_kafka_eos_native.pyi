@@ -29,7 +29,7 @@ class RangeConsumer:
     def retarget(self, topic: str, partition: int) -> None: ...
     def close(self) -> list[tuple[int, str, str, str]]: ...
 
-_BinaryArray = tuple[int, int, int, int, bool]
+_ArrowColumn = tuple[object, object]  # __arrow_c_array__(): (schema capsule, array capsule)
 _TxnError = tuple[int, str, bool, bool, bool]
 
 class TaskProducer:
@@ -40,13 +40,12 @@ class TaskProducer:
     def abort_transaction(self, timeout_ms: int) -> _TxnError | None: ...
     def produce(
         self,
-        rows: int,
         topic: str | None,
-        topics: _BinaryArray | None,
-        values: _BinaryArray,
-        keys: _BinaryArray | None,
-        partitions: tuple[int, int, int] | None,
-        headers: tuple[int, int, int, _BinaryArray, _BinaryArray] | None,
+        topics: _ArrowColumn | None,
+        values: _ArrowColumn,
+        keys: _ArrowColumn | None,
+        partitions: _ArrowColumn | None,
+        headers: _ArrowColumn | None,
         queue_timeout_ms: int,
     ) -> tuple[int, int, str, int] | None: ...
     def poll(self, timeout_ms: int) -> int: ...

@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rdkafka_sys as rd;
 
-use crate::arrow_input::{Binary, BinaryArray, Headers, HeadersArray, Int32, Int32Array};
+use crate::arrow_input::{rows_of, Binary, Exported, Headers, Int32};
 use crate::deliveries::Failure;
 use crate::handle::{c_string, c_text, open_handle, Callbacks, LogLine, Unshared};
 
@@ -115,35 +115,40 @@ impl TaskProducer {
         }))
     }
 
-    /// Produce `rows` rows: the topic is `topic`, else the `topics` column's; a null partition (or none)
-    /// lets the partitioner choose. A full queue is waited for up to `queue_timeout_ms` at a time.
-    /// Returns the first record librdkafka refused, where producing stopped.
+    /// Produce the rows of the columns, each given by Arrow's C data interface (`__arrow_c_array__`) and
+    /// validated before the first record is produced: the topic is `topic`, else the `topics` column's; a null
+    /// partition (or none) lets the partitioner choose. A full queue is waited for up to `queue_timeout_ms`
+    /// at a time. Returns the first record librdkafka refused, where producing stopped.
+    #[pyo3(signature = (topic, topics, values, keys, partitions, headers, queue_timeout_ms))]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (rows, topic, topics, values, keys, partitions, headers, queue_timeout_ms))]
     fn produce(
-        &mut self, py: Python<'_>, rows: usize, topic: Option<&str>, topics: Option<BinaryArray>, values: BinaryArray,
-        keys: Option<BinaryArray>, partitions: Option<Int32Array>, headers: Option<HeadersArray>, queue_timeout_ms: u64,
+        &mut self, py: Python<'_>, topic: Option<&str>, topics: Option<Exported<'_>>, values: Exported<'_>,
+        keys: Option<Exported<'_>>, partitions: Option<Exported<'_>>, headers: Option<Exported<'_>>, queue_timeout_ms: u64,
     ) -> PyResult<Option<Refused>> {
         let rk = self.live()?;
         let fixed_topic = match topic {
             Some(name) => Some(self.topic(name.as_bytes())?),
             None => None,
         };
-        let topics = topics.map(Binary::new);
-        let (values, keys) = (Binary::new(values), keys.map(Binary::new));
-        let (partitions, headers) = (partitions.map(Int32::new), headers.map(Headers::new));
+        // Every column is validated here, before the first record is produced.
+        let rows = rows_of(&values, "value")?;
+        let values = Binary::take(&values, "value", rows)?;
+        let topics = topics.as_ref().map(|column| Binary::take(column, "topic", rows)).transpose()?;
+        let keys = keys.as_ref().map(|column| Binary::take(column, "key", rows)).transpose()?;
+        let partitions = partitions.as_ref().map(|column| Int32::take(column, "partition", rows)).transpose()?;
+        let headers = headers.as_ref().map(|column| Headers::take(column, "headers", rows)).transpose()?;
         for row in 0..rows {
             let (rkt, name) = match (fixed_topic, &topics) {
                 (Some(rkt), _) => (rkt, None),
                 (None, Some(column)) => {
-                    let name = unsafe { column.get(row) }.unwrap_or_default();
+                    let name = column.get(row).unwrap_or_default();
                     (self.topic(name)?, Some(name))
                 }
                 (None, None) => return Err(PyRuntimeError::new_err("produce needs a topic or a topics column")),
             };
-            let partition = partitions.as_ref().and_then(|column| unsafe { column.get(row) }).unwrap_or(UNASSIGNED);
-            let value = unsafe { values.get(row) };
-            let key = keys.as_ref().and_then(|column| unsafe { column.get(row) });
+            let partition = partitions.as_ref().and_then(|column| column.get(row)).unwrap_or(UNASSIGNED);
+            let value = values.get(row);
+            let key = keys.as_ref().and_then(|column| column.get(row));
             let mut deadline = None; // read the clock only when the queue is full
             loop {
                 let err = unsafe { produce_one(rk, rkt, partition, key, value, headers.as_ref(), row) };

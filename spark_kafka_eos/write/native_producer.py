@@ -34,7 +34,8 @@ from spark_kafka_eos.write.input_schema import (
     topic_missing,
 )
 
-_BinaryInput = tuple[int, int, int, int, bool]
+_Exported = tuple[object, object]
+"""A column as ``__arrow_c_array__`` exports it: (schema capsule, array capsule)."""
 _VARIABLE_WIDTH = {kind: size == 8 for kind, size in OFFSET_BYTES.items()}
 
 
@@ -75,25 +76,22 @@ class NativeProducer:
 
     def produce(self, batch: pa.RecordBatch, columns: InputColumns, topic_option: str | None, transactional_id: str,
                 queue_timeout_s: float) -> None:
-        lent: list[pa.Array] = []  # the arrays whose buffers the extension reads: alive until it returns
         topics = None
         if topic_option is None:
             column = batch.column(TOPIC) if columns.topic else None
             if column is None or topic_missing(column):
                 raise missing_topic_error(transactional_id)
-            topics = _binary(column, lent)
+            topics = _binary(column)
         partitions = batch.column(PARTITION) if columns.partition else None
         if partitions is not None and partitions.type != pa.int32():
             partitions = partitions.cast(pa.int32())  # the extension reads 32-bit partition numbers
-            lent.append(partitions)
         headers = batch.column(HEADERS) if columns.headers else None
         refused = self._call(
-            self._producer.produce, batch.num_rows, topic_option, topics, _binary(batch.column(VALUE), lent),
-            _binary(batch.column(KEY), lent) if columns.key else None,
-            None if partitions is None else (_validity(partitions), _address(partitions.buffers()[1]), partitions.offset),
-            None if headers is None else _headers(headers, transactional_id, lent), int(queue_timeout_s * 1000),
+            self._producer.produce, topic_option, topics, _binary(batch.column(VALUE)),
+            _binary(batch.column(KEY)) if columns.key else None,
+            None if partitions is None else partitions.__arrow_c_array__(),
+            None if headers is None else _headers(headers, transactional_id), int(queue_timeout_s * 1000),
         )
-        del lent
         if refused is not None:
             _, code, topic, partition = refused
             self.poll(0)  # a delivery failure, if any, is the cause; report it rather than its echo
@@ -153,32 +151,16 @@ def _raise_on(error: tuple[int, str, bool, bool, bool] | None) -> None:
         raise KafkaException(KafkaError(code, reason, fatal=fatal, retriable=retriable, txn_requires_abort=requires_abort))
 
 
-def _address(buffer: pa.Buffer | None) -> int:
-    return 0 if buffer is None else buffer.address
+def _binary(array: pa.Array) -> _Exported:
+    """A binary or string array, exported by Arrow's C data interface as the extension reads it (a view type
+    as large binary, which it reads)."""
+    if array.type not in _VARIABLE_WIDTH:
+        array = array.cast(pa.large_binary())
+    return array.__arrow_c_array__()
 
 
-def _validity(array: pa.Array) -> int:
-    return _address(array.buffers()[0]) if array.null_count else 0
-
-
-def _binary(array: pa.Array, lent: list[pa.Array]) -> _BinaryInput:
-    """A binary or string array as the extension reads it (see native/src/arrow_input.rs); the array read
-    is added to ``lent``."""
-    large = _VARIABLE_WIDTH.get(array.type)
-    if large is None:  # e.g. a view type: as binary, which the extension reads
-        array, large = array.cast(pa.large_binary()), True
-    lent.append(array)
-    buffers = array.buffers()
-    return (_validity(array), _address(buffers[1]), _address(buffers[2]), array.offset, large)
-
-
-def _headers(column: pa.Array, transactional_id: str, lent: list[pa.Array]) -> tuple[int, int, int, _BinaryInput, _BinaryInput]:
-    if pa.types.is_large_list(column.type):
-        column = column.cast(pa.list_(column.type.value_type))  # the extension reads 32-bit list offsets
-        lent.append(column)
-    entries = column.values
-    keys, values = entries.field("key"), entries.field("value")
-    if entries.null_count or keys.null_count:
+def _headers(column: pa.Array, transactional_id: str) -> _Exported:
+    entries = column.flatten()
+    if entries.null_count or entries.field("key").null_count:
         raise null_header_error(transactional_id)
-    buffers = column.buffers()
-    return (_validity(column), _address(buffers[1]), column.offset, _binary(keys, lent), _binary(values, lent))
+    return column.__arrow_c_array__()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -133,3 +134,57 @@ def test_a_configuration_with_a_python_callback_takes_the_pure_python_path_unles
     with pytest.raises(KafkaEosOptionError, match="writeEngine.*is native, but these kafka.\\* settings need a Python callback"):
         open_native_producer(config, required=True)
     assert open_native_producer({"bootstrap.servers": "127.0.0.1:9", "transactional.id": "plain"}, required=False) is not None
+
+
+def native_task_producer() -> Any:
+    """The extension's own producer, not started: what it does with its input is checked before any record is produced."""
+    native = native_extension.native_module()
+    assert native is not None, "make test builds the compiled wheel"
+    return native.TaskProducer([("bootstrap.servers", "127.0.0.1:9"), ("transactional.id", f"input-{uuid.uuid4().hex[:6]}")])
+
+
+def produce_columns(values: pa.Array, keys: pa.Array | None = None, partitions: pa.Array | None = None,
+                    headers: pa.Array | None = None) -> Any:
+    producer = native_task_producer()
+    try:
+        return producer.produce("t", None, values.__arrow_c_array__(), None if keys is None else keys.__arrow_c_array__(),
+                                None if partitions is None else partitions.__arrow_c_array__(),
+                                None if headers is None else headers.__arrow_c_array__(), 1000)
+    finally:
+        producer.close()
+
+
+def test_the_compiled_producer_refuses_columns_of_other_lengths_before_producing_any() -> None:
+    """Review finding: given more rows than the arrays hold, produce read past them."""
+    with pytest.raises(ValueError, match="column key has 2 rows, the batch 3"):
+        produce_columns(pa.array([b"a", b"b", b"c"]), keys=pa.array([b"k", b"l"]))
+    with pytest.raises(ValueError, match="column partition has 4 rows, the batch 3"):
+        produce_columns(pa.array([b"a", b"b", b"c"]), partitions=pa.array([0, 1, 2, 3], pa.int32()))
+
+
+def test_the_compiled_producer_refuses_offsets_that_go_backwards() -> None:
+    """Review finding: offsets that go backwards wrapped into a huge slice (undefined behaviour)."""
+    offsets = pa.py_buffer(np.array([0, 5, 2, 6], dtype=np.int32).tobytes())
+    broken = pa.Array.from_buffers(pa.binary(), 3, [None, offsets, pa.py_buffer(b"abcdef")])
+    with pytest.raises(ValueError, match="column value: its Arrow offsets go backwards"):
+        produce_columns(broken)
+
+
+@pytest.mark.parametrize("headers", [
+    pa.array([[{"key": "h", "value": b"1"}]], pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]), 1)),
+    pa.array([[{"key": "h", "value": b"1"}]], pa.list_view(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+    pa.array([["h"]], pa.list_(pa.string())),
+], ids=["fixed_size_list", "list_view", "list_of_strings"])
+def test_the_compiled_producer_refuses_a_headers_column_of_another_type(headers: pa.Array) -> None:
+    """Review finding: a fixed_size_list or list_view headers column was read as 32-bit list offsets."""
+    with pytest.raises(TypeError, match="column headers: Arrow type '.*' is not supported here; expected list<struct<key: string, value: binary>>"):
+        produce_columns(pa.array([b"a"]), headers=headers)
+
+
+def test_the_compiled_producer_refuses_dictionary_and_other_value_types() -> None:
+    with pytest.raises(TypeError, match="column value: a dictionary-encoded array is not supported"):
+        produce_columns(pa.array([b"a", b"b"]).dictionary_encode())
+    with pytest.raises(TypeError, match="column value: Arrow type 'i' is not supported here; expected binary or string"):
+        produce_columns(pa.array([1, 2], pa.int32()))
+    with pytest.raises(TypeError, match="column partition: Arrow type 'l' is not supported here; expected int32"):
+        produce_columns(pa.array([b"a"]), partitions=pa.array([1], pa.int64()))
