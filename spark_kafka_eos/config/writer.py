@@ -174,12 +174,6 @@ def derived_prefix(checkpoint_location: str) -> str:
     return _prefix_of(_normalise_location(checkpoint_location))
 
 
-def legacy_derived_prefix(checkpoint_location: str) -> str:
-    """The prefix version 0.1.0 derived (scheme aliases and symbolic links not resolved): named in
-    the error that refuses a query whose prefix has no record of it."""
-    return _prefix_of(_normalise_location(checkpoint_location, canonical=False))
-
-
 def _prefix_of(location: str) -> str:
     return DERIVED_PREFIX_START + hashlib.sha256(location.encode("utf-8")).hexdigest()[:16]
 
@@ -266,22 +260,21 @@ _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "abfss": "abfs", "wasbs": "wasb", "
 Databricks' dbfs:, the default file system of a Databricks cluster (``dbfs:/Volumes/x`` is ``/Volumes/x``)."""
 
 
-def _normalise_location(location: str, canonical: bool = True) -> str:
+def _normalise_location(location: str) -> str:
     """One spelling per checkpoint directory: 'file:///c/', 'file:/c', '/c//', a symbolic link to /c, and
     'c' in / are all '/c'; 's3a://b/c' is 's3://b/c'. A relative path is made absolute first, as Spark
     resolves it (against the driver's directory)."""
     parts = urlsplit(location.strip())
     scheme = parts.scheme.lower()
-    if canonical:
-        scheme = _SCHEME_ALIASES.get(scheme, scheme)
-        if scheme == "" and parts.path.startswith("/dbfs/"):  # Databricks' local mount of dbfs:/
-            parts = parts._replace(path=parts.path[len("/dbfs"):])
+    scheme = _SCHEME_ALIASES.get(scheme, scheme)
+    if scheme == "" and parts.path.startswith("/dbfs/"):  # Databricks' local mount of dbfs:/
+        parts = parts._replace(path=parts.path[len("/dbfs"):])
     if not parts.scheme and not posixpath.isabs(parts.path):
         parts = urlsplit(os.path.abspath(parts.path))
     path = posixpath.normpath(parts.path) if parts.path else "/"
     if path.startswith("//"):  # normpath keeps a leading '//' (POSIX); a checkpoint path never means it
         path = "/" + path.lstrip("/")
-    if canonical and scheme == "" and not parts.netloc:
+    if scheme == "" and not parts.netloc:
         return os.path.realpath(path)  # the driver's local file system: the same directory by any link
     if scheme in ("", "file") and not parts.netloc:
         return path

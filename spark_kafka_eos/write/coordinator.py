@@ -33,7 +33,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from spark_kafka_eos.cluster import cached_session, cluster_metadata
 from spark_kafka_eos.config.connection import KafkaConnection
-from spark_kafka_eos.config.writer import DEADLINE_MARGIN_MS, WriterOptions, legacy_derived_prefix
+from spark_kafka_eos.config.writer import DEADLINE_MARGIN_MS, WriterOptions
 from spark_kafka_eos.errors import (
     KafkaEosCommitOutcomeUnknownError,
     KafkaEosCommittedDataLostError,
@@ -261,17 +261,10 @@ class TwoPhaseCommitCoordinator:
             f"transactional.id.prefix '{self._prefix}' has no record of streaming query {epoch.run_id}, which is at "
             f"micro-batch {epoch.batch_id}: the query started under another prefix (a checkpoint path spelt another "
             "way, a changed transactional.id.prefix or decisionLogTopic), and a micro-batch it decided there and Spark "
-            f"replays now would be written twice. Nothing of it was committed. Fix: {self._earlier_prefix_hint()}set "
+            f"replays now would be written twice. Nothing of it was committed. Fix: set "
             "transactional.id.prefix to the prefix the query used before (`kafka-eos inspect` shows a prefix's last "
             "record); or, if that prefix has nothing undecided, add .option('allowNewPrefix', 'true') once."
         )
-
-    def _earlier_prefix_hint(self) -> str:
-        location = self._options.checkpoint_location
-        if location is None or self._options.prefix_source != "checkpointLocation":
-            return ""
-        legacy = legacy_derived_prefix(location)
-        return "" if legacy == self._prefix else f"spark-kafka-eos 0.1.0 derived the prefix '{legacy}' from this checkpoint; "
 
     def _refuse_unless_same_input(self, last: LogRecord, epoch: EpochId, tasks: Sequence[TaskCommit],
                                   session: TransactionSession, own: Sequence[PreparedTxnState]) -> None:

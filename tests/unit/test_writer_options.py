@@ -11,7 +11,6 @@ from spark_kafka_eos.config.writer import (
     DEFAULT_DECISION_LOG_TOPIC,
     WriterOptions,
     derived_prefix,
-    legacy_derived_prefix,
     parse_writer_options,
 )
 from spark_kafka_eos.errors import KafkaEosOptionError
@@ -166,11 +165,6 @@ def test_a_link_to_a_local_checkpoint_gives_its_prefix(tmp_path: Path) -> None:
     (tmp_path / "real" / "ckpt").mkdir(parents=True)
     (tmp_path / "link").symlink_to(tmp_path / "real")
     assert derived_prefix(str(tmp_path / "link" / "ckpt")) == derived_prefix(str(tmp_path / "real" / "ckpt"))
-
-
-def test_the_prefix_of_version_0_1_0_is_still_known_for_the_error_that_names_it() -> None:
-    assert legacy_derived_prefix("/data/ckpt") == derived_prefix("/data/ckpt")
-    assert legacy_derived_prefix("s3a://bucket/ckpt") != derived_prefix("s3a://bucket/ckpt")
 
 
 @pytest.mark.parametrize("other", ["/data/ckpt2", "/data/other/ckpt", "hdfs://nn:8020/data/ckpt", "s3a://bucket/data/ckpt",
