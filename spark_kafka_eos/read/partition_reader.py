@@ -25,23 +25,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
-from spark_kafka_eos.config.librdkafka import for_librdkafka
 from spark_kafka_eos.config.reader import ReaderOptions
-from spark_kafka_eos.errors import KafkaEosOptionError, KafkaEosReadError
+from spark_kafka_eos.errors import KafkaEosReadError
 from spark_kafka_eos.read.authorization import topic_authorization_error
 from spark_kafka_eos.read.data_loss import moved_back_problem, report_data_loss
-from spark_kafka_eos.read.native_fetcher import open_native_fetcher
+from spark_kafka_eos.read.fetchers import open_fetcher
+from spark_kafka_eos.read.fetchers.range_fetcher import FetchError, RangeFetcher
 from spark_kafka_eos.read.planner import OffsetRange, deleted_offsets
-from spark_kafka_eos.read.progress import FetchProgress, StallWatch, statistics_interval_ms
-from spark_kafka_eos.read.python_fetcher import open_python_fetcher
-from spark_kafka_eos.read.range_fetcher import FetchError, RangeFetcher
-from spark_kafka_eos.read.record_batch import RecordBatchBuilder
+from spark_kafka_eos.read.progress import FetchProgress, StallWatch
 
 log = logging.getLogger(__name__)
 
@@ -69,37 +65,6 @@ def read_offset_range(options: ReaderOptions, offset_range: OffsetRange) -> Iter
         fetcher.close()
         raise
     fetcher.release()
-
-
-def open_fetcher(options: ReaderOptions, offset_range: OffsetRange, on_statistics: Callable[[str], None]) -> RangeFetcher:
-    """By ``readEngine``: the compiled fetcher (``auto``: where it is installed and can run the
-    configuration), else the pure-Python one."""
-    topic, partition = offset_range.topic, offset_range.partition
-    config = for_librdkafka({**options.consumer_config(), "statistics.interval.ms": statistics_interval_ms(options.poll_timeout_ms)})
-    if options.read_engine != "python":
-        native = open_native_fetcher(
-            config, topic, partition, options.include_headers, options.max_records_per_batch, options.max_bytes_per_batch,
-            on_statistics, required=options.read_engine == "native",
-        )
-        if native is not None:
-            return native
-    builder = RecordBatchBuilder(topic, partition, options.include_headers, options.max_records_per_batch, options.max_bytes_per_batch)
-    return open_python_fetcher(config, topic, partition, builder, on_statistics, _consumer)
-
-
-def _consumer(config: dict[str, Any]) -> Consumer:
-    """A consumer of ``config``; an option error if librdkafka rejects it."""
-    try:
-        return Consumer(config)
-    except KafkaException as err:
-        raise KafkaEosOptionError(
-            "kafka.*", f"librdkafka rejected the consumer configuration: {err.args[0].str()}.", "fix or remove that kafka.* option."
-        ) from None
-
-
-def check_consumer_config(options: ReaderOptions) -> None:
-    """Fail on the driver, before any task runs, if librdkafka rejects the configuration."""
-    _consumer(for_librdkafka(options.consumer_config())).close()
 
 
 class _RangeReader:

@@ -21,8 +21,9 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 
 from spark_kafka_eos.config.reader import PartitionKey, ReaderOptions
 from spark_kafka_eos.read.data_loss import describe, moved_back_problem, report_data_loss
+from spark_kafka_eos.read.fetchers import check_consumer_config
 from spark_kafka_eos.read.offset_lookup import GroupGuard, KafkaOffsetLookup
-from spark_kafka_eos.read.partition_reader import check_consumer_config, read_offset_range
+from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import (
     OffsetRange,
     Offsets,

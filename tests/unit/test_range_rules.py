@@ -16,10 +16,10 @@ from confluent_kafka import KafkaError, KafkaException
 from spark_kafka_eos.config.reader import parse_reader_options
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosReadError
 from spark_kafka_eos.read import partition_reader
+from spark_kafka_eos.read.fetchers.range_fetcher import FetchError, FetchStep
 from spark_kafka_eos.read.partition_reader import _RangeReader
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.read.progress import FetchProgress
-from spark_kafka_eos.read.range_fetcher import FetchError, FetchStep
 
 TOPIC = "t"
 

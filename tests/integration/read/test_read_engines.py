@@ -18,12 +18,12 @@ from confluent_kafka.admin import OffsetSpec
 
 from spark_kafka_eos.config.reader import READ_ENGINE_VARIABLE, ReaderOptions, parse_reader_options
 from spark_kafka_eos.errors import KafkaEosOptionError, KafkaEosReadError
+from spark_kafka_eos.read.fetchers.confluent import ConfluentFetcher
+from spark_kafka_eos.read.fetchers.native import NativeFetcher
 from spark_kafka_eos.read.idle_consumers import IDLE_CONSUMERS
-from spark_kafka_eos.read.native_fetcher import NativeFetcher
 from spark_kafka_eos.read.partition_reader import open_fetcher, read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.read.progress import FetchProgress
-from spark_kafka_eos.read.python_fetcher import PythonFetcher
 from spark_kafka_eos.read.record_batch import MAX_TIMESTAMP_MS
 from tests.harness.kafka import KafkaTestCluster, Sent
 
@@ -114,7 +114,7 @@ def test_statistics_report_the_fetch_offset_on_both_paths(kafka: KafkaTestCluste
 
 def test_read_engine_picks_the_fetcher(kafka: KafkaTestCluster, monkeypatch: pytest.MonkeyPatch) -> None:
     raw = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": "t"}
-    cases = {"native": NativeFetcher, "python": PythonFetcher, "auto": NativeFetcher}
+    cases = {"native": NativeFetcher, "python": ConfluentFetcher, "auto": NativeFetcher}
     for engine, fetcher_type in cases.items():
         fetcher = open_fetcher(parse_reader_options({**raw, "readEngine": engine}, streaming=False), OffsetRange("t", 0, 0, 1), print)
         try:
@@ -136,7 +136,7 @@ def test_auto_reads_with_python_what_the_compiled_path_cannot_run(kafka: KafkaTe
     }
     fetcher = open_fetcher(parse_reader_options(oidc, streaming=False), OffsetRange("t", 0, 0, 1), print)
     try:
-        assert type(fetcher) is PythonFetcher
+        assert type(fetcher) is ConfluentFetcher
     finally:
         fetcher.close()
     native = parse_reader_options({**oidc, "readEngine": "native"}, streaming=False)

@@ -1,4 +1,4 @@
-"""The compiled :class:`~spark_kafka_eos.read.range_fetcher.RangeFetcher`, from the optional
+"""The compiled :class:`~spark_kafka_eos.read.fetchers.range_fetcher.RangeFetcher`, from the optional
 ``spark-kafka-eos-native`` wheel: librdkafka fills Arrow buffers in Rust, with no Python object per
 record.
 
@@ -20,8 +20,8 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 
 from spark_kafka_eos.compiled import forward_logs, open_compiled
+from spark_kafka_eos.read.fetchers.range_fetcher import FetchError, FetchStep
 from spark_kafka_eos.read.idle_consumers import IDLE_CONSUMERS, consumer_key
-from spark_kafka_eos.read.range_fetcher import FetchError, FetchStep
 from spark_kafka_eos.read.record_batch import ConstantColumns, timestamp_out_of_range
 from spark_kafka_eos.schema import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE, arrow_record_schema
 

@@ -3,8 +3,8 @@
 A fetcher holds one assigned partition. Each :meth:`RangeFetcher.step` takes the records
 librdkafka delivers into Arrow batches until it meets an error event (which it returns, so the
 reader decides) or a record at or past the range end. Two fetchers implement it: the pure-Python
-one over confluent-kafka (``read/python_fetcher.py``) and the compiled one
-(``read/native_fetcher.py``, from the optional ``spark-kafka-eos-native`` wheel).
+one over confluent-kafka (:mod:`~spark_kafka_eos.read.fetchers.confluent`) and the compiled one
+(:mod:`~spark_kafka_eos.read.fetchers.native`, from the optional ``spark-kafka-eos-native`` wheel).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The pure-Python :class:`~spark_kafka_eos.read.range_fetcher.RangeFetcher`: confluent-kafka's
+"""The pure-Python :class:`~spark_kafka_eos.read.fetchers.range_fetcher.RangeFetcher`: confluent-kafka's
 consumer and a Python record batch builder. It is the path wherever the compiled one is missing."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from spark_kafka_eos.read.fetchers.range_fetcher import FetchError, FetchStep
 from spark_kafka_eos.read.idle_consumers import IDLE_CONSUMERS, consumer_key
-from spark_kafka_eos.read.range_fetcher import FetchError, FetchStep
 from spark_kafka_eos.read.record_batch import RecordBatchBuilder
 
 _DRAIN_BATCH = 1000
@@ -29,10 +29,10 @@ class StatisticsRoute:
             self.target(statistics)
 
 
-def open_python_fetcher(
+def open_confluent_fetcher(
     config: Mapping[str, Any], topic: str, partition: int, builder: RecordBatchBuilder, on_statistics: Callable[[str], None],
     make_consumer: Callable[[dict[str, Any]], Consumer],
-) -> PythonFetcher:
+) -> ConfluentFetcher:
     """A fetcher of ``topic``-``partition`` on an idle consumer of ``config``, or on a new one (``make_consumer``)."""
     key = consumer_key("python", config)
     idle = IDLE_CONSUMERS.take(key)
@@ -42,10 +42,10 @@ def open_python_fetcher(
     else:
         consumer, route = idle
     route.target = on_statistics
-    return PythonFetcher(consumer, topic, partition, builder, route, key)
+    return ConfluentFetcher(consumer, topic, partition, builder, route, key)
 
 
-class PythonFetcher:
+class ConfluentFetcher:
     """Reads one partition with ``consumer``, into ``builder``'s batches."""
 
     def __init__(

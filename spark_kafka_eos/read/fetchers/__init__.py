@@ -1,0 +1,51 @@
+"""The range reader's consumers: one protocol (:mod:`.range_fetcher`), one module per client library
+(:mod:`.native`, the compiled extension over librdkafka; :mod:`.confluent`, confluent-kafka's consumer), and
+:func:`open_fetcher`, which picks one by ``readEngine`` in that order of preference."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException
+
+from spark_kafka_eos.config.librdkafka import for_librdkafka
+from spark_kafka_eos.config.reader import ReaderOptions
+from spark_kafka_eos.errors import KafkaEosOptionError
+from spark_kafka_eos.read.fetchers.confluent import open_confluent_fetcher
+from spark_kafka_eos.read.fetchers.native import open_native_fetcher
+from spark_kafka_eos.read.fetchers.range_fetcher import RangeFetcher
+from spark_kafka_eos.read.planner import OffsetRange
+from spark_kafka_eos.read.progress import statistics_interval_ms
+from spark_kafka_eos.read.record_batch import RecordBatchBuilder
+
+
+def open_fetcher(options: ReaderOptions, offset_range: OffsetRange, on_statistics: Callable[[str], None]) -> RangeFetcher:
+    """By ``readEngine``: the compiled fetcher (``auto``: where it is installed and can run the
+    configuration), else the pure-Python one."""
+    topic, partition = offset_range.topic, offset_range.partition
+    config = for_librdkafka({**options.consumer_config(), "statistics.interval.ms": statistics_interval_ms(options.poll_timeout_ms)})
+    if options.read_engine != "python":
+        native = open_native_fetcher(
+            config, topic, partition, options.include_headers, options.max_records_per_batch, options.max_bytes_per_batch,
+            on_statistics, required=options.read_engine == "native",
+        )
+        if native is not None:
+            return native
+    builder = RecordBatchBuilder(topic, partition, options.include_headers, options.max_records_per_batch, options.max_bytes_per_batch)
+    return open_confluent_fetcher(config, topic, partition, builder, on_statistics, _consumer)
+
+
+def _consumer(config: dict[str, Any]) -> Consumer:
+    """A consumer of ``config``; an option error if librdkafka rejects it."""
+    try:
+        return Consumer(config)
+    except KafkaException as err:
+        raise KafkaEosOptionError(
+            "kafka.*", f"librdkafka rejected the consumer configuration: {err.args[0].str()}.", "fix or remove that kafka.* option."
+        ) from None
+
+
+def check_consumer_config(options: ReaderOptions) -> None:
+    """Fail on the driver, before any task runs, if librdkafka rejects the configuration."""
+    _consumer(for_librdkafka(options.consumer_config())).close()
