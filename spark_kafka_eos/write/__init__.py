@@ -1,7 +1,8 @@
 """The write path (exactly-once, two-phase commit coordinated by the Spark driver).
 
-:mod:`.writer` (Spark's interfaces; :func:`~.writer.open_stream_writer` / :func:`~.writer.open_batch_writer` validate and recovers on the driver) ->
-:mod:`.task_producer` (executors: one open transaction per task attempt) -> :mod:`.commit_message` ->
+:mod:`.open_writer` (validation and recovery on the driver) -> :mod:`.writer` (Spark's interfaces) ->
+:mod:`.task_producer` (executors: one open transaction per task attempt, through a producer of :mod:`.producers`)
+-> :mod:`.commit_message` ->
 :mod:`.coordinator` (the driver's two-phase commit, with :mod:`.decision_log` and :mod:`.recovery`).
 The protocol is described in the README ("Writing, exactly once") and in :mod:`.coordinator`.
 """

@@ -24,41 +24,32 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from itertools import repeat
-from typing import Any, Protocol, cast
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException
 from pyspark import TaskContext
 
 from spark_kafka_eos.cluster import cached_session, cluster_metadata
+from spark_kafka_eos.config.engine import Engine
 from spark_kafka_eos.config.writer import STATS_INTERVAL_MS, WriterOptions
 from spark_kafka_eos.errors import KafkaEosWriteError
 from spark_kafka_eos.retry import OPERATION_TIMEOUT_S
 from spark_kafka_eos.txn.session import PreparedTxnState, TxnState
-from spark_kafka_eos.txn.transactional_producer import warmed_up_producer
 from spark_kafka_eos.write.commit_message import PartitionCount, SourceOffset, TaskCommit
 from spark_kafka_eos.write.decision_log import DecisionLog
-from spark_kafka_eos.write.delivery_reports import DeliveryTally, EosStats, write_error
+from spark_kafka_eos.write.delivery_reports import write_error
 from spark_kafka_eos.write.input_schema import (
-    HEADERS,
-    KEY,
-    PARTITION,
     SOURCE_OFFSET,
     SOURCE_PARTITION,
     SOURCE_TOPIC,
-    TOPIC,
-    VALUE,
     InputColumns,
-    missing_topic_error,
-    null_header_error,
-    topic_missing,
 )
 from spark_kafka_eos.write.log_record import EpochId, Position
-from spark_kafka_eos.write.native_producer import open_native_producer
 from spark_kafka_eos.write.ownership import already_decided
+from spark_kafka_eos.write.producers import open_producer
+from spark_kafka_eos.write.producers.producer_client import ProducerClient
 from spark_kafka_eos.write.transaction_guard import worker_guard
 from spark_kafka_eos.write.transactional_id import task_transactional_id_candidates
 
@@ -198,11 +189,6 @@ def _ensure_aborted(options: WriterOptions, transactional_id: str, identity: tup
         log.warning("Could not check that %s is aborted (%s); the driver's recovery aborts it", transactional_id, err)
 
 
-def _new_client(config: Mapping[str, object], engine: str) -> ProducerClient:
-    client: ProducerClient | None = None if engine == "python" else open_native_producer(config, required=engine == "native")
-    return client if client is not None else _ConfluentProducer(config)
-
-
 class _EarlyProducer:
     """The producer of a task's first free candidate id, made and warmed up on a thread while the task waits for
     its first rows (Spark starts the writer's worker with the reader's: the rows come after the read). The
@@ -227,7 +213,7 @@ class _EarlyProducer:
             if not free:
                 return
             topic = options.topic or options.decision_log_topic
-            client = _new_client(options.producer_config(free[0], timeout_ms), options.write_engine)
+            client = open_producer(options.producer_config(free[0], timeout_ms), options.write_engine)
             client.warm_up(topic, OPERATION_TIMEOUT_S)
         except Exception as err:  # noqa: BLE001 - raised by take(), in the task's thread
             self._error = err
@@ -310,54 +296,16 @@ class _IdTaken(Exception):
     """Another task attempt opened a transaction on the id between its check and our InitProducerId."""
 
 
-class ProducerClient(Protocol):
-    """A task's transactional producer, on one of the two write paths: confluent-kafka's
-    (:class:`_ConfluentProducer`) or the compiled one (:class:`~spark_kafka_eos.write.native_producer.NativeProducer`).
-    Failing calls raise ``KafkaException`` (start, begin, abort) or :class:`KafkaEosWriteError` (produce)."""
-
-    def warm_up(self, topic: str, timeout_s: float) -> None:
-        """Bring the broker connection up (metadata requests only: nothing on the broker changes)."""
-
-    def start(self, warm_up_topic: str, timeout_s: float, before_init: Callable[[], None] | None) -> None:
-        """Warm up unless :meth:`warm_up` did, run ``before_init``, and init_transactions (fencing any earlier
-        holder of the id)."""
-
-    def begin(self) -> None: ...
-
-    def produce(self, batch: pa.RecordBatch, columns: InputColumns, topic_option: str | None, transactional_id: str,
-                queue_timeout_s: float) -> None:
-        """Produce every row of ``batch``, waiting up to ``queue_timeout_s`` for room in a full queue."""
-
-    def poll(self, timeout_s: float) -> None: ...
-
-    def flush(self, timeout_s: float) -> int:
-        """Wait up to ``timeout_s`` for every delivery report; the number of records still unacknowledged."""
-
-    def failed(self) -> bool:
-        """Whether a delivery failed."""
-
-    def deliveries(self) -> DeliveryTally: ...
-
-    @property
-    def identity(self) -> tuple[int, int] | None:
-        """Producer id and epoch, once librdkafka's statistics have reported them."""
-
-    def abort(self, timeout_s: float) -> None: ...
-
-    def release(self) -> None:
-        """Free the producer without aborting its transaction."""
-
-
 class _TaskTransaction:
     """A transactional producer with one open transaction: produce, then prepare or abort."""
 
     def __init__(self, transactional_id: str, config: Mapping[str, object], topic: str,
-                 before_init: Callable[[], None] | None = None, engine: str = "auto", client: ProducerClient | None = None,
+                 before_init: Callable[[], None] | None = None, engine: Engine = "auto", client: ProducerClient | None = None,
                  started: bool = False) -> None:
-        """``client``: one :func:`_new_client` made for ``transactional_id`` (and maybe warmed up, or ``started``) before."""
+        """``client``: one :func:`~spark_kafka_eos.write.producers.open_producer` made for ``transactional_id`` (and maybe warmed up, or ``started``) before."""
         self._transactional_id = transactional_id
         if client is None:
-            client, started = _new_client(config, engine), False
+            client, started = open_producer(config, engine), False
         try:
             if not started:
                 client.start(topic, OPERATION_TIMEOUT_S, before_init)
@@ -458,120 +406,6 @@ def _identity_within(client: ProducerClient, timeout_s: float) -> tuple[int, int
     while (identity := client.identity) is None and time.monotonic() < deadline:
         client.poll(STATS_INTERVAL_MS / 1000)
     return identity
-
-
-class _ConfluentProducer:
-    """confluent-kafka's producer (the pure-Python path): rows become Python objects, one produce() each.
-
-    Its callbacks are plain objects that never refer back to the producer, so dropping ``_producer`` frees
-    it at once (reference counting, no cycle) and with it the librdkafka instance -- without aborting.
-    """
-
-    def __init__(self, config: Mapping[str, object]) -> None:
-        self._config = config
-        self._tally = DeliveryTally()
-        self._stats = EosStats()
-        self._producer: Producer | None = None
-
-    def warm_up(self, topic: str, timeout_s: float) -> None:
-        config = {**self._config, "on_delivery": self._tally.on_delivery, "stats_cb": self._stats.on_stats}
-        self._producer = warmed_up_producer(config, topic, timeout_s)
-
-    def start(self, warm_up_topic: str, timeout_s: float, before_init: Callable[[], None] | None) -> None:
-        if self._producer is None:
-            self.warm_up(warm_up_topic, timeout_s)
-        if before_init is not None:
-            before_init()
-        self._live().init_transactions(timeout_s)
-
-    def begin(self) -> None:
-        self._live().begin_transaction()
-
-    def produce(self, batch: pa.RecordBatch, columns: InputColumns, topic_option: str | None, transactional_id: str,
-                queue_timeout_s: float) -> None:
-        producer = self._live()
-        produce = producer.produce
-        for record in _records(batch, columns, topic_option, transactional_id):
-            try:
-                # Positional: keywords cost ~40% of the rate. Order: topic, value, key, partition,
-                # callback, on_delivery (None: the configured one), timestamp (0: now), headers.
-                produce(record[0], record[1], record[2], record[3], None, None, 0, record[4])
-            except BufferError:
-                self._produce_when_room(record, transactional_id, queue_timeout_s)
-            except KafkaException as exc:
-                producer.poll(0)  # a delivery failure, if any, is the cause; report it rather than its echo
-                self._tally.add_failure(record[0], record[3], exc.args[0])
-                raise self._tally.error(transactional_id, "produce") from None
-
-    def _produce_when_room(self, record: tuple[str, Any, Any, int, Any], transactional_id: str, timeout_s: float) -> None:
-        producer = self._live()
-        deadline = time.monotonic() + timeout_s
-        while True:
-            producer.poll(0.05)
-            try:
-                producer.produce(record[0], record[1], record[2], record[3], None, None, 0, record[4])
-                return
-            except BufferError:
-                if time.monotonic() > deadline:
-                    raise write_error(transactional_id, "the producer queue stayed full",
-                                      [(record[0], record[3], KafkaError(KafkaError._QUEUE_FULL), 1)]) from None
-
-    def poll(self, timeout_s: float) -> None:
-        self._live().poll(timeout_s)
-
-    def flush(self, timeout_s: float) -> int:
-        return self._live().flush(timeout_s)
-
-    def failed(self) -> bool:
-        return bool(self._tally.failures)
-
-    def deliveries(self) -> DeliveryTally:
-        return self._tally
-
-    @property
-    def identity(self) -> tuple[int, int] | None:
-        return self._stats.identity
-
-    def abort(self, timeout_s: float) -> None:
-        self._live().abort_transaction(timeout_s)
-
-    def release(self) -> None:
-        self._producer = None  # the only reference: librdkafka is destroyed here
-
-    def _live(self) -> Producer:
-        if self._producer is None:
-            raise RuntimeError("the producer is not started or already released")
-        return self._producer
-
-
-def _records(batch: pa.RecordBatch, columns: InputColumns, topic_option: str | None,
-             transactional_id: str) -> Iterator[tuple[str, Any, Any, int, Any]]:
-    """(topic, value, key, partition, headers) per row, converted column by column (no per-row dicts).
-
-    String columns stay ``str``: confluent-kafka encodes them as UTF-8, like Spark's Kafka sink.
-    """
-    rows = batch.num_rows
-    values = batch.column(VALUE).to_pylist()
-    keys = batch.column(KEY).to_pylist() if columns.key else repeat(None, rows)
-    partitions = batch.column(PARTITION).fill_null(-1).to_pylist() if columns.partition else repeat(-1, rows)
-    headers = _headers(batch.column(HEADERS), transactional_id) if columns.headers else repeat(None, rows)
-    return zip(_topics(batch, columns, topic_option, transactional_id), values, keys, partitions, headers)
-
-
-def _topics(batch: pa.RecordBatch, columns: InputColumns, topic_option: str | None, transactional_id: str) -> Iterable[str]:
-    if topic_option is not None:  # the topic option wins over a topic column, as in Spark
-        return repeat(topic_option, batch.num_rows)
-    column = batch.column(TOPIC) if columns.topic else None
-    if column is None or topic_missing(column):
-        raise missing_topic_error(transactional_id)
-    return cast(list[str], column.to_pylist())  # no None, checked above
-
-
-def _headers(column: pa.Array, transactional_id: str) -> list[list[tuple[str, bytes | None]] | None]:
-    rows = column.to_pylist()
-    if any(h is None or h["key"] is None for row in rows if row for h in row):
-        raise null_header_error(transactional_id)
-    return [[(h["key"], h["value"]) for h in row] if row else None for row in rows]
 
 
 class _SourcePositions:

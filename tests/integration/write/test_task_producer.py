@@ -357,9 +357,10 @@ def test_a_transaction_the_producer_failed_to_abort_is_aborted_by_identity(
         kafka: KafkaTestCluster, session: TransactionSession, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """The fault: the producer's abort returns without aborting (as librdkafka did once under load). The task
     checks the coordinator and aborts its transaction by producer id and epoch, so nothing stays open."""
-    from spark_kafka_eos.write import native_producer, task_producer
+    from spark_kafka_eos.write.producers.confluent import ConfluentProducer
+    from spark_kafka_eos.write.producers.native import NativeProducer
 
-    for client in (task_producer._ConfluentProducer, native_producer.NativeProducer):
+    for client in (ConfluentProducer, NativeProducer):
         monkeypatch.setattr(client, "abort", lambda self, timeout_s: None)
     topic = kafka.create_topic(partitions=1)
     options = sink(kafka, topic)

@@ -24,7 +24,7 @@ from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.txn.session import TransactionSession
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.log_record import EpochId
-from spark_kafka_eos.write.native_producer import open_native_producer
+from spark_kafka_eos.write.producers.native import open_native_producer
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.visibility import record_digest
 from tests.harness.kafka import KafkaTestCluster
