@@ -11,6 +11,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from spark_kafka_eos.config.options import options_help
 from spark_kafka_eos.config.reader import parse_reader_options
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.read.reader import KafkaEosBatchReader
@@ -31,36 +32,16 @@ class KafkaEosDataSource(DataSource):
         spark.readStream.format("kafka_eos")
             .option("kafka.bootstrap.servers", "broker:9092").option("subscribe", "orders").load()
 
-    * ``kafka.bootstrap.servers`` (required); exactly one of ``subscribe`` (``t1,t2``),
-      ``subscribePattern`` (a regex) or ``assign`` (``{"t":[0,1]}``).
-    * ``startingOffsets`` / ``endingOffsets``: ``earliest``, ``latest``, JSON per partition, or ``group``
-      (with ``consumerGroup``); ``startingTimestamp``, ``endingTimestamp``, ``startingOffsetsByTimestamp``,
-      ``endingOffsetsByTimestamp``, ``startingOffsetsByTimestampStrategy``.
-    * ``failOnDataLoss`` (default true), ``minPartitions``, ``maxRecordsPerPartition``,
-      ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay``, ``includeHeaders``,
-      ``groupIdPrefix``, ``progressGroup``, ``kafkaConsumer.pollTimeoutMs``, ``fetchOffset.numRetries``,
-      ``fetchOffset.retryIntervalMs``, ``maxRecordsPerBatch``, ``maxBytesPerBatch``, ``minRecordsPerPartition``
-      (default 10000: ranges of fewer offsets share Spark partitions of up to that many; 0: one per range).
-    * ``readEngine``: ``auto`` (default), ``native`` (the compiled extension) or ``python``.
-
     Writing (``df.write`` / ``df.writeStream``), the columns of Spark's Kafka sink (``value``; ``key``,
     ``topic``, ``partition``, ``headers`` optional)::
 
         df.writeStream.format("kafka_eos").option("kafka.bootstrap.servers", "broker:9092")
             .option("topic", "out").option("checkpointLocation", "/chk/etl").start()
 
-    * ``topic``; ``transactional.id.prefix`` (required for ``df.write``; a stream derives it from
-      ``checkpointLocation``); ``writeId`` (a batch write's id: a re-run with the same id writes nothing).
-    * ``consumerGroup``: commit the consumed offsets (columns ``source_topic``, ``source_partition``,
-      ``source_offset``) inside the decision transaction.
-    * ``decisionLogTopic``, ``allowNewPrefix``, ``kafka.transaction.timeout.ms``.
-    * ``writeEngine``: ``auto`` (default), ``native`` (the compiled extension) or ``python``.
-
-    Both: ``gcFreeze`` (default ``true``: freeze the Spark Python worker's heap at its first kafka_eos task, so
-    that pyspark's collection after every task skips what was imported once). ``kafka.*`` settings pass to
-    librdkafka (security, SASL, TLS, tuning), except those that would break the guarantees. Bad options fail
-    before any data moves, with an error naming the option and the fix (:mod:`spark_kafka_eos.errors`). The
-    README has every option's full meaning.
+    ``kafka.bootstrap.servers`` is required. ``kafka.*`` settings pass to librdkafka (security, SASL, TLS,
+    tuning), except those that would break the guarantees. Bad options fail before any data moves, with an error
+    naming the option and the fix (:mod:`spark_kafka_eos.errors`). The README has every option's full meaning;
+    each one, with its default:
     """
 
     @classmethod
@@ -95,3 +76,6 @@ class KafkaEosDataSource(DataSource):
     def writer_hooks(self) -> WriterHooks:
         """Seams of the write path; none here (tests override this to inject faults)."""
         return NO_HOOKS
+
+
+KafkaEosDataSource.__doc__ = (KafkaEosDataSource.__doc__ or "") + options_help()  # one declaration per option

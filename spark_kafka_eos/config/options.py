@@ -10,92 +10,84 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
 
 from spark_kafka_eos.config.connection import KafkaConnection
 from spark_kafka_eos.config.librdkafka import JAVA_ONLY_SETTINGS
 from spark_kafka_eos.errors import KafkaEosOptionError
 
-# Option names, as documented (camelCase); Spark lower-cases the keys it passes.
-SUBSCRIBE = "subscribe"
-SUBSCRIBE_PATTERN = "subscribePattern"
-ASSIGN = "assign"
-STARTING_OFFSETS = "startingOffsets"
-ENDING_OFFSETS = "endingOffsets"
-STARTING_TIMESTAMP = "startingTimestamp"
-ENDING_TIMESTAMP = "endingTimestamp"
-STARTING_OFFSETS_BY_TIMESTAMP = "startingOffsetsByTimestamp"
-ENDING_OFFSETS_BY_TIMESTAMP = "endingOffsetsByTimestamp"
-STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY = "startingOffsetsByTimestampStrategy"
-FAIL_ON_DATA_LOSS = "failOnDataLoss"
-MIN_PARTITIONS = "minPartitions"
-MAX_RECORDS_PER_PARTITION = "maxRecordsPerPartition"
-MAX_OFFSETS_PER_TRIGGER = "maxOffsetsPerTrigger"
-MIN_OFFSETS_PER_TRIGGER = "minOffsetsPerTrigger"
-MAX_TRIGGER_DELAY = "maxTriggerDelay"
-INCLUDE_HEADERS = "includeHeaders"
-GROUP_ID_PREFIX = "groupIdPrefix"
-KAFKA_CONSUMER_POLL_TIMEOUT_MS = "kafkaConsumer.pollTimeoutMs"
-FETCH_OFFSET_NUM_RETRIES = "fetchOffset.numRetries"
-FETCH_OFFSET_RETRY_INTERVAL_MS = "fetchOffset.retryIntervalMs"
-MAX_RECORDS_PER_BATCH = "maxRecordsPerBatch"
-MAX_BYTES_PER_BATCH = "maxBytesPerBatch"
-READ_ENGINE = "readEngine"
-CONSUMER_GROUP = "consumerGroup"
-PROGRESS_GROUP = "progressGroup"
-GC_FREEZE = "gcFreeze"
-MIN_RECORDS_PER_PARTITION = "minRecordsPerPartition"
+Side = Literal["read", "write", "both", "spark"]
+"""Who reads an option: the source, the sink, both, or Spark itself (known here so that it is never taken for a
+typo of ours)."""
 
-# The sink's options, and Spark's own that reach it.
-TOPIC = "topic"
-TRANSACTIONAL_ID_PREFIX = "transactional.id.prefix"
-CHECKPOINT_LOCATION = "checkpointLocation"
-PATH = "path"
-DECISION_LOG_TOPIC = "decisionLogTopic"
-WRITE_ID = "writeId"
-ALLOW_NEW_PREFIX = "allowNewPrefix"
-WRITE_ENGINE = "writeEngine"
 
-READER_OPTIONS = (
-    SUBSCRIBE,
-    SUBSCRIBE_PATTERN,
-    ASSIGN,
-    STARTING_OFFSETS,
-    ENDING_OFFSETS,
-    STARTING_TIMESTAMP,
-    ENDING_TIMESTAMP,
-    STARTING_OFFSETS_BY_TIMESTAMP,
-    ENDING_OFFSETS_BY_TIMESTAMP,
-    STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY,
-    FAIL_ON_DATA_LOSS,
-    MIN_PARTITIONS,
-    MAX_RECORDS_PER_PARTITION,
-    MIN_RECORDS_PER_PARTITION,
-    MAX_OFFSETS_PER_TRIGGER,
-    MIN_OFFSETS_PER_TRIGGER,
-    MAX_TRIGGER_DELAY,
-    INCLUDE_HEADERS,
-    GROUP_ID_PREFIX,
-    KAFKA_CONSUMER_POLL_TIMEOUT_MS,
-    FETCH_OFFSET_NUM_RETRIES,
-    FETCH_OFFSET_RETRY_INTERVAL_MS,
-    MAX_RECORDS_PER_BATCH,
-    MAX_BYTES_PER_BATCH,
-    READ_ENGINE,
-    CONSUMER_GROUP,
-    PROGRESS_GROUP,
-    GC_FREEZE,
-)
+@dataclass(frozen=True)
+class Option:
+    """One option of ``kafka_eos``, declared once (:func:`_declare`): the name as documented (camelCase; Spark
+    lower-cases the keys it passes), who reads it, its default as a user would write it ("" for none) and its
+    meaning in one line. The typo check, ``help(KafkaEosDataSource)`` and the docs' option tables come from it."""
+
+    name: str
+    side: Side
+    default: str
+    doc: str
+
+
+OPTIONS: dict[str, Option] = {}
+"""Every option, by name, in the order declared."""
+
+
+def _declare(name: str, side: Side, default: str, doc: str) -> str:
+    OPTIONS[name] = Option(name, side, default, doc)
+    return name
+
+
+SUBSCRIBE = _declare("subscribe", "read", "", "the topics to read, comma-separated (exactly one of subscribe, subscribePattern, assign)")
+SUBSCRIBE_PATTERN = _declare("subscribePattern", "read", "", "a regular expression of the topics to read")
+ASSIGN = _declare("assign", "read", "", 'the topic-partitions to read, as JSON: {"t":[0,1]}')
+STARTING_OFFSETS = _declare("startingOffsets", "read", "earliest (batch), latest (stream)",
+                            'where to start: earliest, latest, JSON per partition ({"t":{"0":23}}), or group (with consumerGroup)')
+ENDING_OFFSETS = _declare("endingOffsets", "read", "latest", "batch reads only: where to stop: latest (the last stable offset) or JSON per partition")
+STARTING_TIMESTAMP = _declare("startingTimestamp", "read", "", "start at this timestamp (ms) in every partition")
+ENDING_TIMESTAMP = _declare("endingTimestamp", "read", "", "batch reads only: stop at this timestamp (ms) in every partition")
+STARTING_OFFSETS_BY_TIMESTAMP = _declare("startingOffsetsByTimestamp", "read", "", 'start at a timestamp (ms) per partition: {"t":{"0":1700000000000}}')
+ENDING_OFFSETS_BY_TIMESTAMP = _declare("endingOffsetsByTimestamp", "read", "", "batch reads only: stop at a timestamp (ms) per partition")
+STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY = _declare("startingOffsetsByTimestampStrategy", "read", "error",
+                                                  "error or latest, when no record is at or after a starting timestamp")
+FAIL_ON_DATA_LOSS = _declare("failOnDataLoss", "read", "true", "fail when records the query needs are gone; false: a warning, then read on")
+MIN_PARTITIONS = _declare("minPartitions", "read", "", "at least this many Spark partitions: large ranges are cut")
+MAX_RECORDS_PER_PARTITION = _declare("maxRecordsPerPartition", "read", "", "cut ranges longer than this many offsets")
+MIN_RECORDS_PER_PARTITION = _declare("minRecordsPerPartition", "read", "10000",
+                                     "ranges shorter than this share Spark partitions of up to this many offsets; 0: one Spark partition per range")
+MAX_OFFSETS_PER_TRIGGER = _declare("maxOffsetsPerTrigger", "read", "", "streams: at most this many offsets a micro-batch")
+MIN_OFFSETS_PER_TRIGGER = _declare("minOffsetsPerTrigger", "read", "", "streams: wait for this many offsets, up to maxTriggerDelay")
+MAX_TRIGGER_DELAY = _declare("maxTriggerDelay", "read", "15m", "streams: the longest wait for minOffsetsPerTrigger")
+INCLUDE_HEADERS = _declare("includeHeaders", "read", "false", "add the headers column")
+GROUP_ID_PREFIX = _declare("groupIdPrefix", "read", "spark-kafka-eos-source", "the prefix of the consumer group id used for fetching (never joined)")
+KAFKA_CONSUMER_POLL_TIMEOUT_MS = _declare("kafkaConsumer.pollTimeoutMs", "read", "120000", "a range read that makes no progress this long fails")
+FETCH_OFFSET_NUM_RETRIES = _declare("fetchOffset.numRetries", "read", "3", "retries of the driver's offset look-ups")
+FETCH_OFFSET_RETRY_INTERVAL_MS = _declare("fetchOffset.retryIntervalMs", "read", "1000", "milliseconds between those retries")
+MAX_RECORDS_PER_BATCH = _declare("maxRecordsPerBatch", "read", "50000", "records of one Arrow batch of a read task")
+MAX_BYTES_PER_BATCH = _declare("maxBytesPerBatch", "read", "33554432", "bytes of keys, values and headers of one Arrow batch of a read task")
+READ_ENGINE = _declare("readEngine", "read", "auto", "auto, native (the compiled extension) or python: which consumer reads the ranges")
+PROGRESS_GROUP = _declare("progressGroup", "read", "", "streams: commit each finished micro-batch's end offsets to this consumer group")
+CONSUMER_GROUP = _declare("consumerGroup", "both", "",
+                          "the sink commits the consumed source offsets to this group inside its decision; the source reads from it with startingOffsets=group")
+GC_FREEZE = _declare("gcFreeze", "both", "true", "freeze the Spark Python worker's heap at its first kafka_eos task")
+TOPIC = _declare("topic", "write", "", "the topic of rows without a topic column (the option wins over the column)")
+TRANSACTIONAL_ID_PREFIX = _declare("transactional.id.prefix", "write", "streams: derived from checkpointLocation",
+                                   "the stable name of the sink's transactions; one query or job per prefix")
+DECISION_LOG_TOPIC = _declare("decisionLogTopic", "write", "_kafka_eos_decisions", "the decision log topic")
+WRITE_ID = _declare("writeId", "write", "a new id per job", "batch writes only: the write's id; a re-run with the same id writes nothing more")
+ALLOW_NEW_PREFIX = _declare("allowNewPrefix", "write", "false", "streams: let a query past micro-batch 0 start on a prefix that has no record of it")
+WRITE_ENGINE = _declare("writeEngine", "write", "auto", "auto, native (the compiled extension) or python: which producer writes a task's records")
+CHECKPOINT_LOCATION = _declare("checkpointLocation", "spark", "", "Spark's: a stream's checkpoint (the sink derives its default prefix from it)")
+PATH = _declare("path", "spark", "", "Spark's: the argument of load() and save(), unused by kafka_eos")
+
+READER_OPTIONS = tuple(name for name, option in OPTIONS.items() if option.side in ("read", "both"))
 # Options of the sink and of Spark itself: known, so never reported as typos of a source option.
-WRITER_AND_SPARK_OPTIONS = (
-    TOPIC,
-    TRANSACTIONAL_ID_PREFIX,
-    CHECKPOINT_LOCATION,
-    PATH,
-    DECISION_LOG_TOPIC,
-    WRITE_ID,
-    ALLOW_NEW_PREFIX,
-    WRITE_ENGINE,
-)
+WRITER_AND_SPARK_OPTIONS = tuple(name for name, option in OPTIONS.items() if option.side in ("write", "spark"))
 _CANONICAL = {name.lower(): name for name in READER_OPTIONS + WRITER_AND_SPARK_OPTIONS}
 
 # Consumer settings the reader sets or replaces itself, and what to use instead; the writer refuses them as
@@ -166,3 +158,30 @@ def parse_common(
     reject_typos(opts)
     settings = (kafka_settings or parse_kafka_settings)(opts)
     return opts, settings, parse_connection(settings)
+
+
+def boolean_option(opts: Mapping[str, str], name: str) -> bool:
+    """Option ``name`` (true or false, in any case; looked up lower-cased in ``opts``), else its declared default."""
+    raw = opts.get(name.lower(), OPTIONS[name].default).strip().lower()
+    if raw not in ("true", "false"):
+        raise KafkaEosOptionError(name, f"is {opts.get(name.lower())!r}.", "use true or false.")
+    return raw == "true"
+
+
+def options_help() -> str:
+    """Every option with its default and meaning, for ``help(KafkaEosDataSource)``."""
+    titles = {"read": "Reading", "write": "Writing", "both": "Reading and writing", "spark": "Spark's own"}
+    lines = []
+    for side, title in titles.items():
+        lines += ["", f"    {title}:", ""]
+        for option in (o for o in OPTIONS.values() if o.side == side):
+            default = f" (default: {option.default})" if option.default else ""
+            lines.append(f"    * ``{option.name}``{default}: {option.doc}.")
+    return "\n".join(lines) + "\n"
+
+
+def options_table(*sides: Side) -> str:
+    """A Markdown table of the options of ``sides``: name, default, meaning (for the docs)."""
+    rows = ["| option | default | meaning |", "|---|---|---|"]
+    rows += [f"| `{o.name}` | {o.default} | {o.doc} |" for o in OPTIONS.values() if o.side in sides]
+    return "\n".join(rows) + "\n"

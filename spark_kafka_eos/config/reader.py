@@ -43,6 +43,7 @@ from spark_kafka_eos.config.options import (
     STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY,
     SUBSCRIBE,
     SUBSCRIBE_PATTERN,
+    boolean_option,
     canonical_name,
     parse_common,
 )
@@ -245,13 +246,13 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
         starting=starting,
         ending=ending,
         timestamp_strategy="latest" if strategy == "latest" else "error",
-        fail_on_data_loss=_bool(opts, FAIL_ON_DATA_LOSS, True),
+        fail_on_data_loss=boolean_option(opts, FAIL_ON_DATA_LOSS),
         min_partitions=_positive_int(opts, MIN_PARTITIONS),
         max_records_per_partition=_positive_int(opts, MAX_RECORDS_PER_PARTITION),
         max_offsets_per_trigger=max_offsets,
         min_offsets_per_trigger=min_offsets,
         max_trigger_delay_ms=_duration_ms(opts, MAX_TRIGGER_DELAY, DEFAULT_MAX_TRIGGER_DELAY_MS),
-        include_headers=_bool(opts, INCLUDE_HEADERS, False),
+        include_headers=boolean_option(opts, INCLUDE_HEADERS),
         max_records_per_batch=_positive_int(opts, MAX_RECORDS_PER_BATCH) or DEFAULT_MAX_RECORDS_PER_BATCH,
         max_bytes_per_batch=_positive_int(opts, MAX_BYTES_PER_BATCH) or DEFAULT_MAX_BYTES_PER_BATCH,
         poll_timeout_ms=_positive_int(opts, KAFKA_CONSUMER_POLL_TIMEOUT_MS) or DEFAULT_POLL_TIMEOUT_MS,
@@ -262,7 +263,7 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
         kafka_config=kafka_config,
         progress_group=progress_group,
         read_engine=_read_engine(opts),
-        gc_freeze=_bool(opts, GC_FREEZE, True),
+        gc_freeze=boolean_option(opts, GC_FREEZE),
         min_records_per_partition=_non_negative_int(opts, MIN_RECORDS_PER_PARTITION, DEFAULT_MIN_RECORDS_PER_PARTITION),
     )
 
@@ -420,11 +421,6 @@ def _timestamp(value: str, option: str) -> int:
     if not text.isdigit():
         raise KafkaEosOptionError(option, f"is {value!r}.", "give milliseconds since the epoch, e.g. 1700000000000.")
     return int(text)
-
-
-def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
-    return _value(opts, name, default, lambda raw: raw.strip().lower() in ("true", "false"),
-                  lambda raw: raw.strip().lower() == "true", "use true or false.")
 
 
 def _positive_int(opts: Mapping[str, str], name: str) -> int | None:

@@ -38,6 +38,7 @@ from spark_kafka_eos.config.options import (
     TRANSACTIONAL_ID_PREFIX,
     WRITE_ENGINE,
     WRITE_ID,
+    boolean_option,
     parse_common,
     parse_kafka_settings,
 )
@@ -159,10 +160,10 @@ def parse_writer_options(options: Mapping[str, str], streaming: bool) -> WriterO
         transaction_timeout_ms=None if timeout is None else _transaction_timeout(timeout),
         kafka_config=kafka_config,
         write_id=_write_id(opts, streaming),
-        allow_new_prefix=_flag(opts, ALLOW_NEW_PREFIX),
+        allow_new_prefix=boolean_option(opts, ALLOW_NEW_PREFIX),
         checkpoint_location=(opts.get(CHECKPOINT_LOCATION.lower()) or "").strip() or None,
         write_engine=engine_option(opts, WRITE_ENGINE, WRITE_ENGINE_VARIABLE, "write"),
-        gc_freeze=_flag(opts, GC_FREEZE, default=True),
+        gc_freeze=boolean_option(opts, GC_FREEZE),
     )
     _check_with_librdkafka(parsed)
     return parsed
@@ -176,13 +177,6 @@ def derived_prefix(checkpoint_location: str) -> str:
 
 def _prefix_of(location: str) -> str:
     return DERIVED_PREFIX_START + hashlib.sha256(location.encode("utf-8")).hexdigest()[:16]
-
-
-def _flag(opts: Mapping[str, str], option: str, default: bool = False) -> bool:
-    raw = opts.get(option.lower(), str(default).lower()).strip().lower()
-    if raw not in ("true", "false"):
-        raise KafkaEosOptionError(option, f"is {opts.get(option.lower())!r}.", "use true or false.")
-    return raw == "true"
 
 
 def _producer_settings(opts: Mapping[str, str]) -> dict[str, str]:
