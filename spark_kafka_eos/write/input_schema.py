@@ -156,6 +156,14 @@ OFFSET_BYTES = {pa.string(): 4, pa.binary(): 4, pa.large_string(): 8, pa.large_b
 """The variable-width Arrow types the writers read from their buffers, by the size of one offset."""
 
 
+def topic_column(batch: pa.RecordBatch, columns: InputColumns, transactional_id: str) -> pa.Array:
+    """The batch's topic column, with a topic in every row; else the task's error (see :func:`topic_missing`)."""
+    column = batch.column(TOPIC) if columns.topic else None
+    if column is None or topic_missing(column):
+        raise missing_topic_error(transactional_id)
+    return column
+
+
 def missing_topic_error(transactional_id: str) -> KafkaEosWriteError:
     """A task's error for a row without a topic (see :func:`topic_missing`)."""
     return KafkaEosWriteError(

@@ -16,12 +16,10 @@ from spark_kafka_eos.write.input_schema import (
     HEADERS,
     KEY,
     PARTITION,
-    TOPIC,
     VALUE,
     InputColumns,
-    missing_topic_error,
     null_header_error,
-    topic_missing,
+    topic_column,
 )
 
 
@@ -126,10 +124,7 @@ def _records(batch: pa.RecordBatch, columns: InputColumns, topic_option: str | N
 def _topics(batch: pa.RecordBatch, columns: InputColumns, topic_option: str | None, transactional_id: str) -> Iterable[str]:
     if topic_option is not None:  # the topic option wins over a topic column, as in Spark
         return repeat(topic_option, batch.num_rows)
-    column = batch.column(TOPIC) if columns.topic else None
-    if column is None or topic_missing(column):
-        raise missing_topic_error(transactional_id)
-    return cast(list[str], column.to_pylist())  # no None, checked above
+    return cast(list[str], topic_column(batch, columns, transactional_id).to_pylist())  # no None: checked
 
 
 def _headers(column: pa.Array, transactional_id: str) -> list[list[tuple[str, bytes | None]] | None]:

@@ -26,17 +26,14 @@ from spark_kafka_eos.write.input_schema import (
     KEY,
     OFFSET_BYTES,
     PARTITION,
-    TOPIC,
     VALUE,
     InputColumns,
-    missing_topic_error,
     null_header_error,
-    topic_missing,
+    topic_column,
 )
 
 _Exported = tuple[object, object]
 """A column as ``__arrow_c_array__`` exports it: (schema capsule, array capsule)."""
-_VARIABLE_WIDTH = {kind: size == 8 for kind, size in OFFSET_BYTES.items()}
 
 
 def open_native_producer(config: Mapping[str, Any], required: bool) -> NativeProducer | None:
@@ -50,7 +47,7 @@ def open_native_producer(config: Mapping[str, Any], required: bool) -> NativePro
 
 class NativeProducer:
     """A task's compiled transactional producer, with the calls of
-    :class:`~spark_kafka_eos.write.task_producer.ProducerClient`."""
+    :class:`~spark_kafka_eos.write.producers.producer_client.ProducerClient`."""
 
     def __init__(self, producer: Any) -> None:
         self._producer = producer
@@ -78,10 +75,7 @@ class NativeProducer:
                 queue_timeout_s: float) -> None:
         topics = None
         if topic_option is None:
-            column = batch.column(TOPIC) if columns.topic else None
-            if column is None or topic_missing(column):
-                raise missing_topic_error(transactional_id)
-            topics = _binary(column)
+            topics = _binary(topic_column(batch, columns, transactional_id))
         partitions = batch.column(PARTITION) if columns.partition else None
         if partitions is not None and partitions.type != pa.int32():
             partitions = partitions.cast(pa.int32())  # the extension reads 32-bit partition numbers
@@ -154,7 +148,7 @@ def _raise_on(error: tuple[int, str, bool, bool, bool] | None) -> None:
 def _binary(array: pa.Array) -> _Exported:
     """A binary or string array, exported by Arrow's C data interface as the extension reads it (a view type
     as large binary, which it reads)."""
-    if array.type not in _VARIABLE_WIDTH:
+    if array.type not in OFFSET_BYTES:
         array = array.cast(pa.large_binary())
     return array.__arrow_c_array__()
 
