@@ -41,6 +41,15 @@ type TxnError = (i32, String, bool, bool, bool);
 type Refused = (usize, i32, String, i32);
 type FirstRecord<'py> = (String, i32, i64, Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyBytes>>);
 
+/// The validated columns of one `produce` call.
+struct Columns<'a> {
+    values: Binary<'a>,
+    topics: Option<Binary<'a>>,
+    keys: Option<Binary<'a>>,
+    partitions: Option<Int32<'a>>,
+    headers: Option<Headers<'a>>,
+}
+
 unsafe fn txn_outcome(error: *mut rd::rd_kafka_error_t) -> Option<TxnError> {
     if error.is_null() {
         return None;
@@ -118,59 +127,31 @@ impl TaskProducer {
     /// Produce the rows of the columns, each given by Arrow's C data interface (`__arrow_c_array__`) and
     /// validated before the first record is produced: the topic is `topic`, else the `topics` column's; a null
     /// partition (or none) lets the partitioner choose. A full queue is waited for up to `queue_timeout_ms`
-    /// at a time. Returns the first record librdkafka refused, where producing stopped.
+    /// at a time. Returns the first record librdkafka refused, where producing stopped. The rows are produced
+    /// without the GIL.
     #[pyo3(signature = (topic, topics, values, keys, partitions, headers, queue_timeout_ms))]
     #[allow(clippy::too_many_arguments)]
     fn produce(
         &mut self, py: Python<'_>, topic: Option<&str>, topics: Option<Exported<'_>>, values: Exported<'_>,
         keys: Option<Exported<'_>>, partitions: Option<Exported<'_>>, headers: Option<Exported<'_>>, queue_timeout_ms: u64,
     ) -> PyResult<Option<Refused>> {
-        let rk = self.live()?;
+        self.live()?;
         let fixed_topic = match topic {
-            Some(name) => Some(self.topic(name.as_bytes())?),
+            Some(name) => Some(Unshared(self.topic(name.as_bytes())?)),
             None => None,
         };
-        // Every column is validated here, before the first record is produced.
+        // Every column is validated here, with the GIL, before the first record is produced; the views hold
+        // only slices of the arrays, which the caller's objects keep alive for the whole call.
         let rows = rows_of(&values, "value")?;
-        let values = Binary::take(&values, "value", rows)?;
-        let topics = topics.as_ref().map(|column| Binary::take(column, "topic", rows)).transpose()?;
-        let keys = keys.as_ref().map(|column| Binary::take(column, "key", rows)).transpose()?;
-        let partitions = partitions.as_ref().map(|column| Int32::take(column, "partition", rows)).transpose()?;
-        let headers = headers.as_ref().map(|column| Headers::take(column, "headers", rows)).transpose()?;
-        for row in 0..rows {
-            let (rkt, name) = match (fixed_topic, &topics) {
-                (Some(rkt), _) => (rkt, None),
-                (None, Some(column)) => {
-                    let name = column.get(row).unwrap_or_default();
-                    (self.topic(name)?, Some(name))
-                }
-                (None, None) => return Err(PyRuntimeError::new_err("produce needs a topic or a topics column")),
-            };
-            let partition = partitions.as_ref().and_then(|column| column.get(row)).unwrap_or(UNASSIGNED);
-            let value = values.get(row);
-            let key = keys.as_ref().and_then(|column| column.get(row));
-            let mut deadline = None; // read the clock only when the queue is full
-            loop {
-                let err = unsafe { produce_one(rk, rkt, partition, key, value, headers.as_ref(), row) };
-                if err == QUEUE_FULL && Instant::now() < *deadline.get_or_insert_with(|| Instant::now() + Duration::from_millis(queue_timeout_ms)) {
-                    let rk = Unshared(rk);
-                    py.allow_threads(move || {
-                        let rk = rk;
-                        unsafe { rd::rd_kafka_poll(rk.0, QUEUE_POLL_MS) }
-                    });
-                    continue;
-                }
-                if err != 0 {
-                    let topic = match name {
-                        Some(name) => String::from_utf8_lossy(name).into_owned(),
-                        None => topic.unwrap_or_default().to_owned(),
-                    };
-                    return Ok(Some((row, err, topic, partition)));
-                }
-                break;
-            }
-        }
-        Ok(None)
+        let columns = Columns {
+            values: Binary::take(&values, "value", rows)?,
+            topics: topics.as_ref().map(|column| Binary::take(column, "topic", rows)).transpose()?,
+            keys: keys.as_ref().map(|column| Binary::take(column, "key", rows)).transpose()?,
+            partitions: partitions.as_ref().map(|column| Int32::take(column, "partition", rows)).transpose()?,
+            headers: headers.as_ref().map(|column| Headers::take(column, "headers", rows)).transpose()?,
+        };
+        let queue_timeout = Duration::from_millis(queue_timeout_ms);
+        py.allow_threads(|| self.produce_rows(fixed_topic, topic, &columns, rows, queue_timeout))
     }
 
     /// Serve delivery reports and statistics, waiting up to `timeout_ms` for the first.
@@ -261,6 +242,44 @@ impl TaskProducer {
         self.live()?;
         // SAFETY: freed only in drop.
         Ok(unsafe { &*self.callbacks })
+    }
+
+    /// The loop of `produce`, run without the GIL.
+    fn produce_rows(
+        &mut self, fixed_topic: Option<Unshared<*mut rd::rd_kafka_topic_t>>, topic: Option<&str>, columns: &Columns<'_>,
+        rows: usize, queue_timeout: Duration,
+    ) -> PyResult<Option<Refused>> {
+        let rk = self.live()?;
+        for row in 0..rows {
+            let (rkt, name) = match (&fixed_topic, &columns.topics) {
+                (Some(rkt), _) => (rkt.0, None),
+                (None, Some(column)) => {
+                    let name = column.get(row).unwrap_or_default();
+                    (self.topic(name)?, Some(name))
+                }
+                (None, None) => return Err(PyRuntimeError::new_err("produce needs a topic or a topics column")),
+            };
+            let partition = columns.partitions.as_ref().and_then(|column| column.get(row)).unwrap_or(UNASSIGNED);
+            let value = columns.values.get(row);
+            let key = columns.keys.as_ref().and_then(|column| column.get(row));
+            let mut deadline = None; // read the clock only when the queue is full
+            loop {
+                let err = unsafe { produce_one(rk, rkt, partition, key, value, columns.headers.as_ref(), row) };
+                if err == QUEUE_FULL && Instant::now() < *deadline.get_or_insert_with(|| Instant::now() + queue_timeout) {
+                    unsafe { rd::rd_kafka_poll(rk, QUEUE_POLL_MS) };
+                    continue;
+                }
+                if err != 0 {
+                    let topic = match name {
+                        Some(name) => String::from_utf8_lossy(name).into_owned(),
+                        None => topic.unwrap_or_default().to_owned(),
+                    };
+                    return Ok(Some((row, err, topic, partition)));
+                }
+                break;
+            }
+        }
+        Ok(None)
     }
 
     /// The producer's handle of topic `name`, made on first use.
