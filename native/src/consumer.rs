@@ -14,7 +14,7 @@ use pyo3::types::PyList;
 use rdkafka_sys as rd;
 
 use crate::arrow_buffers::BatchBuilder;
-use crate::handle::{c_string, c_text, error_text, open_handle, Callbacks, LogLine, Unshared};
+use crate::handle::{c_string, c_text, consume_batch, error_text, open_handle, Callbacks, LogLine, Message, Unshared};
 
 // librdkafka functions whose error code is taken as a plain integer (see `handle`).
 #[allow(clashing_extern_declarations)]
@@ -106,7 +106,7 @@ pub struct RangeConsumer {
     current: BatchBuilder,
     sealed: Vec<BatchBuilder>,
     /// Delivered by librdkafka but not yet looked at: a step stops at an error event.
-    pending: VecDeque<Unshared<*mut rd::rd_kafka_message_t>>,
+    pending: VecDeque<Message>,
 }
 
 // SAFETY: librdkafka's handle, queue and messages may be used from any thread, and its callbacks (statistics,
@@ -162,9 +162,9 @@ impl RangeConsumer {
             self.fetch(py, max_records.max(1), timeout_ms)?;
         }
         let mut last = None;
-        while let Some(Unshared(message)) = self.pending.pop_front() {
-            let outcome = unsafe { self.take(message, end) };
-            unsafe { rd::rd_kafka_message_destroy(message) };
+        while let Some(message) = self.pending.pop_front() {
+            let outcome = unsafe { self.take(message.as_ptr(), end) };
+            drop(message);
             match outcome {
                 Taken::Record(offset) => last = Some(offset),
                 Taken::PastEnd => {
@@ -241,17 +241,8 @@ impl RangeConsumer {
             let (rk, queue) = (rk, queue);
             unsafe {
                 let err = assign_partitions(rk.0, ptr::null());
-                // Events of the old assignment already queued: librdkafka drops later ones by their version.
-                let mut messages: Vec<*mut rd::rd_kafka_message_t> = vec![ptr::null_mut(); 256];
-                loop {
-                    let count = rd::rd_kafka_consume_batch_queue(queue.0, 0, messages.as_mut_ptr(), messages.len());
-                    if count <= 0 {
-                        break;
-                    }
-                    for message in &messages[..count as usize] {
-                        rd::rd_kafka_message_destroy(*message);
-                    }
-                }
+                // Events of the old assignment already queued (dropped here): librdkafka drops later ones by their version.
+                while consume_batch(queue.0, 0, 256).is_some_and(|messages| !messages.is_empty()) {}
                 err
             }
         }))
@@ -301,17 +292,14 @@ impl RangeConsumer {
 
     fn fetch(&mut self, py: Python<'_>, max_records: usize, timeout_ms: i32) -> PyResult<()> {
         let queue = Unshared(self.client()?.queue);
-        let (count, delivered) = py.allow_threads(move || {
+        let delivered = py.allow_threads(move || {
             let queue = queue;
-            let mut messages: Vec<*mut rd::rd_kafka_message_t> = vec![ptr::null_mut(); max_records];
-            let count = unsafe { rd::rd_kafka_consume_batch_queue(queue.0, timeout_ms, messages.as_mut_ptr(), max_records) };
-            messages.truncate(count.max(0) as usize);
-            (count, Unshared(messages))
+            unsafe { consume_batch(queue.0, timeout_ms, max_records) }
         });
-        if count < 0 {
+        let Some(delivered) = delivered else {
             return Err(PyRuntimeError::new_err("librdkafka could not consume from the partition's queue"));
-        }
-        self.pending.extend(delivered.0.into_iter().map(Unshared));
+        };
+        self.pending.extend(delivered);
         Ok(())
     }
 
@@ -375,9 +363,7 @@ impl RangeConsumer {
     }
 
     fn discard_pending(&mut self) {
-        for Unshared(message) in self.pending.drain(..) {
-            unsafe { rd::rd_kafka_message_destroy(message) };
-        }
+        self.pending.clear();
     }
 }
 

@@ -2,6 +2,7 @@
 //! callbacks hand over to Python (the latest statistics, log lines, and a producer's delivery reports).
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ptr::{self, NonNull};
 use std::sync::Mutex;
 
 use pyo3::exceptions::PyValueError;
@@ -91,6 +92,40 @@ pub unsafe fn c_text(text: *const c_char) -> String {
 
 pub fn c_string(text: &str) -> PyResult<CString> {
     CString::new(text).map_err(|_| PyValueError::new_err("a librdkafka setting contains a NUL character"))
+}
+
+/// A message librdkafka delivered, owned: destroyed when dropped, so that no path (an early return, an error, a
+/// panic while reading it) leaks it.
+pub struct Message(NonNull<rd::rd_kafka_message_t>);
+
+// SAFETY: librdkafka's messages may be read and destroyed from any thread.
+unsafe impl Send for Message {}
+
+impl Message {
+    pub fn as_ptr(&self) -> *mut rd::rd_kafka_message_t {
+        self.0.as_ptr()
+    }
+}
+
+impl Drop for Message {
+    fn drop(&mut self) {
+        // SAFETY: owned since `consume_batch` took it from librdkafka, destroyed only here.
+        unsafe { rd::rd_kafka_message_destroy(self.0.as_ptr()) };
+    }
+}
+
+/// Up to `max` messages (or events) of `queue`, waiting up to `timeout_ms` for the first; None when librdkafka
+/// refuses to consume.
+///
+/// # Safety
+/// `queue` is a live queue of a live handle.
+pub unsafe fn consume_batch(queue: *mut rd::rd_kafka_queue_t, timeout_ms: c_int, max: usize) -> Option<Vec<Message>> {
+    let mut raw: Vec<*mut rd::rd_kafka_message_t> = vec![ptr::null_mut(); max];
+    let count = rd::rd_kafka_consume_batch_queue(queue, timeout_ms, raw.as_mut_ptr(), max);
+    if count < 0 {
+        return None;
+    }
+    Some(raw[..count as usize].iter().filter_map(|&message| NonNull::new(message).map(Message)).collect())
 }
 
 /// Raw pointers moved into a section that runs without the GIL; only the owning object's thread uses them.
