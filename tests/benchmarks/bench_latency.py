@@ -24,7 +24,9 @@ production time in each value) through a default-trigger query (``processingTime
 when the last ends), kafka_eos at both ends against Spark's connector at both ends, one after the other; the latency
 of a record is when an independent read_committed consumer of the sink topic receives it, less its production time.
 Production starts once the query's first micro-batch has ended; the first ``BENCH_E2E_WARMUP_SECONDS`` of records are
-left out.
+left out. ``BENCH_E2E_ROUNDS`` (default ``BENCH_ROUNDS``) alternating rounds; each prints its latencies and the
+micro-batches that started after the warm-up (Spark's ``triggerExecution`` and rows), and the goal's figure is the
+median over the rounds of each system's p99.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import time
 import uuid
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +61,7 @@ E2E_RATE = int(os.environ.get("BENCH_E2E_RATE", "5000"))
 E2E_SECONDS = float(os.environ.get("BENCH_E2E_SECONDS", "40"))
 E2E_WARMUP_SECONDS = float(os.environ.get("BENCH_E2E_WARMUP_SECONDS", "10"))
 E2E_PARTITIONS = int(os.environ.get("BENCH_E2E_PARTITIONS", "8"))
+E2E_ROUNDS = int(os.environ.get("BENCH_E2E_ROUNDS", str(ROUNDS)))
 PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
 """Spark's parts of a micro-batch. The sink's writer creation, its tasks and its commit are all in addBatch."""
 
@@ -237,37 +241,65 @@ def _wait_for_first_batch(query: Any) -> None:
     time.sleep(1)
 
 
+@dataclass(frozen=True)
+class EndToEndRound:
+    """One query's end-to-end figures: latencies of the records counted, and its micro-batches over them."""
+
+    latencies: list[float]
+    batch_ms: list[float]
+    batch_rows: list[int]
+
+
+def _end_to_end_round(spark: Any, admin: AdminClient, bootstrap: str, system: System) -> EndToEndRound:
+    source, sink = f"e2e-src-{uuid.uuid4().hex[:8]}", f"e2e-out-{uuid.uuid4().hex[:8]}"
+    for topic in (source, sink):
+        admin.create_topics([NewTopic(topic, E2E_PARTITIONS, 1)])[topic].result(30)
+    checkpoint = tempfile.mkdtemp(prefix="bench-e2e-")
+    query = (
+        source_stream(spark, system, bootstrap, source, "earliest", None).writeStream.format(system.sink)
+        .options(**sink_options(system, bootstrap, sink, Path(checkpoint))).option("checkpointLocation", checkpoint).start()
+    )
+    try:
+        _wait_for_first_batch(query)
+        producer = _RateProducer(bootstrap, source, E2E_PARTITIONS, E2E_RATE, E2E_SECONDS)
+        counted_after = time.time() + E2E_WARMUP_SECONDS
+        producer.start()
+        received, latencies = _received_latencies(bootstrap, sink, E2E_PARTITIONS, producer, counted_after, E2E_SECONDS + 120)
+        producer.join()
+        check_count(system.label, received, producer.produced)
+        counted = [p for p in query.recentProgress if p.numInputRows and _epoch_s(p.timestamp) >= counted_after]
+    finally:
+        query.stop()
+    return EndToEndRound(latencies, [float(p.durationMs["triggerExecution"]) for p in counted],
+                         [int(p.numInputRows) for p in counted])
+
+
+def _epoch_s(timestamp: str) -> float:
+    """Seconds since the epoch of a progress report's ``timestamp`` (ISO 8601, UTC, ``Z``)."""
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
 def end_to_end(spark: Any, admin: AdminClient, bootstrap: str, systems: dict[str, System]) -> None:
     print(f">> end to end: {E2E_RATE:,} records a second for {E2E_SECONDS:.0f} s into {E2E_PARTITIONS} partitions, default "
-          f"trigger; latency = read_committed receipt less production time, the first {E2E_WARMUP_SECONDS:.0f} s left out")
-    print(f"   {'system':<44} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'batches':>8}")
-    p99 = {}
-    for label in (x for x in (EOS, JVM) if x in systems):
-        system = systems[label]
-        source, sink = f"e2e-src-{uuid.uuid4().hex[:8]}", f"e2e-out-{uuid.uuid4().hex[:8]}"
-        for topic in (source, sink):
-            admin.create_topics([NewTopic(topic, E2E_PARTITIONS, 1)])[topic].result(30)
-        checkpoint = tempfile.mkdtemp(prefix="bench-e2e-")
-        query = (
-            source_stream(spark, system, bootstrap, source, "earliest", None).writeStream.format(system.sink)
-            .options(**sink_options(system, bootstrap, sink, Path(checkpoint))).option("checkpointLocation", checkpoint).start()
-        )
-        try:
-            _wait_for_first_batch(query)
-            producer = _RateProducer(bootstrap, source, E2E_PARTITIONS, E2E_RATE, E2E_SECONDS)
-            counted_after = time.time() + E2E_WARMUP_SECONDS
-            producer.start()
-            received, latencies = _received_latencies(bootstrap, sink, E2E_PARTITIONS, producer, counted_after, E2E_SECONDS + 120)
-            producer.join()
-            check_count(label, received, producer.produced)
-            batches = len([p for p in query.recentProgress if p.numInputRows])
-        finally:
-            query.stop()
-        p99[label] = percentile(latencies, 0.99)
-        print(f"   {LABELS[label]:<44} {statistics.median(latencies):>8.0f} {p99[label]:>8.0f} {max(latencies):>8.0f} "
-              f"{batches:>8}", flush=True)
-    if len(p99) == 2:
-        print(f"   end-to-end p99 ratio kafka_eos / Spark's JVM: {p99[EOS] / p99[JVM]:.2f}")
+          f"trigger, {E2E_ROUNDS} alternating rounds; latency = read_committed receipt less production time, the first "
+          f"{E2E_WARMUP_SECONDS:.0f} s left out; the micro-batches that started after it beside")
+    print(f"   {'system':<44} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'batches':>8} {'batch p50':>10} "
+          f"{'batch p90':>10} {'batch max':>10} {'rows p50':>9}")
+    chosen = [label for label in (EOS, JVM) if label in systems]
+    p99s: dict[str, list[float]] = {label: [] for label in chosen}
+    for _ in range(E2E_ROUNDS):
+        for label in chosen:
+            result = _end_to_end_round(spark, admin, bootstrap, systems[label])
+            p99s[label].append(percentile(result.latencies, 0.99))
+            batch_ms = result.batch_ms or [0.0]
+            print(f"   {LABELS[label]:<44} {statistics.median(result.latencies):>8.0f} {p99s[label][-1]:>8.0f} "
+                  f"{max(result.latencies):>8.0f} {len(result.batch_ms):>8} {statistics.median(batch_ms):>10.0f} "
+                  f"{percentile(batch_ms, 0.9):>10.0f} {max(batch_ms):>10.0f} "
+                  f"{statistics.median(result.batch_rows or [0]):>9.0f}", flush=True)
+    if len(chosen) == 2:
+        medians = {label: statistics.median(values) for label, values in p99s.items()}
+        print(f"   end-to-end p99, median of the rounds: kafka_eos {medians[EOS]:.0f} ms, Spark's JVM {medians[JVM]:.0f} ms, "
+              f"ratio {medians[EOS] / medians[JVM]:.2f}")
 
 
 def chosen_systems(chosen: str) -> dict[str, System]:
