@@ -85,7 +85,12 @@ struct HeaderColumn {
 
 impl HeaderColumn {
     fn new() -> Self {
-        HeaderColumn { validity: Validity::default(), offsets: vec![0], names: BinaryColumn::new(), values: BinaryColumn::new() }
+        HeaderColumn {
+            validity: Validity::default(),
+            offsets: vec![0],
+            names: BinaryColumn::new(),
+            values: BinaryColumn::new(),
+        }
     }
 
     fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
@@ -100,6 +105,9 @@ impl HeaderColumn {
         )
     }
 }
+
+/// A record header: its name and its value (None: a null value).
+pub type Header<'a> = (&'a [u8], Option<&'a [u8]>);
 
 /// The columns of one record batch of one partition (topic and partition are constant, so Python
 /// makes those two columns).
@@ -137,7 +145,11 @@ impl BatchBuilder {
             values: BinaryColumn::sized_like(&like.values),
             offsets: Vec::with_capacity(records),
             timestamps: Vec::with_capacity(records),
-            timestamp_validity: Validity { bits: Vec::with_capacity(like.timestamp_validity.bits.len()), len: 0, nulls: 0 },
+            timestamp_validity: Validity {
+                bits: Vec::with_capacity(like.timestamp_validity.bits.len()),
+                len: 0,
+                nulls: 0,
+            },
             timestamp_types: Vec::with_capacity(records),
             headers: like.headers.as_ref().map(|_| HeaderColumn::new()),
             bytes: 0,
@@ -148,7 +160,14 @@ impl BatchBuilder {
         self.offsets.len()
     }
 
-    pub fn push_record(&mut self, key: Option<&[u8]>, value: Option<&[u8]>, offset: i64, timestamp_us: Option<i64>, timestamp_type: i32) {
+    pub fn push_record(
+        &mut self,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        offset: i64,
+        timestamp_us: Option<i64>,
+        timestamp_type: i32,
+    ) {
         self.keys.push(key);
         self.values.push(value);
         self.offsets.push(offset);
@@ -159,7 +178,7 @@ impl BatchBuilder {
     }
 
     /// The headers of the record just pushed; `None` for a record without any.
-    pub fn push_headers(&mut self, headers: Option<&[(&[u8], Option<&[u8]>)]>) {
+    pub fn push_headers(&mut self, headers: Option<&[Header<'_>]>) {
         let Some(column) = self.headers.as_mut() else { return };
         column.validity.push(headers.is_some());
         for (name, value) in headers.unwrap_or(&[]) {
@@ -207,4 +226,62 @@ fn arrow_offset(position: usize) -> i32 {
 fn as_bytes<T: Copy>(values: &[T]) -> &[u8] {
     // SAFETY: i32 and i64 have no padding and every byte pattern is a valid u8.
     unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_holds_each_record_its_nulls_and_headers() {
+        let mut batch = BatchBuilder::new(true);
+        batch.push_record(Some(b"k"), None, 5, Some(1_000), 0);
+        batch.push_headers(Some(&[(b"h", Some(b"v")), (b"nil", None)]));
+        batch.push_record(None, Some(b"val"), 6, None, 2);
+        batch.push_headers(None);
+        assert_eq!(batch.len(), 2);
+        assert_eq!((batch.keys.offsets.as_slice(), batch.keys.validity.bits.as_slice()), (&[0, 1, 1][..], &[0b01][..]));
+        assert_eq!(
+            (batch.values.offsets.as_slice(), batch.values.validity.bits.as_slice()),
+            (&[0, 0, 3][..], &[0b10][..])
+        );
+        assert_eq!((batch.offsets.as_slice(), batch.timestamps.as_slice()), (&[5, 6][..], &[1_000, 0][..]));
+        assert_eq!((batch.timestamp_validity.nulls, batch.timestamp_types.as_slice()), (1, &[0, 2][..]));
+        let headers = batch.headers.as_ref().unwrap();
+        assert_eq!((headers.offsets.as_slice(), headers.validity.bits.as_slice()), (&[0, 2, 2][..], &[0b01][..]));
+        assert_eq!((headers.names.data.as_slice(), headers.values.offsets.as_slice()), (&b"hnil"[..], &[0, 1, 1][..]));
+        // Keys, values and header names and values, as maxBytesPerBatch counts them.
+        assert_eq!(batch.bytes, 1 + 3 + 1 + 1 + 3);
+    }
+
+    #[test]
+    fn a_column_without_nulls_has_no_bitmap_and_one_with_them_spans_its_bytes() {
+        let mut column = BinaryColumn::new();
+        for _ in 0..9 {
+            column.push(Some(b"x"));
+        }
+        assert_eq!((column.validity.nulls, column.validity.bits.as_slice()), (0, &[0xff, 0x01][..]));
+        column.push(None);
+        assert_eq!(
+            (column.validity.nulls, column.validity.bits.as_slice(), column.validity.len),
+            (1, &[0xff, 0x01][..], 10)
+        );
+        assert_eq!(column.offsets.last(), Some(&9));
+    }
+
+    #[test]
+    fn a_batch_sized_like_another_starts_empty() {
+        let mut full = BatchBuilder::new(false);
+        full.push_record(Some(b"k"), Some(b"v"), 1, Some(1), 0);
+        let next = BatchBuilder::sized_like(&full);
+        assert_eq!(
+            (next.len(), next.bytes, next.keys.offsets.as_slice(), next.headers.is_none()),
+            (0, 0, &[0][..], true)
+        );
+    }
+
+    #[test]
+    fn integers_are_laid_out_little_endian() {
+        assert_eq!(as_bytes(&[1i32, 256]), [1, 0, 0, 0, 0, 1, 0, 0]);
+    }
 }

@@ -13,7 +13,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 use rdkafka_sys as rd;
 
-use crate::arrow_buffers::BatchBuilder;
+use crate::arrow_buffers::{BatchBuilder, Header};
 use crate::handle::{c_string, c_text, consume_batch, error_text, open_handle, Callbacks, LogLine, Message, Unshared};
 
 // librdkafka functions whose error code is taken as a plain integer (see `handle`).
@@ -24,7 +24,14 @@ extern "C" {
     #[link_name = "rd_kafka_position"]
     fn consume_position(rk: *mut rd::rd_kafka_t, partitions: *mut rd::rd_kafka_topic_partition_list_t) -> c_int;
     #[link_name = "rd_kafka_query_watermark_offsets"]
-    fn query_watermarks(rk: *mut rd::rd_kafka_t, topic: *const c_char, partition: i32, low: *mut i64, high: *mut i64, timeout_ms: c_int) -> c_int;
+    fn query_watermarks(
+        rk: *mut rd::rd_kafka_t,
+        topic: *const c_char,
+        partition: i32,
+        low: *mut i64,
+        high: *mut i64,
+        timeout_ms: c_int,
+    ) -> c_int;
 }
 
 const NO_ERROR: c_int = 0;
@@ -52,7 +59,9 @@ impl Client {
             // Without a group.id librdkafka has no consumer queue (NULL): refuse it rather than crash later.
             if queue.is_null() {
                 drop(Client { rk, queue, callbacks });
-                return Err(PyValueError::new_err("a range consumer needs a group.id (librdkafka has no consumer queue without one)"));
+                return Err(PyValueError::new_err(
+                    "a range consumer needs a group.id (librdkafka has no consumer queue without one)",
+                ));
             }
             Ok(Client { rk, queue, callbacks })
         }
@@ -172,7 +181,9 @@ impl RangeConsumer {
                     return Ok((last, true, None));
                 }
                 Taken::Error(error) => return Ok((last, false, Some(error))),
-                Taken::TimestampOverflow(offset, timestamp_ms) => return Err(PyOverflowError::new_err((offset, timestamp_ms))),
+                Taken::TimestampOverflow(offset, timestamp_ms) => {
+                    return Err(PyOverflowError::new_err((offset, timestamp_ms)))
+                }
             }
         }
         Ok((last, false, None))
@@ -383,7 +394,7 @@ unsafe fn bytes<'a>(data: *const c_void, len: usize) -> &'a [u8] {
 }
 
 /// A record's headers as (name, value) pairs, in order; empty when it has none.
-unsafe fn record_headers<'a>(message: *mut rd::rd_kafka_message_t) -> Vec<(&'a [u8], Option<&'a [u8]>)> {
+unsafe fn record_headers<'a>(message: *mut rd::rd_kafka_message_t) -> Vec<Header<'a>> {
     let mut headers = ptr::null_mut();
     let mut pairs = Vec::new();
     if rd::rd_kafka_message_headers(message, &mut headers) != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
@@ -392,7 +403,9 @@ unsafe fn record_headers<'a>(message: *mut rd::rd_kafka_message_t) -> Vec<(&'a [
     let mut index = 0;
     loop {
         let (mut name, mut value, mut size) = (ptr::null(), ptr::null(), 0usize);
-        if rd::rd_kafka_header_get_all(headers, index, &mut name, &mut value, &mut size) != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+        if rd::rd_kafka_header_get_all(headers, index, &mut name, &mut value, &mut size)
+            != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
+        {
             return pairs;
         }
         let name = CStr::from_ptr(name).to_bytes();

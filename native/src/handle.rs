@@ -44,7 +44,12 @@ impl Callbacks {
     }
 }
 
-unsafe extern "C" fn on_statistics(_rk: *mut rd::rd_kafka_t, json: *mut c_char, len: usize, opaque: *mut c_void) -> c_int {
+unsafe extern "C" fn on_statistics(
+    _rk: *mut rd::rd_kafka_t,
+    json: *mut c_char,
+    len: usize,
+    opaque: *mut c_void,
+) -> c_int {
     if !opaque.is_null() {
         let callbacks = &*opaque.cast::<Callbacks>();
         let text = String::from_utf8_lossy(std::slice::from_raw_parts(json.cast::<u8>(), len)).into_owned();
@@ -71,7 +76,11 @@ unsafe extern "C" fn on_log(rk: *const rd::rd_kafka_t, level: c_int, facility: *
     }
 }
 
-unsafe extern "C" fn on_delivery(_rk: *mut rd::rd_kafka_t, message: *const rd::rd_kafka_message_t, opaque: *mut c_void) {
+unsafe extern "C" fn on_delivery(
+    _rk: *mut rd::rd_kafka_t,
+    message: *const rd::rd_kafka_message_t,
+    opaque: *mut c_void,
+) {
     if !opaque.is_null() {
         let callbacks = &*opaque.cast::<Callbacks>();
         if let Ok(mut deliveries) = callbacks.deliveries.lock() {
@@ -134,13 +143,17 @@ unsafe impl<T> Send for Unshared<T> {}
 
 /// A new librdkafka handle of `kind` with `config` and the callbacks above (delivery reports for a
 /// producer); the caller frees the callbacks after `rd_kafka_destroy`.
-pub fn open_handle(kind: rd::rd_kafka_type_t, config: &[(String, String)]) -> PyResult<(*mut rd::rd_kafka_t, *mut Callbacks)> {
+pub fn open_handle(
+    kind: rd::rd_kafka_type_t,
+    config: &[(String, String)],
+) -> PyResult<(*mut rd::rd_kafka_t, *mut Callbacks)> {
     let mut errstr = vec![0 as c_char; ERRSTR_SIZE];
     unsafe {
         let conf = rd::rd_kafka_conf_new();
         for (name, value) in config {
             let (c_name, c_value) = (c_string(name)?, c_string(value)?);
-            let result = rd::rd_kafka_conf_set(conf, c_name.as_ptr(), c_value.as_ptr(), errstr.as_mut_ptr(), ERRSTR_SIZE);
+            let result =
+                rd::rd_kafka_conf_set(conf, c_name.as_ptr(), c_value.as_ptr(), errstr.as_mut_ptr(), ERRSTR_SIZE);
             if result != rd::rd_kafka_conf_res_t::RD_KAFKA_CONF_OK {
                 rd::rd_kafka_conf_destroy(conf);
                 // librdkafka's message can quote the value; name only the setting.
@@ -159,7 +172,10 @@ pub fn open_handle(kind: rd::rd_kafka_type_t, config: &[(String, String)]) -> Py
             // rd_kafka_new takes conf only on success.
             rd::rd_kafka_conf_destroy(conf);
             drop(Box::from_raw(callbacks));
-            return Err(PyValueError::new_err(format!("librdkafka could not start a client: {}", c_text(errstr.as_ptr()))));
+            return Err(PyValueError::new_err(format!(
+                "librdkafka could not start a client: {}",
+                c_text(errstr.as_ptr())
+            )));
         }
         Ok((rk, callbacks))
     }

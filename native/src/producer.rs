@@ -26,8 +26,13 @@ extern "C" {
     #[link_name = "rd_kafka_error_code"]
     fn txn_error_code(error: *const rd::rd_kafka_error_t) -> c_int;
     #[link_name = "rd_kafka_metadata"]
-    fn topic_metadata(rk: *mut rd::rd_kafka_t, all_topics: c_int, only_rkt: *mut rd::rd_kafka_topic_t,
-                      metadata: *mut *const rd::rd_kafka_metadata, timeout_ms: c_int) -> c_int;
+    fn topic_metadata(
+        rk: *mut rd::rd_kafka_t,
+        all_topics: c_int,
+        only_rkt: *mut rd::rd_kafka_topic_t,
+        metadata: *mut *const rd::rd_kafka_metadata,
+        timeout_ms: c_int,
+    ) -> c_int;
 }
 
 const QUEUE_FULL: c_int = rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__QUEUE_FULL as c_int;
@@ -132,8 +137,15 @@ impl TaskProducer {
     #[pyo3(signature = (topic, topics, values, keys, partitions, headers, queue_timeout_ms))]
     #[allow(clippy::too_many_arguments)]
     fn produce(
-        &mut self, py: Python<'_>, topic: Option<&str>, topics: Option<Exported<'_>>, values: Exported<'_>,
-        keys: Option<Exported<'_>>, partitions: Option<Exported<'_>>, headers: Option<Exported<'_>>, queue_timeout_ms: u64,
+        &mut self,
+        py: Python<'_>,
+        topic: Option<&str>,
+        topics: Option<Exported<'_>>,
+        values: Exported<'_>,
+        keys: Option<Exported<'_>>,
+        partitions: Option<Exported<'_>>,
+        headers: Option<Exported<'_>>,
+        queue_timeout_ms: u64,
     ) -> PyResult<Option<Refused>> {
         self.live()?;
         let fixed_topic = match topic {
@@ -246,8 +258,12 @@ impl TaskProducer {
 
     /// The loop of `produce`, run without the GIL.
     fn produce_rows(
-        &mut self, fixed_topic: Option<Unshared<*mut rd::rd_kafka_topic_t>>, topic: Option<&str>, columns: &Columns<'_>,
-        rows: usize, queue_timeout: Duration,
+        &mut self,
+        fixed_topic: Option<Unshared<*mut rd::rd_kafka_topic_t>>,
+        topic: Option<&str>,
+        columns: &Columns<'_>,
+        rows: usize,
+        queue_timeout: Duration,
     ) -> PyResult<Option<Refused>> {
         let rk = self.live()?;
         for row in 0..rows {
@@ -265,7 +281,8 @@ impl TaskProducer {
             let mut deadline = None; // read the clock only when the queue is full
             loop {
                 let err = unsafe { produce_one(rk, rkt, partition, key, value, columns.headers.as_ref(), row) };
-                if err == QUEUE_FULL && Instant::now() < *deadline.get_or_insert_with(|| Instant::now() + queue_timeout) {
+                if err == QUEUE_FULL && Instant::now() < *deadline.get_or_insert_with(|| Instant::now() + queue_timeout)
+                {
                     unsafe { rd::rd_kafka_poll(rk, QUEUE_POLL_MS) };
                     continue;
                 }
@@ -291,7 +308,10 @@ impl TaskProducer {
         let c_name = c_string(&String::from_utf8_lossy(name))?;
         let rkt = unsafe { rd::rd_kafka_topic_new(rk, c_name.as_ptr(), ptr::null_mut()) };
         if rkt.is_null() {
-            return Err(PyRuntimeError::new_err(format!("librdkafka could not make a handle of topic {}", String::from_utf8_lossy(name))));
+            return Err(PyRuntimeError::new_err(format!(
+                "librdkafka could not make a handle of topic {}",
+                String::from_utf8_lossy(name)
+            )));
         }
         self.topics.insert(name.to_vec(), rkt);
         Ok(rkt)
@@ -313,8 +333,13 @@ impl Drop for TaskProducer {
 /// # Safety
 /// `rk` and `rkt` are live; the slices and `headers`' buffers are alive; `row` is within them.
 unsafe fn produce_one(
-    rk: *mut rd::rd_kafka_t, rkt: *mut rd::rd_kafka_topic_t, partition: i32, key: Option<&[u8]>, value: Option<&[u8]>,
-    headers: Option<&Headers>, row: usize,
+    rk: *mut rd::rd_kafka_t,
+    rkt: *mut rd::rd_kafka_topic_t,
+    partition: i32,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: Option<&Headers>,
+    row: usize,
 ) -> c_int {
     let mut fields: [rd::rd_kafka_vu_t; 6] = std::mem::zeroed();
     fields[0].vtype = rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_RKT;
@@ -337,8 +362,11 @@ unsafe fn produce_one(
                 let name = headers.keys.get(entry).unwrap_or_default();
                 let header_value = headers.values.get(entry);
                 rd::rd_kafka_header_add(
-                    record_headers, name.as_ptr().cast(), name.len() as isize,
-                    header_value.map_or(ptr::null(), |v| v.as_ptr().cast()), header_value.map_or(0, |v| v.len() as isize),
+                    record_headers,
+                    name.as_ptr().cast(),
+                    name.len() as isize,
+                    header_value.map_or(ptr::null(), |v| v.as_ptr().cast()),
+                    header_value.map_or(0, |v| v.len() as isize),
                 );
             }
             fields[5].vtype = rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_HEADERS;
@@ -362,6 +390,8 @@ fn memory(data: Option<&[u8]>) -> rd::rd_kafka_vu_s__bindgen_ty_1__bindgen_ty_1 
     match data {
         // A null key or value is a NULL pointer; an empty one points at a (static, empty) slice.
         None => rd::rd_kafka_vu_s__bindgen_ty_1__bindgen_ty_1 { ptr: ptr::null_mut(), size: 0 },
-        Some(bytes) => rd::rd_kafka_vu_s__bindgen_ty_1__bindgen_ty_1 { ptr: bytes.as_ptr() as *mut c_void, size: bytes.len() },
+        Some(bytes) => {
+            rd::rd_kafka_vu_s__bindgen_ty_1__bindgen_ty_1 { ptr: bytes.as_ptr() as *mut c_void, size: bytes.len() }
+        }
     }
 }
