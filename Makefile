@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 # suite mostly waits on Kafka and the JVMs, so two workers keep a 2-core machine busy. PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= 2
 
-.PHONY: help venv native java kafka-jars kafka-start kafka-stop cluster-start cluster-stop lint test test-all unit demo bench-read bench-write bench-latency bench-memory soak clean
+.PHONY: help venv native lint-native java kafka-jars kafka-start kafka-stop cluster-start cluster-stop lint test test-all unit demo bench-read bench-write bench-latency bench-memory soak clean
 
 help:
 	@echo "make test         install everything, start a local Kafka, run the tests but the long tier (Spark's Kafka source is the readers' oracle)"
@@ -24,7 +24,7 @@ help:
 	@echo "make cluster-start start a 3-broker KRaft cluster on 127.0.0.1:$(CLUSTER_PORT)-$$(($(CLUSTER_PORT)+2)) (make cluster-stop stops it)"
 	@echo "make unit         run only the tests that need no broker"
 	@echo "make native       build the compiled read and write paths (native/, Rust) and install the wheel into the venv (make venv does)"
-	@echo "make lint         ruff (pyflakes, pycodestyle, isort, pyupgrade) and mypy; make test runs it first"
+	@echo "make lint         ruff (pyflakes, pycodestyle, isort, pyupgrade) and mypy; with cargo, native/'s rustfmt, clippy and cargo test too; make test runs it first"
 	@echo "make bench-read   batch read throughput at 2M and 4M records: kafka_eos (both read paths) vs Spark's Kafka source, the raw client and the Arrow ceiling"
 	@echo "make bench-write  streaming write throughput vs Spark's Kafka sink and raw producer; commit latency"
 	@echo "make soak         seeded fault soak on 3 brokers: SOAK_SEED=1 SOAK_RUNS=25 SOAK_MINUTES=60 SOAK_BROKERS=3 (pipelines and backfills; driver, task, executor and broker kills)"
@@ -125,6 +125,19 @@ SPARK_KAFKA_JARS := .cache/spark-kafka/jars
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check spark_kafka_eos pyspark_kafka_eos tests
 	$(VENV)/bin/mypy
+	@if command -v cargo >/dev/null 2>&1; then $(MAKE) --no-print-directory lint-native; \
+	else echo ">> cargo not found: the Rust checks of native/ (rustfmt, clippy, cargo test) are skipped"; fi
+
+# The Rust side's checks: rustfmt, clippy and the crate's unit tests (which link libpython, hence
+# --no-default-features: no extension-module). --release and the same interpreter as make native's share its
+# build of librdkafka.
+CARGO_ENV = CARGO_TARGET_DIR=$(CURDIR)/.cache/cargo-target PYO3_PYTHON=$(CURDIR)/$(PY)
+lint-native: $(VENV)/.deps $(RDKAFKA_SYS)/.librdkafka-2.15.1
+	@echo ">> checking native/: rustfmt, clippy, cargo test"
+	cargo fmt --manifest-path native/Cargo.toml --check
+	$(CARGO_ENV) cargo clippy --quiet --release --manifest-path native/Cargo.toml --all-targets --no-default-features -- -D warnings
+	$(CARGO_ENV) LD_LIBRARY_PATH=$$($(PY) -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))') \
+		cargo test --quiet --release --manifest-path native/Cargo.toml --no-default-features
 
 # --max-worker-restart=0: pytest-xdist 3.8 re-queues a crashed worker's finished files under --dist loadfile as
 # empty work units, and the session then waits for ever (pytest-xdist issues #1313, #1378). A crash ends the run
