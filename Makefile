@@ -146,21 +146,15 @@ test: lint venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 	@echo ">> running tests but the long tier (a local Kafka is started on a free loopback port unless KAFKA_EOS_BOOTSTRAP_SERVERS is set)"
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --max-worker-restart=0 -m "not long" --durations=25 $(PYTEST_ARGS)
 
-# The reader's suites, run a second time in make test-all on the pure-Python path (make test runs the compiled
-# one, and the range-level and differential tests on both).
-READER_SUITES := $(wildcard tests/integration/read/test_reader_*.py) tests/integration/security/test_reader_authorization.py tests/integration/read/test_batch_reader.py tests/integration/read/test_stream_reader.py tests/integration/read/test_legacy_stream_reader.py
-
-# The writer's Spark suites, run a second time in make test-all on the pure-Python write path (make test runs
-# the compiled one, and the task-level and differential tests on both).
-WRITER_SUITES := tests/integration/write/test_stream_writer.py tests/integration/write/test_batch_writer.py tests/integration/write/test_writer_promises.py tests/integration/write/test_writer_bad_input.py
+# The reader's and writer's suites, run a second time in make test-all on the pure-Python paths (pytest --engine,
+# tests/conftest.py): make test runs the compiled ones, and the range-, task-level and differential tests on both.
+ENGINE_SUITES := tests/integration/read tests/integration/write tests/integration/security
 
 test-all: lint venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 	@echo ">> running every test, the long tier too (the soak, leader kills, benchmark smoke and memory probes, the wheel build)"
 	$(PY) -m pytest --durations=25 $(PYTEST_ARGS)
-	@echo ">> the reader's suites again, on the pure-Python read path (KAFKA_EOS_READ_ENGINE=python)"
-	KAFKA_EOS_READ_ENGINE=python $(PY) -m pytest -m "not long" $(READER_SUITES) $(PYTEST_ARGS)
-	@echo ">> the writer's suites again, on the pure-Python write path (KAFKA_EOS_WRITE_ENGINE=python)"
-	KAFKA_EOS_WRITE_ENGINE=python $(PY) -m pytest -m "not long" $(WRITER_SUITES) $(PYTEST_ARGS)
+	@echo ">> the reader's and writer's suites again, on the pure-Python paths (--engine=python)"
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --max-worker-restart=0 -m "not long" --engine=python $(ENGINE_SUITES) $(PYTEST_ARGS)
 
 demo: venv kafka-jars
 	$(PY) notebooks/demo.py

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from spark_kafka_eos.config.reader import READ_ENGINE_VARIABLE
+from spark_kafka_eos.config.writer import WRITE_ENGINE_VARIABLE
 from spark_kafka_eos.read.idle_consumers import IDLE_CONSUMERS
 from tests.benchmarks.common import find_connector_jars
 from tests.harness.kafka import KafkaTestCluster
@@ -25,6 +27,32 @@ if TYPE_CHECKING:
 
 BOOTSTRAP_ENV = "KAFKA_EOS_BOOTSTRAP_SERVERS"
 CONNECTOR_JARS_DIR = Path(__file__).resolve().parent.parent / ".cache" / "spark-kafka" / "jars"
+
+
+ENGINES = ("auto", "native", "python")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--engine", choices=ENGINES, default="auto",
+        help="the read and write path of every kafka_eos read and write of the session that names none (the default of "
+             "readEngine and writeEngine, set through KAFKA_EOS_READ_ENGINE and KAFKA_EOS_WRITE_ENGINE, which Spark and "
+             "its Python workers inherit); make test-all runs the reader's and writer's suites again with --engine=python",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    chosen: str = config.getoption("engine")
+    if chosen != "auto":  # before any Spark starts: its JVM and Python workers take the environment they start with
+        os.environ[READ_ENGINE_VARIABLE] = chosen
+        os.environ[WRITE_ENGINE_VARIABLE] = chosen
+
+
+@pytest.fixture(scope="session")
+def engine(pytestconfig: pytest.Config) -> str:
+    """The engine this session's Spark queries take where they name none (``--engine``): auto, native or python."""
+    chosen: str = pytestconfig.getoption("engine")
+    return chosen
 
 
 @pytest.fixture(scope="session")
