@@ -321,7 +321,9 @@ def main() -> None:
         bootstrap = bootstrap_servers(stack)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         jars = connector_jars()
-        spark = bench_spark("bench-latency", jars, spark__sql__shuffle__partitions="2")
+        # The end-to-end part reads every micro-batch of its counted window from recentProgress (100 by default).
+        spark = bench_spark("bench-latency", jars, spark__sql__shuffle__partitions="2",
+                            spark__sql__streaming__numRecentProgressUpdates="1000")
         spark.dataSource.register(DiscardingSink)
         print(f">> pyspark {spark.version}, local[2]; {BATCHES} micro-batches of {ROWS_PER_BATCH} rows per run, "
               f"{ROUNDS} alternating rounds; Spark's connector {next(j.name for j in jars if j.name.startswith('spark-sql-kafka'))}")
