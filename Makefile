@@ -62,7 +62,7 @@ $(RDKAFKA_SYS)/.librdkafka-2.15.1: native/fetch-librdkafka.sh
 	@bash native/fetch-librdkafka.sh $(CURDIR)/$(RDKAFKA_SYS)
 
 $(VENV)/.native: $(VENV)/.deps $(NATIVE_SOURCES) $(RDKAFKA_SYS)/.librdkafka-2.15.1
-	@command -v cargo >/dev/null 2>&1 || { echo "error: cargo (Rust 1.82+) is required to build the compiled read and write paths (native/). Install it with rustup (https://rustup.rs) or apt-get install cargo" >&2; exit 1; }
+	@command -v cargo >/dev/null 2>&1 || { echo "error: cargo (Rust 1.85+) is required to build the compiled read and write paths (native/). Install it with rustup (https://rustup.rs) or apt-get install cargo" >&2; exit 1; }
 	@echo ">> building the compiled read and write paths (native/: Rust, librdkafka from source) into $(NATIVE_WHEELS)"
 	@rm -rf $(NATIVE_WHEELS)
 	@# maturin repairs the library in place, through a hard link to cargo's output: make cargo link it afresh,

@@ -8,12 +8,13 @@ use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::ptr;
 
+use arrow_array::StructArray;
 use pyo3::exceptions::{PyOverflowError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 use rdkafka_sys as rd;
 
-use crate::arrow_buffers::{BatchBuilder, Header};
+use crate::arrow_buffers::{BatchBuilder, ExportedBatch, Header};
 use crate::handle::{c_string, c_text, consume_batch, error_text, open_handle, Callbacks, LogLine, Message, Unshared};
 
 // librdkafka functions whose error code is taken as a plain integer (see `handle`).
@@ -113,7 +114,7 @@ pub struct RangeConsumer {
     max_bytes: usize,
     include_headers: bool,
     current: BatchBuilder,
-    sealed: Vec<BatchBuilder>,
+    sealed: Vec<StructArray>,
     /// Delivered by librdkafka but not yet looked at: a step stops at an error event.
     pending: VecDeque<Message>,
 }
@@ -194,14 +195,14 @@ impl RangeConsumer {
         self.pending.len()
     }
 
-    /// The full batches, and with `flush` the partial one too, as Arrow buffers (see `arrow_buffers`).
+    /// The full batches, and with `flush` the partial one too, for Arrow's C data interface (see `arrow_buffers`).
     fn take_batches<'py>(&mut self, py: Python<'py>, flush: bool) -> PyResult<Bound<'py, PyList>> {
         if flush && self.current.len() > 0 {
             self.seal();
         }
         let batches = PyList::empty(py);
         for batch in self.sealed.drain(..) {
-            batches.append(batch.to_python(py)?)?;
+            batches.append(Bound::new(py, ExportedBatch::new(batch))?)?;
         }
         Ok(batches)
     }
@@ -370,7 +371,7 @@ impl RangeConsumer {
     fn seal(&mut self) {
         let next = BatchBuilder::sized_like(&self.current);
         let full = std::mem::replace(&mut self.current, next);
-        self.sealed.push(full);
+        self.sealed.push(full.finish());
     }
 
     fn discard_pending(&mut self) {

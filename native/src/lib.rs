@@ -1,8 +1,9 @@
 //! The compiled read and write paths of spark-kafka-eos.
 //!
 //! `RangeConsumer` is a librdkafka consumer of one assigned partition that appends the records it
-//! delivers straight into Arrow buffers (Spark's Kafka schema), so no Python object is made per
-//! record. It decides nothing about ranges: the Python range reader (`read/partition_reader.py`)
+//! delivers straight into Arrow arrays (Spark's Kafka schema, arrow-rs builders), handed to Python through
+//! Arrow's C data interface, so no Python object is made per record and no buffer is copied.
+//! It decides nothing about ranges: the Python range reader (`read/partition_reader.py`)
 //! keeps every rule of a read (range ends, EOF, lost offsets, stalls) and asks this consumer for
 //! one step at a time, as it asks the pure-Python consumer.
 //!
@@ -22,6 +23,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn spark_kafka_eos_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<consumer::RangeConsumer>()?;
+    m.add_class::<arrow_buffers::ExportedBatch>()?;
     m.add_class::<producer::TaskProducer>()?;
     m.add("LIBRDKAFKA_VERSION", consumer::librdkafka_version())?;
     Ok(())

@@ -1,6 +1,6 @@
 """The compiled :class:`~spark_kafka_eos.read.fetchers.range_fetcher.RangeFetcher`, from the optional
-``spark-kafka-eos-native`` wheel: librdkafka fills Arrow buffers in Rust, with no Python object per
-record.
+``spark-kafka-eos-native`` wheel: Rust builds Arrow arrays from librdkafka's messages, with no Python object per
+record, and hands them over through Arrow's C data interface (no copy).
 
 It takes the same librdkafka settings as the pure-Python consumer. With ``readEngine=auto`` (the
 default), a configuration it cannot run (a Python callback such as AWS MSK IAM's token signer, or a
@@ -84,7 +84,7 @@ class NativeFetcher:
         return pending
 
     def batches(self, flush: bool) -> list[pa.RecordBatch]:
-        return [self._record_batch(*parts) for parts in self._consumer.take_batches(flush)]
+        return [self._record_batch(pa.record_batch(exported)) for exported in self._consumer.take_batches(flush)]
 
     def position(self) -> int:
         err, offset = self._consumer.position()
@@ -113,22 +113,14 @@ class NativeFetcher:
             self._on_statistics(statistics)
         forward_logs(self._consumer.take_logs())
 
-    def _record_batch(
-        self, rows: int, keys: tuple[bytes | None, bytes, bytes], values: tuple[bytes | None, bytes, bytes], offsets: bytes,
-        timestamps: tuple[bytes | None, bytes], timestamp_types: bytes, headers: tuple[Any, ...] | None,
-    ) -> pa.RecordBatch:
-        schema = self._schema
-        columns = [
-            _variable_width(schema.field("key").type, rows, keys),
-            _variable_width(schema.field("value").type, rows, values),
-            *self._constant.for_rows(rows),
-            pa.Array.from_buffers(schema.field("offset").type, rows, [None, pa.py_buffer(offsets)]),
-            pa.Array.from_buffers(schema.field("timestamp").type, rows, [_bitmap(timestamps[0]), pa.py_buffer(timestamps[1])]),
-            pa.Array.from_buffers(schema.field("timestampType").type, rows, [None, pa.py_buffer(timestamp_types)]),
-        ]
-        if headers is not None:
-            columns.append(_headers(schema.field("headers").type, rows, *headers))
-        return pa.RecordBatch.from_arrays(columns, schema=schema)
+    def _record_batch(self, built: pa.RecordBatch) -> pa.RecordBatch:
+        """Spark's Kafka schema from a batch the compiled consumer built (key, value, offset, timestamp,
+        timestampType, and headers when asked for), with the constant topic and partition columns; no buffer is copied."""
+        key, value, offset, timestamp, timestamp_type = built.columns[:5]
+        columns = [key, value, *self._constant.for_rows(built.num_rows), offset, timestamp, timestamp_type]
+        if built.num_columns > 5:
+            columns.append(_headers(self._schema.field("headers").type, built.column(5)))
+        return pa.RecordBatch.from_arrays(columns, schema=self._schema)
 
 
 def _raise_on(code: int) -> None:
@@ -136,25 +128,9 @@ def _raise_on(code: int) -> None:
         raise KafkaException(KafkaError(code))
 
 
-def _bitmap(bits: bytes | None) -> pa.Buffer | None:
-    return None if bits is None else pa.py_buffer(bits)
-
-
-def _variable_width(arrow_type: pa.DataType, rows: int, parts: tuple[bytes | None, bytes, bytes]) -> pa.Array:
-    validity, offsets, data = parts
-    return pa.Array.from_buffers(arrow_type, rows, [_bitmap(validity), pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
-def _headers(
-    list_type: pa.ListType, rows: int, validity: bytes | None, offsets: bytes,
-    names: tuple[bytes | None, bytes, bytes], values: tuple[bytes | None, bytes, bytes],
-) -> pa.Array:
-    entry_type = list_type.value_type
-    count = len(offsets) // 4 and int.from_bytes(offsets[-4:], "little")
-    entries = pa.StructArray.from_arrays(
-        [_variable_width(entry_type.field(0).type, count, names), _variable_width(entry_type.field(1).type, count, values)],
-        fields=[entry_type.field(0), entry_type.field(1)],
-    )
+def _headers(list_type: pa.ListType, built: pa.Array) -> pa.Array:
+    """The headers column as Spark's type: its names, built as binary, viewed as strings once checked."""
+    headers = built.view(list_type)
     # Header names are UTF-8 strings in Spark's schema; the broker does not check that.
-    entries.field(0).validate(full=True)
-    return pa.Array.from_buffers(list_type, rows, [_bitmap(validity), pa.py_buffer(offsets)], children=[entries])
+    headers.values.field(0).validate(full=True)
+    return headers
