@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rdkafka_sys as rd;
 
-use crate::arrow_input::{rows_of, Binary, Exported, Headers, Int32};
+use crate::arrow_input::{Binary, Exported, Headers, Int32};
 use crate::deliveries::Failure;
 use crate::handle::{c_string, c_text, open_handle, Callbacks, LogLine, Unshared};
 
@@ -47,12 +47,12 @@ type Refused = (usize, i32, String, i32);
 type FirstRecord<'py> = (String, i32, i64, Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyBytes>>);
 
 /// The validated columns of one `produce` call.
-struct Columns<'a> {
-    values: Binary<'a>,
-    topics: Option<Binary<'a>>,
-    keys: Option<Binary<'a>>,
-    partitions: Option<Int32<'a>>,
-    headers: Option<Headers<'a>>,
+struct Columns {
+    values: Binary,
+    topics: Option<Binary>,
+    keys: Option<Binary>,
+    partitions: Option<Int32>,
+    headers: Option<Headers>,
 }
 
 unsafe fn txn_outcome(error: *mut rd::rd_kafka_error_t) -> Option<TxnError> {
@@ -152,15 +152,16 @@ impl TaskProducer {
             Some(name) => Some(Unshared(self.topic(name.as_bytes())?)),
             None => None,
         };
-        // Every column is validated here, with the GIL, before the first record is produced; the views hold
-        // only slices of the arrays, which the caller's objects keep alive for the whole call.
-        let rows = rows_of(&values, "value")?;
+        // Every column is imported and validated here, with the GIL, before the first record is produced; the
+        // columns own what they imported.
+        let values = Binary::take(&values, "value", None)?;
+        let rows = values.len();
         let columns = Columns {
-            values: Binary::take(&values, "value", rows)?,
-            topics: topics.as_ref().map(|column| Binary::take(column, "topic", rows)).transpose()?,
-            keys: keys.as_ref().map(|column| Binary::take(column, "key", rows)).transpose()?,
-            partitions: partitions.as_ref().map(|column| Int32::take(column, "partition", rows)).transpose()?,
-            headers: headers.as_ref().map(|column| Headers::take(column, "headers", rows)).transpose()?,
+            values,
+            topics: topics.as_ref().map(|column| Binary::take(column, "topic", Some(rows))).transpose()?,
+            keys: keys.as_ref().map(|column| Binary::take(column, "key", Some(rows))).transpose()?,
+            partitions: partitions.as_ref().map(|column| Int32::take(column, "partition", Some(rows))).transpose()?,
+            headers: headers.as_ref().map(|column| Headers::take(column, "headers", Some(rows))).transpose()?,
         };
         let queue_timeout = Duration::from_millis(queue_timeout_ms);
         py.allow_threads(|| self.produce_rows(fixed_topic, topic, &columns, rows, queue_timeout))
@@ -261,7 +262,7 @@ impl TaskProducer {
         &mut self,
         fixed_topic: Option<Unshared<*mut rd::rd_kafka_topic_t>>,
         topic: Option<&str>,
-        columns: &Columns<'_>,
+        columns: &Columns,
         rows: usize,
         queue_timeout: Duration,
     ) -> PyResult<Option<Refused>> {

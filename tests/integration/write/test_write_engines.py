@@ -168,7 +168,7 @@ def test_the_compiled_producer_refuses_offsets_that_go_backwards() -> None:
     """Review finding: offsets that go backwards wrapped into a huge slice (undefined behaviour)."""
     offsets = pa.py_buffer(np.array([0, 5, 2, 6], dtype=np.int32).tobytes())
     broken = pa.Array.from_buffers(pa.binary(), 3, [None, offsets, pa.py_buffer(b"abcdef")])
-    with pytest.raises(ValueError, match="column value: its Arrow offsets go backwards"):
+    with pytest.raises(ValueError, match=r"column value: its Arrow data is malformed \(.*non-monotonic offset"):
         produce_columns(broken)
 
 
