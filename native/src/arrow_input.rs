@@ -20,10 +20,12 @@ pub type Exported<'py> = (Bound<'py, PyCapsule>, Bound<'py, PyCapsule>);
 const BINARY: &str = "binary or string (32- or 64-bit offsets)";
 const HEADERS: &str = "list<struct<key: string, value: binary>>";
 
-/// Moves the array out of `exported` once its schema shows `accepted` takes its type; validates it in full.
+/// Moves the array out of `exported` once its schema shows `accepted` takes its type; validates it in full, and
+/// that it holds `rows` rows if given.
 fn import(
     exported: &Exported<'_>,
     column: &str,
+    rows: Option<usize>,
     expected: &str,
     accepted: fn(&DataType) -> bool,
 ) -> PyResult<ArrayRef> {
@@ -36,7 +38,9 @@ fn import(
     if released {
         return Err(PyValueError::new_err(format!("column {column}: the Arrow data was already released")));
     }
-    import_structs(schema, || unsafe { FFI_ArrowArray::from_raw(array) }, column, expected, accepted)
+    let array = import_structs(schema, || unsafe { FFI_ArrowArray::from_raw(array) }, column, expected, accepted)?;
+    check_rows(column, &array, rows)?;
+    Ok(array)
 }
 
 /// The checks and import of [`import`], on the structs themselves; `take` moves the array out once the type is accepted.
@@ -105,9 +109,7 @@ pub enum Binary {
 impl Binary {
     /// The column `exported`, which must hold `rows` rows if given.
     pub fn take(exported: &Exported<'_>, column: &str, rows: Option<usize>) -> PyResult<Self> {
-        let array = import(exported, column, BINARY, is_binary)?;
-        check_rows(column, &array, rows)?;
-        Ok(Binary::of(&array))
+        Ok(Binary::of(&import(exported, column, rows, BINARY, is_binary)?))
     }
 
     /// `array`, whose type [`is_binary`]; a string array's bytes are shared, not copied.
@@ -140,8 +142,7 @@ pub struct Int32(Int32Array);
 
 impl Int32 {
     pub fn take(exported: &Exported<'_>, column: &str, rows: Option<usize>) -> PyResult<Self> {
-        let array = import(exported, column, "int32", |data_type| *data_type == DataType::Int32)?;
-        check_rows(column, &array, rows)?;
+        let array = import(exported, column, rows, "int32", |data_type| *data_type == DataType::Int32)?;
         Ok(Int32(array.as_primitive().clone()))
     }
 
@@ -176,9 +177,7 @@ fn entry_ranges<O: OffsetSizeTrait>(list: &arrow_array::GenericListArray<O>) -> 
 
 impl Headers {
     pub fn take(exported: &Exported<'_>, column: &str, rows: Option<usize>) -> PyResult<Self> {
-        let array = import(exported, column, HEADERS, is_headers)?;
-        check_rows(column, &array, rows)?;
-        Ok(Headers::of(&array))
+        Ok(Headers::of(&import(exported, column, rows, HEADERS, is_headers)?))
     }
 
     /// `array`, whose type [`is_headers`].
