@@ -7,7 +7,6 @@ class ExportedBatch:
     headers (names as binary), for Arrow's PyCapsule interface (``pyarrow.record_batch(batch)``)."""
 
     def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]: ...
-    def __len__(self) -> int: ...
 
 class RangeConsumer:
     def __init__(

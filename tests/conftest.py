@@ -49,13 +49,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def engine(pytestconfig: pytest.Config) -> str:
-    """The engine this session's Spark queries take where they name none (``--engine``): auto, native or python."""
-    chosen: str = pytestconfig.getoption("engine")
-    return chosen
-
-
-@pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaTestCluster]:
     """The Kafka cluster of this test session."""
     existing = os.environ.get(BOOTSTRAP_ENV)

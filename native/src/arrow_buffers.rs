@@ -153,10 +153,6 @@ impl ExportedBatch {
         let array = PyCapsule::new(py, array, Some(c"arrow_array".to_owned()))?;
         Ok((schema, array))
     }
-
-    fn __len__(&self) -> usize {
-        self.batch.len()
-    }
 }
 
 #[cfg(test)]
