@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
@@ -53,21 +54,49 @@ _MAX_MESSAGES_PER_POLL = 10_000
 _POLL_TIMEOUT_S = 0.05
 
 
+READ_AHEAD = 4
+"""How many ranges of one Spark partition have a consumer assigned at once: while one range is read, the next
+ones' first fetches are already under way. A packed Spark partition holds many small ranges (one Kafka partition
+each), and read one at a time each would cost a fetch round trip of its own."""
+
+
 def read_offset_range(options: ReaderOptions, offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
     """The committed records of ``offset_range`` (read_committed by default), in offset order."""
-    if offset_range.size <= 0:
-        return
-    fetch_progress = FetchProgress(offset_range.topic, offset_range.partition)
-    fetcher = open_fetcher(options, offset_range, fetch_progress.on_statistics)
+    return read_offset_ranges(options, (offset_range,))
+
+
+def read_offset_ranges(options: ReaderOptions, ranges: Sequence[OffsetRange]) -> Iterator[pa.RecordBatch]:
+    """The committed records of each of ``ranges``, one range after another, each in offset order. Up to
+    :data:`READ_AHEAD` ranges have their consumer assigned at a time (each range its own consumer)."""
+    waiting = deque(r for r in ranges if r.size > 0)
+    assigned: deque[_RangeReader] = deque()
     try:
-        yield from _RangeReader(options, offset_range, fetcher, fetch_progress).batches()
+        while waiting or assigned:
+            while waiting and len(assigned) < READ_AHEAD:
+                assigned.append(_RangeReader.assigned(options, waiting.popleft()))
+            reader = assigned[0]
+            yield from reader.batches()
+            assigned.popleft()
+            reader.release()
     except BaseException:
-        fetcher.close()
+        for reader in assigned:
+            reader.close()
         raise
-    fetcher.release()
 
 
 class _RangeReader:
+    @classmethod
+    def assigned(cls, options: ReaderOptions, offset_range: OffsetRange) -> _RangeReader:
+        """A reader of ``offset_range`` whose consumer is assigned at its start: it fetches from now on."""
+        fetch_progress = FetchProgress(offset_range.topic, offset_range.partition)
+        fetcher = open_fetcher(options, offset_range, fetch_progress.on_statistics)
+        try:
+            fetcher.assign(offset_range.start)
+        except BaseException:
+            fetcher.close()
+            raise
+        return cls(options, offset_range, fetcher, fetch_progress)
+
     def __init__(self, options: ReaderOptions, offset_range: OffsetRange, fetcher: RangeFetcher, fetch_progress: FetchProgress) -> None:
         self._options = options
         self._range = offset_range
@@ -84,9 +113,16 @@ class _RangeReader:
         r = self._range
         return f"{r.topic}-{r.partition} [{r.start}, {r.end})"
 
+    def release(self) -> None:
+        """The range is read: its consumer may serve another one."""
+        self._fetcher.release()
+
+    def close(self) -> None:
+        """The read failed or was given up: close the consumer."""
+        self._fetcher.close()
+
     def batches(self) -> Iterator[pa.RecordBatch]:
         end = self._range.end
-        self._fetcher.assign(self._range.start)
         per_poll = min(self._options.max_records_per_batch, _MAX_MESSAGES_PER_POLL)
         watch = StallWatch(self._options.poll_timeout_ms / 1000.0, time.monotonic())
         while self._position < end:

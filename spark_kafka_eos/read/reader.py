@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from itertools import chain
 from typing import Any
 
 import pyarrow as pa
@@ -23,7 +22,7 @@ from spark_kafka_eos.config.reader import PartitionKey, ReaderOptions
 from spark_kafka_eos.read.data_loss import describe, moved_back_problem, report_data_loss
 from spark_kafka_eos.read.fetchers import check_consumer_config
 from spark_kafka_eos.read.offset_lookup import GroupGuard, KafkaOffsetLookup
-from spark_kafka_eos.read.partition_reader import read_offset_range
+from spark_kafka_eos.read.partition_reader import read_offset_ranges
 from spark_kafka_eos.read.planner import (
     OffsetRange,
     Offsets,
@@ -93,7 +92,7 @@ class _KafkaReaderBase:
             # Spark reads one placeholder partition when a plan has none: nothing to read.
             return iter(())
         freeze_worker_heap(self.options.gc_freeze)
-        return chain.from_iterable(read_offset_range(self.options, r) for r in ranges_of(partition))
+        return read_offset_ranges(self.options, ranges_of(partition))
 
 
 class KafkaEosBatchReader(_KafkaReaderBase, DataSourceReader):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import TopicPartition
@@ -12,7 +13,8 @@ from confluent_kafka.admin import OffsetSpec
 from pyspark.sql import SparkSession
 
 from spark_kafka_eos.config.reader import parse_reader_options
-from spark_kafka_eos.read.partition_reader import read_offset_range
+from spark_kafka_eos.read import partition_reader
+from spark_kafka_eos.read.partition_reader import READ_AHEAD, read_offset_range, read_offset_ranges
 from spark_kafka_eos.read.planner import OffsetRange, pack_ranges
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.local_kafka import LocalKafka
@@ -64,6 +66,71 @@ def test_any_range_inside_or_across_transactions(kafka: KafkaTestCluster, read_e
                 for offset in batch.column("offset").to_pylist()
             ]
             assert got == [o for o in sorted(committed) if start <= o < end], (start, end)
+
+
+class _AssignedFetchers:
+    """Counts the real fetchers that are assigned and not yet released or closed."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.live = 0
+        self.most = 0
+        opened = partition_reader.open_fetcher
+
+        def open_counted(*args: Any, **kwargs: Any) -> Any:
+            fetcher = opened(*args, **kwargs)
+            counter = self
+
+            class Counted:
+                def __getattr__(self, name: str) -> Any:
+                    return getattr(fetcher, name)
+
+                def assign(self, offset: int) -> None:
+                    fetcher.assign(offset)
+                    counter.live += 1
+                    counter.most = max(counter.most, counter.live)
+
+                def release(self) -> None:
+                    counter.live -= 1
+                    fetcher.release()
+
+                def close(self) -> None:
+                    counter.live -= 1
+                    fetcher.close()
+
+            return Counted()
+
+        monkeypatch.setattr(partition_reader, "open_fetcher", open_counted)
+
+
+def test_a_packed_partition_reads_its_ranges_in_order_with_the_next_ones_assigned(
+        kafka: KafkaTestCluster, read_engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several ranges of one Spark partition: each range's committed records, range after range; the consumers of
+    the next ranges are assigned (fetching) while one is read, never more than READ_AHEAD, all released at the end,
+    and all closed when the read is given up half-way."""
+    partitions = 2 * READ_AHEAD
+    topic = kafka.create_topic(partitions)
+    for partition in range(partitions):
+        kafka.write_interleaved(topic, [partition], producers=2, transactions=1, records_per_transaction=2, plain_between=1,
+                                abort=lambda producer, _: producer == 1)
+    committed = kafka.read_committed(topic)
+    ends = kafka.offsets(topic, OffsetSpec.latest())
+    order = [3, 0, 7, 1, 6, 2, 5, 4]
+    ranges = [OffsetRange(topic, p, 0, ends[p]) for p in order]
+    assert all(ends[p] > 0 for p in order)
+    options = parse_reader_options(
+        {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic, "readEngine": read_engine}, streaming=False
+    )
+    fetchers = _AssignedFetchers(monkeypatch)
+    got = [(batch.column("partition")[0].as_py(), offset) for batch in read_offset_ranges(options, ranges)
+           for offset in batch.column("offset").to_pylist()]
+    assert got == [(p, r.offset) for p in order for r in sorted(committed, key=lambda r: r.offset) if r.partition == p]
+    assert (fetchers.most, fetchers.live) == (READ_AHEAD, 0)
+
+    given_up = read_offset_ranges(options, ranges)
+    next(given_up)
+    assert fetchers.live == READ_AHEAD
+    given_up.close()
+    assert fetchers.live == 0
 
 
 def test_aborted_tail_and_markers_at_the_end_never_hang(spark: SparkSession, kafka: KafkaTestCluster) -> None:
