@@ -13,7 +13,10 @@ with a new checkpoint:
 - the whole pipeline, ``format("kafka_eos")`` at both ends (as is; with ``gcFreeze=false``; with one task a Kafka
   partition, ``minRecordsPerPartition=0``) against ``format("kafka")`` at both ends (Spark's JVM, at-least-once);
 - the sink alone: the kafka_eos source into Spark's Kafka sink and into the ceiling (a Python sink that drops its
-  input: what any Python data source pays per micro-batch).
+  input: what any Python data source pays per micro-batch);
+- the Python floor: a Python stream source that reads no Kafka (pre-built rows, one Spark partition) into the
+  ceiling sink: what Spark's machinery for a Python source and sink costs a micro-batch by itself, so that
+  kafka_eos's own part is its time less the floor's.
 
 A batch's time is Spark's ``triggerExecution`` duration; the first batch of each run (planning, Python worker
 start) is left out. Each run's output is counted with an independent read_committed consumer (the ceiling's by its
@@ -49,7 +52,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.benchmarks.broker_requests import RequestTally
-from tests.benchmarks.ceiling import CEILING_SINK, DiscardingSink
+from tests.benchmarks.ceiling import CEILING_SINK, CEILING_STREAM_SOURCE, DiscardingSink, StreamCeilingSource
 from tests.benchmarks.common import bench_spark, bootstrap_servers, check_count, connector_jars, count_committed, request_log
 from tests.benchmarks.common import produce as produce_one
 
@@ -80,6 +83,7 @@ NO_FREEZE = "kafka_eos, gcFreeze=false"
 UNPACKED = "kafka_eos, a task a partition"
 JVM = "kafka"
 EOS_INTO_SPARK = "kafka_eos into Spark's sink"
+FLOOR = "Python floor"
 SYSTEMS = {s.label: s for s in (
     System(EOS, "kafka_eos", "kafka_eos"),
     System(NO_FREEZE, "kafka_eos", "kafka_eos", {"gcFreeze": "false"}),
@@ -87,10 +91,12 @@ SYSTEMS = {s.label: s for s in (
     System(JVM, "kafka", "kafka"),
     System(EOS_INTO_SPARK, "kafka_eos", "kafka"),
     System(CEILING_SINK, "kafka_eos", CEILING_SINK),
+    System(FLOOR, CEILING_STREAM_SOURCE, CEILING_SINK),
 )}
 LABELS = {EOS: "kafka_eos → kafka_eos (exactly-once)", NO_FREEZE: "  the same, gcFreeze=false",
           UNPACKED: "  the same, minRecordsPerPartition=0", JVM: "kafka → kafka (Spark's JVM, at-least-once)",
-          EOS_INTO_SPARK: "kafka_eos → Spark's kafka sink", CEILING_SINK: "kafka_eos → ceiling (drops its input)"}
+          EOS_INTO_SPARK: "kafka_eos → Spark's kafka sink", CEILING_SINK: "kafka_eos → ceiling (drops its input)",
+          FLOOR: "Python floor: no Kafka, Python source → ceiling"}
 SOURCE_ONLY = {"minRecordsPerPartition"}
 """Options of the source that the sink does not take; the others go to both."""
 
@@ -101,6 +107,9 @@ def percentile(values: list[float], share: float) -> float:
 
 
 def source_stream(spark: Any, system: System, bootstrap: str, topic: str, starting: str, max_per_trigger: int | None) -> Any:
+    if system.source == CEILING_STREAM_SOURCE:
+        return (spark.readStream.format(CEILING_STREAM_SOURCE).option("rowsPerBatch", ROWS_PER_BATCH)
+                .option("batches", BATCHES).load().selectExpr("key", "value", "partition"))
     reader = (spark.readStream.format(system.source).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
               .option("startingOffsets", starting))
     if max_per_trigger:
@@ -168,13 +177,17 @@ def micro_batches(spark: Any, admin: AdminClient, bootstrap: str, systems: dict[
         if EOS in p50 and JVM in p50:
             print(f"{partitions:>10}  pipeline ratio kafka_eos / Spark's JVM: p50 {p50[EOS] / p50[JVM]:.2f} "
                   f"(+{p50[EOS] - p50[JVM]:.0f} ms), over {len(times[EOS])} batches each")
+        if FLOOR in p50 and EOS in p50 and JVM in p50:
+            print(f"{'':>10}  of kafka_eos's p50, Spark's machinery for a Python source and sink (the floor) is "
+                  f"{p50[FLOOR]:.0f} ms ({p50[FLOOR] / p50[JVM]:.2f}x Spark's JVM pipeline); kafka_eos's own work "
+                  f"{p50[EOS] - p50[FLOOR]:+.0f} ms")
         if EOS_INTO_SPARK in p50:
             sinks = {label: p50[label] - p50[EOS_INTO_SPARK] for label in (EOS, CEILING_SINK) if label in p50}
             print(f"{'':>10}  the sink alone, over Spark's sink with the same source: "
                   + ", ".join(f"{LABELS[label].strip()} {gap:+.0f} ms" for label, gap in sinks.items()))
         for label in (x for x in (NO_FREEZE, UNPACKED) if x in p50 and EOS in p50):
             print(f"{'':>10}  {LABELS[label].strip()} costs p50 {p50[label] - p50[EOS]:+.0f} ms")
-        for label in (x for x in (EOS, JVM) if x in durations):
+        for label in (x for x in (EOS, JVM, FLOOR) if x in durations):
             print(f"{'':>10}  {label} phases (median ms of Spark's durationMs): " + ", ".join(
                 f"{phase} {statistics.median(d.get(phase, 0.0) for d in durations[label]):.0f}" for phase in PHASES))
         for label, tally in requests.items():
@@ -325,11 +338,12 @@ def main() -> None:
         spark = bench_spark("bench-latency", jars, spark__sql__shuffle__partitions="2",
                             spark__sql__streaming__numRecentProgressUpdates="1000")
         spark.dataSource.register(DiscardingSink)
+        spark.dataSource.register(StreamCeilingSource)
         print(f">> pyspark {spark.version}, local[2]; {BATCHES} micro-batches of {ROWS_PER_BATCH} rows per run, "
               f"{ROUNDS} alternating rounds; Spark's connector {next(j.name for j in jars if j.name.startswith('spark-sql-kafka'))}")
         if PARTITION_COUNTS and BATCHES:
             micro_batches(spark, admin, bootstrap, systems)
-        if E2E_SECONDS > 0:
+        if E2E_SECONDS > 0 and E2E_ROUNDS > 0:
             end_to_end(spark, admin, bootstrap, systems)
         spark.stop()
 

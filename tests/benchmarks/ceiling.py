@@ -1,6 +1,6 @@
 """What Spark allows a Python data source at most, with no Kafka at all: a source that yields pre-built Arrow
-batches of the Kafka schema, and a stream sink that counts its Arrow batches and drops them. The benchmarks
-show every figure against these ceilings too."""
+batches of the Kafka schema (batch and stream), and a stream sink that counts its Arrow batches and drops them.
+The benchmarks show every figure against these ceilings too."""
 
 from __future__ import annotations
 
@@ -19,10 +19,17 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+try:  # Spark 4.2+: the engine passes admission control to Python sources (Trigger.AvailableNow in micro-batches)
+    from pyspark.sql.datasource import DataSourceStreamReader
+    from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
+except ImportError:  # pragma: no cover - older Sparks: the stream ceiling is not offered
+    SupportsTriggerAvailableNow = None  # type: ignore[assignment,misc]
+
 from spark_kafka_eos.schema import arrow_record_schema, record_schema
 
 CEILING_SOURCE = "bench_arrow_ceiling"
 CEILING_SINK = "bench_discarding_sink"
+CEILING_STREAM_SOURCE = "bench_stream_ceiling"
 _BATCH_ROWS = 10_000
 
 
@@ -53,6 +60,50 @@ class _CeilingReader(DataSourceReader):
         batch = _batch(number, min(rows, _BATCH_ROWS), self._value_bytes)
         for start in range(0, rows, _BATCH_ROWS):
             yield batch.slice(0, min(_BATCH_ROWS, rows - start))
+
+
+class StreamCeilingSource(DataSource):
+    """A stream of ``batches`` micro-batches of ``rowsPerBatch`` pre-built rows each, in ``partitions`` Spark
+    partitions: the least a micro-batch of a Python source into a Python sink costs in Spark."""
+
+    @classmethod
+    def name(cls) -> str:
+        return CEILING_STREAM_SOURCE
+
+    def schema(self) -> StructType:
+        return record_schema(False)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        if SupportsTriggerAvailableNow is None:
+            raise RuntimeError(f"{CEILING_STREAM_SOURCE} needs Spark 4.2 or later (admission control for Python sources)")
+        return _StreamCeilingReader(int(self.options["rowsPerBatch"]), int(self.options["batches"]),
+                                    int(self.options.get("partitions", "1")))
+
+
+if SupportsTriggerAvailableNow is not None:
+    class _StreamCeilingReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+        """Offsets count micro-batches; each latestOffset admits one more, up to ``batches``."""
+
+        def __init__(self, rows_per_batch: int, batches: int, partitions: int) -> None:
+            self._rows, self._batches, self._partitions = rows_per_batch, batches, partitions
+
+        def initialOffset(self) -> dict[str, int]:
+            return {"batch": 0}
+
+        def prepareForTriggerAvailableNow(self) -> None:
+            pass
+
+        def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+            return {"batch": min(start["batch"] + 1, self._batches)}
+
+        def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+            share, rest = divmod(self._rows * (end["batch"] - start["batch"]), self._partitions)
+            return [InputPartition((p, share + (1 if p < rest else 0))) for p in range(self._partitions)]
+
+        def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+            number, rows = partition.value
+            if rows:
+                yield _batch(number, rows, 100)
 
 
 def _batch(partition: int, rows: int, value_bytes: int) -> pa.RecordBatch:
