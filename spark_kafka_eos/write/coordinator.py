@@ -25,6 +25,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
@@ -43,7 +44,7 @@ from spark_kafka_eos.errors import (
     KafkaEosRunRefusedError,
 )
 from spark_kafka_eos.retry import OPERATION_TIMEOUT_S, Backoff, Deadline, any_error, retry, wait_until
-from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession, TxnSessionError, TxnState
+from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession, TxnDescription, TxnSessionError, TxnState
 from spark_kafka_eos.write.afterwork import AFTERWORK
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.consumer_group import check_group_position
@@ -57,7 +58,15 @@ from spark_kafka_eos.write.group_marker import GroupMarker
 from spark_kafka_eos.write.hooks import AFTER_DECISION, BEFORE_DECISION, DURING_PHASE2, NO_HOOKS, WriterHooks
 from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant, history_with, memory_after
 from spark_kafka_eos.write.ownership import Judgement, Verdict, judge
-from spark_kafka_eos.write.recovery import VisibilityCheck, abort_lingering, abort_prepared, is_committed, is_open, roll_forward
+from spark_kafka_eos.write.recovery import (
+    VisibilityCheck,
+    abort_lingering,
+    abort_prepared,
+    is_committed,
+    is_open,
+    open_transactions,
+    roll_forward,
+)
 from spark_kafka_eos.write.transactional_id import coordinator_transactional_id, parse_task_transactional_id
 from spark_kafka_eos.write.visibility import committed_record_at
 
@@ -68,6 +77,7 @@ _PHASE2_BACKOFF = Backoff(0.1, 2.0)
 participants' deadline is unknown, is retried for :data:`~spark_kafka_eos.retry.OPERATION_TIMEOUT_S`."""
 _COMPLETION_ATTEMPTS = 3
 _SWEEP_ATTEMPTS = 3
+_SWEEP_LISTING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-eos-sweep-listing")
 DECISION_IN_FLIGHT_WAIT_S = 5.0
 STRAGGLER_GRACE_S = 10.0
 """How long abort() keeps sweeping for tasks of the failed epoch that prepared after it began."""
@@ -232,9 +242,12 @@ class TwoPhaseCommitCoordinator:
         self._hooks.at(BEFORE_DECISION, session, decision)
         self._decide(session, decision_log, decision, group_offsets, deadline_ms)
         self._hooks.at(AFTER_DECISION, session, decision)
+        # The sweep's listing needs only the decision before it (a straggler that opens later sees the decision
+        # itself), not phase 2: it runs beside phase 2; what it finds is aborted only after.
+        listing = _SWEEP_LISTING.submit(open_transactions, session, self._prefix)
         self._hooks.at(DURING_PHASE2, session, decision)
         phase2_deadline = self._finish_decided(session, decision, deadline_ms)
-        completed_by_sweep = self._sweep_after_phase2(session, decision_log, decision)
+        completed_by_sweep = self._sweep_after_phase2(session, decision_log, decision, listing)
         log.info("Committed %s of prefix %s: %d participants", epoch, self._prefix, len(participants))
         return None if completed_by_sweep else lambda: self._complete(decision_log, decision, phase2_deadline)
 
@@ -462,20 +475,29 @@ class TwoPhaseCommitCoordinator:
             ) from err
         return deadline
 
-    def _sweep_after_phase2(self, session: TransactionSession, decision_log: DecisionLog, decision: LogRecord) -> bool:
+    def _sweep_after_phase2(self, session: TransactionSession, decision_log: DecisionLog, decision: LogRecord,
+                            listing: Future[list[TxnDescription]]) -> bool:
         """Abort what the decided epoch left open (failed and speculative attempts) before the commit returns: the
         next epoch's tasks open transactions as soon as it has, and a sweep after that would take theirs for
-        lingering. Its proof of ownership appends the decision's completion; returns whether it did."""
+        lingering. ``listing``: the prefix's open transactions, listed after the decision. Its proof of ownership
+        appends the decision's completion; returns whether it did."""
         completed = False
+        attempts = 0
 
         def prove() -> None:
             nonlocal completed
             decision_log.append(decision.completed())
             completed = True
 
+        def sweep() -> list[str]:
+            nonlocal attempts
+            attempts += 1
+            listed = listing.result() if attempts == 1 else None  # a failed listing is raised and retried anew
+            return abort_lingering(session, self._prefix, self._timeout_ms, prove, keep, listed)
+
         keep = [p.transactional_id for p in decision.participants]
         try:
-            retry(lambda _: abort_lingering(session, self._prefix, self._timeout_ms, prove, keep), Deadline.never(),
+            retry(lambda _: sweep(), Deadline.never(),
                   any_error, Backoff(0.5, math.inf), attempts=_SWEEP_ATTEMPTS)
         except Exception as err:  # noqa: BLE001 - clean-up only: the data is committed
             log.warning("Could not abort lingering transactions of %s after %s (%s): they pin the sink's LSO "

@@ -13,7 +13,7 @@ orchestrator's earlier run) from harming the prefix's owner:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from spark_kafka_eos.errors import KafkaEosCommittedDataLostError, KafkaEosOutputUnverifiableError
@@ -142,14 +142,16 @@ def open_transactions(session: TransactionSession, prefix: str) -> list[TxnDescr
 
 def abort_lingering(
     session: TransactionSession, prefix: str, transaction_timeout_ms: int, prove_ownership: Callable[[], None],
-    keep: Iterable[str] = (),
+    keep: Iterable[str] = (), listed: Sequence[TxnDescription] | None = None,
 ) -> list[str]:
     """Abort the open transactions of ``prefix`` except ``keep`` (failed and speculative attempts,
     zombies of earlier runs), each by its exact producer id and epoch, and fence them. They are listed
-    first; ``prove_ownership`` then runs (it must raise if this driver no longer owns the prefix);
+    first (or given as ``listed``: :func:`open_transactions`, taken after the moment from which the sweep must
+    see what is open); ``prove_ownership`` then runs (it must raise if this driver no longer owns the prefix);
     only then is anything aborted. Returns the ids aborted."""
     kept = set(keep) | {coordinator_transactional_id(prefix)}
-    doomed = [d for d in open_transactions(session, prefix) if d.transactional_id not in kept]
+    found = open_transactions(session, prefix) if listed is None else listed
+    doomed = [d for d in found if d.transactional_id not in kept]
     if not doomed:
         return []
     prove_ownership()

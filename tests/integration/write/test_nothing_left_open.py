@@ -22,8 +22,9 @@ from spark_kafka_eos.write.hooks import WriterHooks
 from spark_kafka_eos.write.log_record import EpochId, LogRecord
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.transaction_guard import Abandoned, abort_abandoned
+from spark_kafka_eos.write.transactional_id import task_transactional_id
 from tests.harness.faults import FAIL_AT_OPTION, clear_fired, fired
-from tests.harness.kafka import KafkaTestCluster, Sent
+from tests.harness.kafka import KafkaTestCluster, OpenTransaction, Sent
 from tests.harness.kafka_tools import assert_stable
 from tests.harness.pipeline import Pipeline, open_transactions
 from tests.integration.write.test_operator_calendar import prepared, sink_options, tagged, values
@@ -128,6 +129,28 @@ def test_a_sweep_that_fails_is_retried_until_the_stragglers_are_aborted(kafka: K
     assert wrapped[-1].failed == 2
     assert open_transactions(kafka, prefix) == []
     assert values(kafka, sink) == sorted(tagged("e", 40) * 2)
+
+
+def test_a_transaction_of_the_prefix_opened_right_after_the_decision_is_aborted_by_that_commits_sweep(
+        kafka: KafkaTestCluster) -> None:
+    """The sweep lists the prefix's open transactions beside phase 2, and must list after the decision: a
+    transaction that a straggler opened once the decision was written (and that does not check the log itself, as
+    a dying one would not) is seen and aborted before the commit returns."""
+    sink, prefix = kafka.create_topic(2, "sink"), f"sweep-{uuid.uuid4().hex[:6]}"
+    options = sink_options(kafka, sink, prefix)
+    epoch = EpochId.stream("q", 0)
+    tasks = prepared(options, epoch, tagged("e", 40))
+    late: list[OpenTransaction] = []
+
+    class OpenAfterDecision(WriterHooks):
+        def at(self, point: str, session: object, decision: LogRecord) -> None:  # type: ignore[override]
+            if point == "after_decision":
+                late.append(kafka.open_transaction(sink, [Sent(0, None, b"late")], task_transactional_id(prefix, epoch, 9, 0, 0)))
+
+    TwoPhaseCommitCoordinator(options, 60_000, OpenAfterDecision()).commit(epoch, tasks)
+    assert len(late) == 1
+    assert open_transactions(kafka, prefix) == []
+    assert values(kafka, sink) == sorted(tagged("e", 40) * 2)  # each of the two tasks wrote them all; nothing "late"
 
 
 def test_the_guard_of_a_worker_that_died_before_it_knew_its_identity_never_aborts_the_attempt_that_took_the_id(
