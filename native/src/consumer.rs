@@ -15,7 +15,9 @@ use pyo3::types::PyList;
 use rdkafka_sys as rd;
 
 use crate::arrow_buffers::{BatchBuilder, ExportedBatch, Header};
-use crate::handle::{c_string, c_text, consume_batch, error_text, open_handle, Callbacks, LogLine, Message, Unshared};
+use crate::handle::{
+    c_string, c_text, consume_batch, error_text, open_handle, Callbacks, LogLine, Message, PartitionList, Unshared,
+};
 
 // librdkafka functions whose error code is taken as a plain integer (see `handle`).
 #[allow(clashing_extern_declarations)]
@@ -157,12 +159,9 @@ impl RangeConsumer {
     /// Start fetching at `offset`; librdkafka's error code (0: none).
     fn assign(&mut self, offset: i64) -> PyResult<i32> {
         let client = self.client()?;
-        unsafe {
-            let partitions = self.partition_list(offset);
-            let err = assign_partitions(client.rk, partitions);
-            rd::rd_kafka_topic_partition_list_destroy(partitions);
-            Ok(err)
-        }
+        let partitions = PartitionList::one(&self.topic, self.partition, offset);
+        // SAFETY: a live handle and a live list.
+        Ok(unsafe { assign_partitions(client.rk, partitions.as_ptr()) })
     }
 
     /// Take up to `max_records` delivered records (waiting at most `timeout_ms` for the first)
@@ -210,13 +209,10 @@ impl RangeConsumer {
     /// librdkafka's consume position of the partition: (error code, offset).
     fn position(&self) -> PyResult<(i32, i64)> {
         let client = self.client()?;
-        unsafe {
-            let partitions = self.partition_list(rd::RD_KAFKA_OFFSET_INVALID as i64);
-            let err = consume_position(client.rk, partitions);
-            let offset = (*(*partitions).elems).offset;
-            rd::rd_kafka_topic_partition_list_destroy(partitions);
-            Ok((err, offset))
-        }
+        let partitions = PartitionList::one(&self.topic, self.partition, rd::RD_KAFKA_OFFSET_INVALID as i64);
+        // SAFETY: a live handle and a live list.
+        let err = unsafe { consume_position(client.rk, partitions.as_ptr()) };
+        Ok((err, partitions.first_offset()))
     }
 
     /// The partition's watermarks from its leader: (error code, low, high).
@@ -292,14 +288,6 @@ enum Taken {
 impl RangeConsumer {
     fn client(&self) -> PyResult<&Client> {
         self.client.as_ref().ok_or_else(|| PyRuntimeError::new_err("the range consumer is closed"))
-    }
-
-    /// A one-element list of this consumer's partition; the caller destroys it.
-    unsafe fn partition_list(&self, offset: i64) -> *mut rd::rd_kafka_topic_partition_list_t {
-        let partitions = rd::rd_kafka_topic_partition_list_new(1);
-        let element = rd::rd_kafka_topic_partition_list_add(partitions, self.topic.as_ptr(), self.partition);
-        (*element).offset = offset;
-        partitions
     }
 
     fn fetch(&mut self, py: Python<'_>, max_records: usize, timeout_ms: i32) -> PyResult<()> {

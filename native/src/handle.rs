@@ -123,6 +123,40 @@ impl Drop for Message {
     }
 }
 
+/// A librdkafka topic-partition list, owned: destroyed when dropped.
+pub struct PartitionList(NonNull<rd::rd_kafka_topic_partition_list_t>);
+
+impl PartitionList {
+    /// A list of the one partition `topic`/`partition`, at `offset`.
+    pub fn one(topic: &CStr, partition: i32, offset: i64) -> Self {
+        // SAFETY: librdkafka allocates the list (it aborts when out of memory, never returns NULL) and returns
+        // the element it added to it; `topic` is copied.
+        unsafe {
+            let list = rd::rd_kafka_topic_partition_list_new(1);
+            let element = rd::rd_kafka_topic_partition_list_add(list, topic.as_ptr(), partition);
+            (*element).offset = offset;
+            Self(NonNull::new(list).expect("rd_kafka_topic_partition_list_new returned NULL"))
+        }
+    }
+
+    pub fn as_ptr(&self) -> *mut rd::rd_kafka_topic_partition_list_t {
+        self.0.as_ptr()
+    }
+
+    /// The offset of the list's first element.
+    pub fn first_offset(&self) -> i64 {
+        // SAFETY: made by `one`, so it holds one element.
+        unsafe { (*(*self.0.as_ptr()).elems).offset }
+    }
+}
+
+impl Drop for PartitionList {
+    fn drop(&mut self) {
+        // SAFETY: owned since `one` made it, destroyed only here.
+        unsafe { rd::rd_kafka_topic_partition_list_destroy(self.0.as_ptr()) };
+    }
+}
+
 /// Up to `max` messages (or events) of `queue`, waiting up to `timeout_ms` for the first; None when librdkafka
 /// refuses to consume.
 ///
@@ -178,5 +212,22 @@ pub fn open_handle(
             )));
         }
         Ok((rk, callbacks))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_partition_list_holds_its_one_partition_at_its_offset() {
+        let topic = CString::new("orders").unwrap();
+        let list = PartitionList::one(&topic, 7, 42);
+        assert_eq!(list.first_offset(), 42);
+        // SAFETY: `one` made a list of one element.
+        let (count, element) = unsafe { ((*list.as_ptr()).cnt, &*(*list.as_ptr()).elems) };
+        assert_eq!((count, element.partition), (1, 7));
+        // SAFETY: librdkafka copied the topic into the element.
+        assert_eq!(unsafe { CStr::from_ptr(element.topic) }, topic.as_c_str());
     }
 }
