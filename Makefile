@@ -28,7 +28,7 @@ help:
 	@echo "make bench-read   batch read throughput at 2M and 4M records: kafka_eos (both read paths) vs Spark's Kafka source, the raw client and the Arrow ceiling"
 	@echo "make bench-write  streaming write throughput vs Spark's Kafka sink and raw producer; commit latency"
 	@echo "make soak         seeded fault soak on 3 brokers: SOAK_SEED=1 SOAK_RUNS=25 SOAK_MINUTES=60 SOAK_BROKERS=3 (pipelines and backfills; driver, task, executor and broker kills)"
-	@echo "make bench-latency per-micro-batch time of the exactly-once sink vs Spark's Kafka sink and a Python sink dropping its input (2, 8, 32, 64 partitions)"
+	@echo "make bench-latency per-micro-batch time of the exactly-once sink vs Spark's Kafka sink, a Python sink dropping its input and the Python floor (2, 8, 32, 64 partitions); end to end"
 	@echo "make bench-commit  commit latency: the decision log's part, whole commits of 3 and 8 participants"
 	@echo "make bench-memory  peak Python worker memory reading and writing 1M and 4M records of one partition"
 
