@@ -11,12 +11,13 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from spark_kafka_eos.config.options import options_help
+from spark_kafka_eos.config.options import GC_FREEZE, boolean_option, options_help
 from spark_kafka_eos.config.reader import parse_reader_options
 from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.read.reader import KafkaEosBatchReader
 from spark_kafka_eos.schema import record_schema
 from spark_kafka_eos.spark_support import has_read_limits
+from spark_kafka_eos.worker_gc import freeze_driver_call_heap
 from spark_kafka_eos.write.coordinator import settle_group
 from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
 from spark_kafka_eos.write.open_writer import open_batch_writer, open_stream_writer
@@ -50,7 +51,9 @@ class KafkaEosDataSource(DataSource):
 
     def schema(self) -> StructType:
         include_headers = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
-        return record_schema(include_headers)
+        schema = record_schema(include_headers)
+        freeze_driver_call_heap(boolean_option({k.lower(): v for k, v in self.options.items()}, GC_FREEZE))
+        return schema
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaEosBatchReader(parse_reader_options(self.options, streaming=False), group_guard=settle_group)

@@ -74,7 +74,7 @@ READ_ENGINE = _declare("readEngine", "read", "auto", "auto, native (the compiled
 PROGRESS_GROUP = _declare("progressGroup", "read", "", "streams: commit each finished micro-batch's end offsets to this consumer group")
 CONSUMER_GROUP = _declare("consumerGroup", "both", "",
                           "the sink commits the consumed source offsets to this group inside its decision; the source reads from it with startingOffsets=group")
-GC_FREEZE = _declare("gcFreeze", "both", "true", "freeze the Spark Python worker's heap at its first kafka_eos task")
+GC_FREEZE = _declare("gcFreeze", "both", "true", "freeze a Spark Python worker's heap at its first kafka_eos call, and again after new imports")
 TOPIC = _declare("topic", "write", "", "the topic of rows without a topic column (the option wins over the column)")
 TRANSACTIONAL_ID_PREFIX = _declare("transactional.id.prefix", "write", "streams: derived from checkpointLocation",
                                    "the stable name of the sink's transactions; one query or job per prefix")

@@ -145,7 +145,7 @@ class ReaderOptions:
     """Which consumer reads the ranges: the compiled one (``native``), confluent-kafka's (``python``), or the
     compiled one where it is installed and can run the configuration (``auto``)."""
     gc_freeze: bool = True
-    """Freeze the Spark Python worker's heap at its first task (:mod:`spark_kafka_eos.worker_gc`)."""
+    """Freeze a Spark Python worker's heap at its first kafka_eos call and after new imports (:mod:`spark_kafka_eos.worker_gc`)."""
     min_records_per_partition: int = DEFAULT_MIN_RECORDS_PER_PARTITION
     """Ranges of fewer offsets are packed into shared Spark partitions (0: one Spark partition per range)."""
 

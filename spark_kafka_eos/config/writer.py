@@ -103,7 +103,7 @@ class WriterOptions:
     """Which producer writes a task's records: the compiled one (``native``), confluent-kafka's (``python``),
     or the compiled one where it is installed and can run the configuration (``auto``)."""
     gc_freeze: bool = True
-    """Freeze the Spark Python worker's heap at its first task (:mod:`spark_kafka_eos.worker_gc`)."""
+    """Freeze a Spark Python worker's heap at its first kafka_eos call and after new imports (:mod:`spark_kafka_eos.worker_gc`)."""
 
     @property
     def bootstrap_servers(self) -> str:

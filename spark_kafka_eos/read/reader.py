@@ -38,7 +38,7 @@ from spark_kafka_eos.read.planner import (
 )
 from spark_kafka_eos.read.progress_group import commit_progress
 from spark_kafka_eos.retry import Backoff, Deadline, wait_until
-from spark_kafka_eos.worker_gc import freeze_worker_heap
+from spark_kafka_eos.worker_gc import freeze_driver_call_heap, freeze_worker_heap
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +113,7 @@ class KafkaEosBatchReader(_KafkaReaderBase, DataSourceReader):
         )
         planned = plan_partitions(ranges, opts.min_partitions, opts.max_records_per_partition, opts.min_records_per_partition)
         log.info("kafka_eos batch read of %s: %d ranges, %d offsets", opts.subscription.describe(), len(planned), sum(r.size for r in planned))
+        freeze_driver_call_heap(opts.gc_freeze)
         return planned
 
 

@@ -14,6 +14,7 @@ from pyspark.sql.types import StructType
 
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos.spark_support import has_arrow_stream_writers
+from spark_kafka_eos.worker_gc import freeze_driver_call_heap
 from spark_kafka_eos.write.broker_support import require_transaction_admin_apis
 from spark_kafka_eos.write.consumer_group import check_group_has_no_members
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
@@ -33,12 +34,16 @@ def open_stream_writer(raw_options: Mapping[str, str], schema: StructType, hooks
     forward, before any task of the query runs."""
     options, columns, timeout_ms, coordinator = _validated(raw_options, schema, True, hooks)
     coordinator.prepare()
+    writer: DataSourceStreamWriter
     if has_arrow_stream_writers():
         # Imported only where it exists: Spark 4.0 has no DataSourceStreamArrowWriter.
         from spark_kafka_eos.write.arrow_stream_writer import KafkaEosStreamWriter
 
-        return KafkaEosStreamWriter(options, columns, timeout_ms, hooks)
-    return KafkaEosLegacyStreamWriter(options, columns, timeout_ms, hooks)
+        writer = KafkaEosStreamWriter(options, columns, timeout_ms, hooks)
+    else:
+        writer = KafkaEosLegacyStreamWriter(options, columns, timeout_ms, hooks)
+    freeze_driver_call_heap(options.gc_freeze)
+    return writer
 
 
 def open_batch_writer(raw_options: Mapping[str, str], schema: StructType, hooks: WriterHooks = NO_HOOKS) -> KafkaEosBatchWriter:
@@ -49,6 +54,7 @@ def open_batch_writer(raw_options: Mapping[str, str], schema: StructType, hooks:
     already_committed = coordinator.prepare(epoch).verdict == Verdict.REPLAY
     if already_committed:
         log.warning("writeId %s of prefix %s is already committed: this run writes nothing", epoch.run_id, options.prefix)
+    freeze_driver_call_heap(options.gc_freeze)
     return KafkaEosBatchWriter(options, columns, timeout_ms, hooks, epoch, already_committed)
 
 

@@ -12,7 +12,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from spark_kafka_eos.config.writer import WriterOptions
 from spark_kafka_eos.errors import KafkaEosEpochAbortedError, KafkaEosRunRefusedError
-from spark_kafka_eos.worker_gc import freeze_worker_heap
+from spark_kafka_eos.worker_gc import freeze_driver_call_heap, freeze_worker_heap
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.hooks import WriterHooks
@@ -62,12 +62,14 @@ class StreamWriterCore(_KafkaEosWriterBase):
         epoch = _stream_epoch(messages, batchId)
         if epoch is not None:
             self.coordinator.commit(epoch, messages, finish_later=True)
+        freeze_driver_call_heap(self.options.gc_freeze)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         epoch = _stream_epoch(messages, batchId)
         if epoch is not None:
             self.coordinator.abort(epoch, messages)
         # else: no task reported; what they left open is swept by the next epoch.
+        freeze_driver_call_heap(self.options.gc_freeze)
 
 
 class KafkaEosBatchWriter(_KafkaEosWriterBase, DataSourceArrowWriter):
@@ -89,10 +91,12 @@ class KafkaEosBatchWriter(_KafkaEosWriterBase, DataSourceArrowWriter):
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         if not self.already_committed:
             self.coordinator.commit(self.epoch, messages)
+        freeze_driver_call_heap(self.options.gc_freeze)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         if not self.already_committed:
             self.coordinator.abort(self.epoch, messages)
+        freeze_driver_call_heap(self.options.gc_freeze)
 
 
 def _stream_epoch(messages: Sequence[WriterCommitMessage | None], batch_id: int) -> EpochId | None:

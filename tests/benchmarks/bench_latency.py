@@ -5,6 +5,7 @@
     BENCH_SYSTEMS="kafka_eos,kafka" BENCH_E2E_SECONDS=0 make bench-latency     # two systems, no end-to-end part
     BENCH_SYSTEMS="kafka_eos; kafka_eos, gcFreeze=false" make bench-latency   # ';' between labels holding a ','
     BENCH_REQUESTS=1 BENCH_E2E_SECONDS=0 make bench-latency   # and the broker requests each system sends a micro-batch
+    BENCH_WORKER_GC=1 BENCH_E2E_SECONDS=0 make bench-latency  # and what the Python workers' garbage collections cost
 
 Part 1, micro-batches: streaming queries of 300 records per micro-batch (``maxOffsetsPerTrigger``,
 ``Trigger.AvailableNow``), alternating over the rounds on the same source topic, each run into a new sink topic
@@ -51,6 +52,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.benchmarks import worker_gc
 from tests.benchmarks.broker_requests import RequestTally
 from tests.benchmarks.ceiling import CEILING_SINK, CEILING_STREAM_SOURCE, DiscardingSink, StreamCeilingSource
 from tests.benchmarks.common import bench_spark, bootstrap_servers, check_count, connector_jars, count_committed, request_log
@@ -331,6 +333,8 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     systems = chosen_systems(os.environ.get("BENCH_SYSTEMS", ""))
     with ExitStack() as stack:
+        gc_log = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-worker-gc-"))) / "collections.tsv"
+        probing_gc = worker_gc.enable(gc_log)
         bootstrap = bootstrap_servers(stack)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         jars = connector_jars()
@@ -346,6 +350,8 @@ def main() -> None:
         if E2E_SECONDS > 0 and E2E_ROUNDS > 0:
             end_to_end(spark, admin, bootstrap, systems)
         spark.stop()
+        if probing_gc:
+            worker_gc.report(gc_log)
 
 
 if __name__ == "__main__":
