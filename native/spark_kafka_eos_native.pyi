@@ -2,6 +2,9 @@
 
 LIBRDKAFKA_VERSION: str
 
+def error_name(code: int) -> tuple[str, str]:
+    """librdkafka's name and description of an error code (``rd_kafka_err2name``, ``rd_kafka_err2str``)."""
+
 class ExportedBatch:
     """A batch the range consumer built: key, value, offset, timestamp, timestampType and, when asked for,
     headers (names as binary), for Arrow's PyCapsule interface (``pyarrow.record_batch(batch)``)."""

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any, TypeVar
 
+from spark_kafka_eos.client_errors import ClientCallError, ClientError
 from spark_kafka_eos.config.librdkafka import LIBRDKAFKA_LOGGER
 from spark_kafka_eos.config.secrets import scrub
 from spark_kafka_eos.errors import KafkaEosOptionError
@@ -68,3 +69,17 @@ def forward_logs(lines: list[tuple[int, str, str, str]]) -> None:
     """Log librdkafka's lines (syslog level, facility, client name, line) as confluent-kafka's ``logger`` would."""
     for level, facility, client, line in lines:
         LIBRDKAFKA_LOGGER.log(_LOG_LEVELS.get(level, logging.DEBUG), "%s [%s] %s", facility, client, line)
+
+
+def compiled_client_error(code: int, reason: str | None = None, fatal: bool = False, retriable: bool = False,
+                          txn_requires_abort: bool = False) -> ClientError:
+    """An error code the extension reported, with librdkafka's name and (unless ``reason``) description."""
+    native = native_module()
+    name, description = native.error_name(code) if native is not None else (str(code), "")
+    return ClientError(code, name, reason or description, fatal, retriable, txn_requires_abort)
+
+
+def raise_compiled_error(code: int) -> None:
+    """Raise :class:`ClientCallError` for a call of the extension that returned the error ``code`` (0: none)."""
+    if code:
+        raise ClientCallError(compiled_client_error(code))

@@ -18,6 +18,15 @@ use crate::deliveries::Deliveries;
 extern "C" {
     #[link_name = "rd_kafka_err2str"]
     pub fn error_text(err: c_int) -> *const c_char;
+    #[link_name = "rd_kafka_err2name"]
+    fn error_name_text(err: c_int) -> *const c_char;
+}
+
+/// librdkafka's name and description of an error code (`_MSG_TIMED_OUT`, "Local: Message timed out"), for any
+/// code: librdkafka answers an unknown one with a name and description of its own.
+pub fn error_name(code: i32) -> (String, String) {
+    // SAFETY: both return static strings (or NULL), for any integer.
+    unsafe { (c_text(error_name_text(code)), c_text(error_text(code))) }
 }
 
 /// librdkafka log lines kept between two drains; the rest are dropped.
@@ -218,6 +227,12 @@ pub fn open_handle(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_code_has_librdkafkas_name_and_description() {
+        assert_eq!(error_name(-192), ("_MSG_TIMED_OUT".to_string(), "Local: Message timed out".to_string()));
+        assert_eq!(error_name(10).0, "MSG_SIZE_TOO_LARGE");
+    }
 
     #[test]
     fn a_partition_list_holds_its_one_partition_at_its_offset() {

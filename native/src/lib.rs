@@ -20,11 +20,18 @@ mod producer;
 
 use pyo3::prelude::*;
 
+/// librdkafka's name and description of an error code.
+#[pyfunction]
+fn error_name(code: i32) -> (String, String) {
+    handle::error_name(code)
+}
+
 #[pymodule]
 fn spark_kafka_eos_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<consumer::RangeConsumer>()?;
     m.add_class::<arrow_buffers::ExportedBatch>()?;
     m.add_class::<producer::TaskProducer>()?;
     m.add("LIBRDKAFKA_VERSION", consumer::librdkafka_version())?;
+    m.add_function(wrap_pyfunction!(error_name, m)?)?;
     Ok(())
 }

@@ -29,8 +29,8 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, KafkaException
 
+from spark_kafka_eos.client_errors import ClientCallError, KafkaErrorCode
 from spark_kafka_eos.config.reader import ReaderOptions
 from spark_kafka_eos.errors import KafkaEosReadError
 from spark_kafka_eos.read.authorization import topic_authorization_error
@@ -42,9 +42,9 @@ from spark_kafka_eos.read.progress import FetchProgress, StallWatch
 
 log = logging.getLogger(__name__)
 
-_OUT_OF_RANGE = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}
-_VANISHED = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
-_UNDECODABLE = {KafkaError._BAD_MSG, KafkaError._BAD_COMPRESSION, KafkaError._NOT_IMPLEMENTED, KafkaError._UNSUPPORTED_FEATURE}
+_OUT_OF_RANGE = {KafkaErrorCode.AUTO_OFFSET_RESET, KafkaErrorCode.OFFSET_OUT_OF_RANGE}
+_VANISHED = {KafkaErrorCode.UNKNOWN_TOPIC_OR_PART, KafkaErrorCode.UNKNOWN_PARTITION, KafkaErrorCode.UNKNOWN_TOPIC}
+_UNDECODABLE = {KafkaErrorCode.BAD_MSG, KafkaErrorCode.BAD_COMPRESSION, KafkaErrorCode.NOT_IMPLEMENTED, KafkaErrorCode.UNSUPPORTED_FEATURE}
 """Errors with which librdkafka skips a fetched batch it cannot decode."""
 CONFIRM_S = 10.0
 """How long a partition reported unknown, or a log ending before the planned end, must stay so (the
@@ -154,7 +154,7 @@ class _RangeReader:
 
     def _on_error(self, error: FetchError) -> None:
         code = error.code
-        if code == KafkaError._PARTITION_EOF:
+        if code == KafkaErrorCode.PARTITION_EOF:
             # Everything below the EOF offset was fetched, and delivered before this event.
             self._position = max(self._position, error.offset or 0)
             self._eof_at = self._position
@@ -172,13 +172,13 @@ class _RangeReader:
                 "range is skipped silently. Fix: find out what wrote them (a check with kafka-dump-log on the segment); "
                 "if losing them is acceptable, delete them (kafka-delete-records) or start the query past them."
             )
-        elif code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+        elif code == KafkaErrorCode.GROUP_AUTHORIZATION_FAILED:
             # librdkafka looks up the coordinator of the consumer's group, which this reader never
             # uses (explicit offsets, no commits); like Spark's assign-only consumer, read on.
             if not self._group_refused:
                 log.warning("Reading %s: %s; the source uses no consumer group, so this is ignored.", self._name, error.reason)
             self._group_refused = True
-        elif code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+        elif code == KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED:
             raise topic_authorization_error(self._options, [self._range.topic], f"{error.reason} while reading {self._name}")
         elif code > 0 or error.fatal:
             raise KafkaEosReadError(f"Reading {self._name} failed at offset {self._position}: {error.reason}")
@@ -228,9 +228,9 @@ class _RangeReader:
         doubt.next_check = now + _CONFIRM_EVERY_S
         try:
             _, high = self._fetcher.watermarks(min(self._options.request_timeout_s, _CONFIRM_EVERY_S * 5))
-        except KafkaException as err:
-            code = err.args[0].code()
-            if code not in _VANISHED and code != KafkaError.UNKNOWN_TOPIC_ID:
+        except ClientCallError as err:
+            code = err.error.code
+            if code not in _VANISHED and code != KafkaErrorCode.UNKNOWN_TOPIC_ID:
                 return  # not an answer (a timeout, a broker away): librdkafka retries, the stall limit bounds it
             high = None
         if high is not None and high > self._position:

@@ -8,14 +8,13 @@ import re
 from collections import defaultdict
 from collections.abc import Mapping
 
-from confluent_kafka import KafkaError, Message
-
+from spark_kafka_eos.client_errors import ClientError, KafkaErrorCode
 from spark_kafka_eos.errors import KafkaEosWriteError
 from spark_kafka_eos.write.commit_message import PartitionCount
 from spark_kafka_eos.write.log_record import Position
 from spark_kafka_eos.write.visibility import record_digest
 
-_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+_PURGED = frozenset({KafkaErrorCode.PURGE_QUEUE, KafkaErrorCode.PURGE_INFLIGHT})
 _SIZE_FIX = (
     "raise the topic's max.message.bytes (kafka-configs --alter --entity-type topics --add-config "
     "max.message.bytes=...) and, for records over 1 MB, kafka.message.max.bytes; or write smaller records. "
@@ -23,27 +22,27 @@ _SIZE_FIX = (
 )
 _FENCED_FIX = "another attempt with the same transactional id took over (a zombie task); Spark retries the task"
 _FIXES: Mapping[int, str] = {
-    KafkaError.MSG_SIZE_TOO_LARGE: _SIZE_FIX,
-    KafkaError.RECORD_LIST_TOO_LARGE: _SIZE_FIX,
-    KafkaError.UNKNOWN_TOPIC_OR_PART: "create the topic, or fix the topic option or column",
-    KafkaError._UNKNOWN_TOPIC: "create the topic, or fix the topic option or column",
-    KafkaError._UNKNOWN_PARTITION: "the partition column names a partition the topic does not have; "
+    KafkaErrorCode.MSG_SIZE_TOO_LARGE: _SIZE_FIX,
+    KafkaErrorCode.RECORD_LIST_TOO_LARGE: _SIZE_FIX,
+    KafkaErrorCode.UNKNOWN_TOPIC_OR_PART: "create the topic, or fix the topic option or column",
+    KafkaErrorCode.UNKNOWN_TOPIC: "create the topic, or fix the topic option or column",
+    KafkaErrorCode.UNKNOWN_PARTITION: "the partition column names a partition the topic does not have; "
     "use values from 0 to partitions - 1, or null to let the partitioner choose",
-    KafkaError.TOPIC_AUTHORIZATION_FAILED: "grant the principal WRITE on the topic",
-    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "grant the principal WRITE and DESCRIBE on the "
+    KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED: "grant the principal WRITE on the topic",
+    KafkaErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "grant the principal WRITE and DESCRIBE on the "
     "TransactionalId resources of the prefix (ACL pattern type PREFIXED)",
-    KafkaError._MSG_TIMED_OUT: "the brokers did not acknowledge in time; check that the topic exists and that the "
+    KafkaErrorCode.MSG_TIMED_OUT: "the brokers did not acknowledge in time; check that the topic exists and that the "
     "brokers are reachable and healthy",
-    KafkaError._TIMED_OUT: "the transaction coordinator did not answer in time; check that the brokers are healthy",
-    KafkaError._FENCED: _FENCED_FIX,
-    KafkaError.PRODUCER_FENCED: _FENCED_FIX,
-    KafkaError.INVALID_PRODUCER_EPOCH: _FENCED_FIX,
+    KafkaErrorCode.TIMED_OUT: "the transaction coordinator did not answer in time; check that the brokers are healthy",
+    KafkaErrorCode.FENCED: _FENCED_FIX,
+    KafkaErrorCode.PRODUCER_FENCED: _FENCED_FIX,
+    KafkaErrorCode.INVALID_PRODUCER_EPOCH: _FENCED_FIX,
 }
 _MAX_REPORTED_FAILURES = 5
 _PRODUCER_ID = re.compile(r'"producer_id":\s*(-?\d+)')
 _PRODUCER_EPOCH = re.compile(r'"producer_epoch":\s*(-?\d+)')
 
-Failure = tuple[str | None, int | None, KafkaError, int]
+Failure = tuple[str | None, int | None, ClientError, int]
 """(topic, partition, error, records)."""
 
 
@@ -51,30 +50,18 @@ class DeliveryTally:
     """Delivered records per (topic, partition), failures per (topic, partition, error), the first record."""
 
     def __init__(self) -> None:
-        # Keyed as confluent-kafka types a message's topic and partition; a delivered record has both.
+        # Keyed as a client reports a record's topic and partition; a delivered record has both.
         self.delivered: defaultdict[tuple[str | None, int | None], int] = defaultdict(int)
-        self.failures: dict[tuple[str | None, int | None, int], tuple[KafkaError, int]] = {}
+        self.failures: dict[tuple[str | None, int | None, int], tuple[ClientError, int]] = {}
         self.first: Position | None = None
         self.first_digest: str | None = None
-
-    def on_delivery(self, err: KafkaError | None, msg: Message) -> None:
-        """confluent-kafka's delivery callback, called once per record (a third of a task's CPU time at
-        100-byte records on the pure-Python path: keep it lean)."""
-        if err is None:
-            self.delivered[msg.topic(), msg.partition()] += 1
-            if self.first is None:
-                topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-                assert topic is not None and partition is not None and offset is not None
-                self.set_first((topic, partition, offset), msg.key(), msg.value())
-        else:
-            self.add_failure(msg.topic(), msg.partition(), err)
 
     def set_first(self, position: Position, key: str | bytes | None, value: str | bytes | None) -> None:
         self.first = position
         self.first_digest = record_digest(key, value)
 
-    def add_failure(self, topic: str | None, partition: int | None, err: KafkaError, records: int = 1) -> None:
-        key = (topic, partition, err.code())
+    def add_failure(self, topic: str | None, partition: int | None, err: ClientError, records: int = 1) -> None:
+        key = (topic, partition, err.code)
         self.failures[key] = (err, self.failures.get(key, (err, 0))[1] + records)
 
     def counts(self) -> tuple[PartitionCount, ...]:
@@ -83,7 +70,7 @@ class DeliveryTally:
     def error(self, transactional_id: str, stage: str) -> KafkaEosWriteError:
         failures = [(t, p, err, n) for (t, p, _), (err, n) in self.failures.items()]
         # Records purged by the failing transaction are an echo of the failure, not its cause.
-        causes = [f for f in failures if f[2].code() not in _PURGED] or failures
+        causes = [f for f in failures if f[2].code not in _PURGED] or failures
         return write_error(transactional_id, stage, causes)
 
 
@@ -91,11 +78,11 @@ def write_error(transactional_id: str, stage: str, failures: list[Failure]) -> K
     """The task's error for ``failures`` at ``stage``: what failed where, and each failure's fix; its
     ``code`` is the first failure's."""
     described = [
-        f"{_where(topic, partition)}{err.name()} ({err.str()})" + (f" for {count} record(s)" if count else "")
+        f"{_where(topic, partition)}{err.name} ({err.description})" + (f" for {count} record(s)" if count else "")
         for topic, partition, err, count in failures[:_MAX_REPORTED_FAILURES]
     ]
-    fixes = dict.fromkeys(_FIXES.get(err.code(), "see the Kafka error") for _, _, err, _ in failures)
-    code = failures[0][2].code() if failures else None
+    fixes = dict.fromkeys(_FIXES.get(err.code, "see the Kafka error") for _, _, err, _ in failures)
+    code = failures[0][2].code if failures else None
     return KafkaEosWriteError(transactional_id, f"{stage}: {'; '.join(described)}.", "; ".join(fixes), code)
 
 

@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, KafkaException
 from pyspark import TaskContext
 
+from spark_kafka_eos.client_errors import ClientCallError, ClientError, KafkaErrorCode
 from spark_kafka_eos.cluster import cached_session, cluster_metadata
 from spark_kafka_eos.config.engine import Engine
 from spark_kafka_eos.config.writer import STATS_INTERVAL_MS, WriterOptions
@@ -313,8 +313,8 @@ class _TaskTransaction:
         except BaseException as exc:
             # Nothing is produced yet, so no transaction is open: free the producer now, not when the error is dropped.
             client.release()
-            if isinstance(exc, KafkaException):
-                raise write_error(transactional_id, "init_transactions / begin_transaction", [(None, None, exc.args[0], 0)]) from None
+            if isinstance(exc, ClientCallError):
+                raise write_error(transactional_id, "init_transactions / begin_transaction", [(None, None, exc.error, 0)]) from None
             raise
         self._client: ProducerClient | None = client
 
@@ -356,7 +356,7 @@ class _TaskTransaction:
                 return
             if time.monotonic() > deadline:
                 raise write_error(self._transactional_id, f"{unflushed} records were still unacknowledged after the flush",
-                                  [(None, None, KafkaError(KafkaError._MSG_TIMED_OUT), unflushed)])
+                                  [(None, None, ClientError.local(KafkaErrorCode.MSG_TIMED_OUT), unflushed)])
 
     def wait_for_identity(self) -> tuple[int, int]:
         """The producer id and epoch, waiting for the first statistics that have them if none came yet."""
@@ -387,9 +387,9 @@ class _TaskTransaction:
                 # failed delivery it holds the rest until the abort, so there is nothing to wait for.
                 client.flush(_ABORT_FLUSH_S)
             client.abort(OPERATION_TIMEOUT_S)
-        except KafkaException as exc:
+        except ClientCallError as exc:
             log.warning("could not abort transaction %s (%s); the driver's recovery aborts it",
-                        self._transactional_id, exc.args[0].str())
+                        self._transactional_id, exc.error.description)
         finally:
             client.release()
         return identity

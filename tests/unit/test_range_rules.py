@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError
 
+from spark_kafka_eos.client_errors import ClientCallError, ClientError, KafkaErrorCode
 from spark_kafka_eos.config.reader import parse_reader_options
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosReadError
 from spark_kafka_eos.read import partition_reader
@@ -76,7 +77,7 @@ class ScriptedFetcher:
 
     def watermarks(self, timeout_s: float) -> tuple[int, int]:
         if self.high is None:
-            raise KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+            raise ClientCallError(ClientError(KafkaErrorCode.UNKNOWN_TOPIC_OR_PART, "UNKNOWN_TOPIC_OR_PART", "Broker: Unknown topic or partition"))
         return self.low, self.high
 
     def close(self) -> None:

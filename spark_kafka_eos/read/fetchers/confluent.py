@@ -11,6 +11,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from spark_kafka_eos.client_errors import ClientCallError, ClientError, KafkaErrorCode
 from spark_kafka_eos.read.fetchers.range_fetcher import FetchError, FetchStep
 from spark_kafka_eos.read.idle_consumers import IDLE_CONSUMERS, consumer_key
 from spark_kafka_eos.read.record_batch import RecordBatchBuilder
@@ -61,7 +62,10 @@ class ConfluentFetcher:
         self._key = key
 
     def assign(self, offset: int) -> None:
-        self._consumer.assign([KafkaTopicPartition(self._topic, self._partition, offset)])
+        try:
+            self._consumer.assign([KafkaTopicPartition(self._topic, self._partition, offset)])
+        except KafkaException as err:
+            raise ClientCallError(ClientError.of(err.args[0])) from None
 
     def step(self, max_records: int, timeout_s: float, end: int) -> FetchStep:
         if not self._pending:
@@ -93,11 +97,17 @@ class ConfluentFetcher:
         return full
 
     def position(self) -> int:
-        offset: int = self._consumer.position([KafkaTopicPartition(self._topic, self._partition)])[0].offset
+        try:
+            offset: int = self._consumer.position([KafkaTopicPartition(self._topic, self._partition)])[0].offset
+        except KafkaException as err:
+            raise ClientCallError(ClientError.of(err.args[0])) from None
         return offset
 
     def watermarks(self, timeout_s: float) -> tuple[int, int]:
-        low, high = self._consumer.get_watermark_offsets(KafkaTopicPartition(self._topic, self._partition), timeout=timeout_s)
+        try:
+            low, high = self._consumer.get_watermark_offsets(KafkaTopicPartition(self._topic, self._partition), timeout=timeout_s)
+        except KafkaException as err:
+            raise ClientCallError(ClientError.of(err.args[0])) from None
         return low, high
 
     def close(self) -> None:
@@ -123,4 +133,4 @@ class ConfluentFetcher:
 
 def _fetch_error(error: KafkaError, message: Message) -> FetchError:
     # confluent-kafka marks a consumed error event fatal=False even for _FATAL.
-    return FetchError(error.code(), error.str(), message.offset(), error.fatal() or error.code() == KafkaError._FATAL)
+    return FetchError(error.code(), error.str(), message.offset(), error.fatal() or error.code() == KafkaErrorCode.FATAL)

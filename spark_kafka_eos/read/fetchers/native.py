@@ -17,9 +17,8 @@ from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, KafkaException
 
-from spark_kafka_eos.compiled import forward_logs, open_compiled
+from spark_kafka_eos.compiled import forward_logs, open_compiled, raise_compiled_error
 from spark_kafka_eos.read.fetchers.range_fetcher import FetchError, FetchStep
 from spark_kafka_eos.read.idle_consumers import IDLE_CONSUMERS, consumer_key
 from spark_kafka_eos.read.record_batch import ConstantColumns, timestamp_out_of_range
@@ -64,7 +63,7 @@ class NativeFetcher:
         self._key = key
 
     def assign(self, offset: int) -> None:
-        _raise_on(self._consumer.assign(offset))
+        raise_compiled_error(self._consumer.assign(offset))
 
     def step(self, max_records: int, timeout_s: float, end: int) -> FetchStep:
         try:
@@ -88,12 +87,12 @@ class NativeFetcher:
 
     def position(self) -> int:
         err, offset = self._consumer.position()
-        _raise_on(err)
+        raise_compiled_error(err)
         return int(offset)
 
     def watermarks(self, timeout_s: float) -> tuple[int, int]:
         err, low, high = self._consumer.watermarks(int(timeout_s * 1000))
-        _raise_on(err)
+        raise_compiled_error(err)
         return low, high
 
     def close(self) -> None:
@@ -121,11 +120,6 @@ class NativeFetcher:
         if built.num_columns > 5:
             columns.append(_headers(self._schema.field("headers").type, built.column(5)))
         return pa.RecordBatch.from_arrays(columns, schema=self._schema)
-
-
-def _raise_on(code: int) -> None:
-    if code:
-        raise KafkaException(KafkaError(code))
 
 
 def _headers(list_type: pa.ListType, built: pa.Array) -> pa.Array:

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 @dataclass(frozen=True)
 class FetchError:
-    """An error event of the consumer: librdkafka's code (confluent-kafka's ``KafkaError`` codes)."""
+    """An error event of the consumer: librdkafka's code (:class:`~spark_kafka_eos.client_errors.KafkaErrorCode`)."""
 
     code: int
     reason: str
@@ -36,7 +36,8 @@ class FetchStep:
 
 
 class RangeFetcher(Protocol):
-    """A consumer of one partition that builds record batches of Spark's Kafka schema."""
+    """A consumer of one partition that builds record batches of Spark's Kafka schema. A failing call (assign,
+    position, watermarks) raises :class:`~spark_kafka_eos.client_errors.ClientCallError`."""
 
     def assign(self, offset: int) -> None:
         """Fetch from ``offset`` on (again, after an offset reset stopped the fetcher)."""

@@ -15,9 +15,9 @@ from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, KafkaException
 
-from spark_kafka_eos.compiled import forward_logs, open_compiled
+from spark_kafka_eos.client_errors import ClientCallError, ClientError, KafkaErrorCode
+from spark_kafka_eos.compiled import compiled_client_error, forward_logs, open_compiled
 from spark_kafka_eos.config.librdkafka import for_librdkafka
 from spark_kafka_eos.txn.transactional_producer import WARM_UP_TIMEOUT_S
 from spark_kafka_eos.write.delivery_reports import DeliveryTally, EosStats, write_error
@@ -90,9 +90,9 @@ class NativeProducer:
             _, code, topic, partition = refused
             self.poll(0)  # a delivery failure, if any, is the cause; report it rather than its echo
             tally = self.deliveries()
-            if code == KafkaError._QUEUE_FULL:
-                raise write_error(transactional_id, "the producer queue stayed full", [(topic, partition, KafkaError(code), 1)])
-            tally.add_failure(topic, partition, KafkaError(code))
+            if code == KafkaErrorCode.QUEUE_FULL:
+                raise write_error(transactional_id, "the producer queue stayed full", [(topic, partition, ClientError.local(KafkaErrorCode.QUEUE_FULL), 1)])
+            tally.add_failure(topic, partition, compiled_client_error(code))
             raise tally.error(transactional_id, "produce")
 
     def poll(self, timeout_s: float) -> None:
@@ -111,7 +111,7 @@ class NativeProducer:
         for topic, partition, count in self._producer.delivered():
             tally.delivered[topic, partition] = count
         for topic, partition, code, count in self._producer.failures():
-            tally.add_failure(topic, partition, KafkaError(code), count)
+            tally.add_failure(topic, partition, compiled_client_error(code), count)
         first = self._producer.first()
         if first is not None:
             topic, partition, offset, key, value = first
@@ -142,7 +142,7 @@ class NativeProducer:
 def _raise_on(error: tuple[int, str, bool, bool, bool] | None) -> None:
     if error is not None:
         code, reason, fatal, retriable, requires_abort = error
-        raise KafkaException(KafkaError(code, reason, fatal=fatal, retriable=retriable, txn_requires_abort=requires_abort))
+        raise ClientCallError(compiled_client_error(code, reason, fatal, retriable, requires_abort))
 
 
 def _binary(array: pa.Array) -> _Exported:

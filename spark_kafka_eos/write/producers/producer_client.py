@@ -16,7 +16,8 @@ class ProducerClient(Protocol):
     """A task's transactional producer, on one of the two write paths: confluent-kafka's
     (:class:`~spark_kafka_eos.write.producers.confluent.ConfluentProducer`) or the compiled one
     (:class:`~spark_kafka_eos.write.producers.native.NativeProducer`).
-    Failing calls raise ``KafkaException`` (start, begin, abort) or :class:`KafkaEosWriteError` (produce)."""
+    Failing calls raise :class:`~spark_kafka_eos.client_errors.ClientCallError` (warm_up, start, begin, abort) or
+    :class:`KafkaEosWriteError` (produce)."""
 
     def warm_up(self, topic: str, timeout_s: float) -> None:
         """Bring the broker connection up (metadata requests only: nothing on the broker changes)."""
