@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 from confluent_kafka import KafkaError
 
+import spark_kafka_eos
 from spark_kafka_eos.client_errors import ClientError, KafkaErrorCode
 from spark_kafka_eos.native_extension import native_module
 
@@ -31,3 +35,17 @@ def test_the_compiled_extension_names_each_code_as_confluent_kafka_does() -> Non
         pytest.skip("spark-kafka-eos-native is not installed (make native)")
     for code in KafkaErrorCode:
         assert native.error_name(code) == (KafkaError(code).name(), KafkaError(code).str())
+
+
+_RULES = ("client_errors.py", "read/partition_reader.py", "read/fetchers/range_fetcher.py", "write/task_producer.py",
+          "write/delivery_reports.py", "write/producers/producer_client.py")
+_CLIENT_LIBRARIES = {"confluent_kafka", "kafka", "spark_kafka_eos_native"}
+
+
+@pytest.mark.parametrize("module", _RULES)
+def test_the_read_and_write_rules_import_no_kafka_client_library(module: str) -> None:
+    """Only the engines' adapters (read/fetchers/, write/producers/) speak a client library's errors."""
+    tree = ast.parse((Path(spark_kafka_eos.__file__).parent / module).read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert not imported & _CLIENT_LIBRARIES
