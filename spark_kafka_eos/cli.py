@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 
 from confluent_kafka import KafkaError, KafkaException
 
+from spark_kafka_eos.client_errors import ClientCallError
 from spark_kafka_eos.cluster import open_session
 from spark_kafka_eos.config.reader import (
     PartitionKey,
@@ -450,6 +451,8 @@ def _error_text(err: BaseException) -> str:
     """One line: the message of our own and Kafka's errors, the type too for anything else."""
     if isinstance(err, KafkaException) and err.args and isinstance(err.args[0], KafkaError):
         text = f"Kafka: {err.args[0].str()}"
+    elif isinstance(err, ClientCallError):
+        text = f"Kafka: {err.error.description}"
     elif isinstance(err, (KafkaEosError, ValueError)):
         text = str(err)
     else:

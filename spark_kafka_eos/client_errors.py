@@ -90,3 +90,6 @@ class ClientCallError(Exception):
     def __init__(self, error: ClientError) -> None:
         super().__init__(f"{error.name}: {error.description}")
         self.error = error
+
+    def __reduce__(self) -> tuple[type[ClientCallError], tuple[ClientError]]:
+        return (ClientCallError, (self.error,))

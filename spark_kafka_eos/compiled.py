@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any, TypeVar
 
-from spark_kafka_eos.client_errors import ClientCallError, ClientError
+from spark_kafka_eos.client_errors import ClientCallError, ClientError, KafkaErrorCode
 from spark_kafka_eos.config.librdkafka import LIBRDKAFKA_LOGGER
 from spark_kafka_eos.config.secrets import scrub
 from spark_kafka_eos.errors import KafkaEosOptionError
@@ -74,9 +74,17 @@ def forward_logs(lines: list[tuple[int, str, str, str]]) -> None:
 def compiled_client_error(code: int, reason: str | None = None, fatal: bool = False, retriable: bool = False,
                           txn_requires_abort: bool = False) -> ClientError:
     """An error code the extension reported, with librdkafka's name and (unless ``reason``) description."""
-    native = native_module()
-    name, description = native.error_name(code) if native is not None else (str(code), "")
+    error_name = getattr(native_module(), "error_name", None)  # None: a wheel built before it had error_name
+    name, description = error_name(code) if error_name is not None else _known_name(code)
     return ClientError(code, name, reason or description, fatal, retriable, txn_requires_abort)
+
+
+def _known_name(code: int) -> tuple[str, str]:
+    try:
+        known = KafkaErrorCode(code)
+    except ValueError:
+        return str(code), ""
+    return (f"_{known.name}" if code < 0 else known.name), ""
 
 
 def raise_compiled_error(code: int) -> None:

@@ -25,7 +25,8 @@ extern "C" {
 /// librdkafka's name and description of an error code (`_MSG_TIMED_OUT`, "Local: Message timed out"), for any
 /// code: librdkafka answers an unknown one with a name and description of its own.
 pub fn error_name(code: i32) -> (String, String) {
-    // SAFETY: both return static strings (or NULL), for any integer.
+    // SAFETY: both return a NUL-terminated string (static, or a thread-local buffer for an unknown code) or NULL,
+    // for any integer; c_text copies it at once.
     unsafe { (c_text(error_name_text(code)), c_text(error_text(code))) }
 }
 

@@ -12,6 +12,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from spark_kafka_eos.client_errors import ClientCallError, ClientError, KafkaErrorCode
+from spark_kafka_eos.errors import KafkaEosWriteError
 from spark_kafka_eos.txn.transactional_producer import warmed_up_producer
 from spark_kafka_eos.write.delivery_reports import DeliveryTally, EosStats, write_error
 from spark_kafka_eos.write.input_schema import (
@@ -67,9 +68,7 @@ class ConfluentProducer:
             except BufferError:
                 self._produce_when_room(record, transactional_id, queue_timeout_s)
             except KafkaException as exc:
-                producer.poll(0)  # a delivery failure, if any, is the cause; report it rather than its echo
-                self._tally.add_failure(record[0], record[3], ClientError.of(exc.args[0]))
-                raise self._tally.error(transactional_id, "produce") from None
+                raise self._refused(record, exc, transactional_id) from None
 
     def _produce_when_room(self, record: tuple[str, Any, Any, int, Any], transactional_id: str, timeout_s: float) -> None:
         producer = self._live()
@@ -83,6 +82,14 @@ class ConfluentProducer:
                 if time.monotonic() > deadline:
                     raise write_error(transactional_id, "the producer queue stayed full",
                                       [(record[0], record[3], ClientError.local(KafkaErrorCode.QUEUE_FULL), 1)]) from None
+            except KafkaException as exc:
+                raise self._refused(record, exc, transactional_id) from None
+
+    def _refused(self, record: tuple[str, Any, Any, int, Any], exc: KafkaException, transactional_id: str) -> KafkaEosWriteError:
+        """The task's error for a record librdkafka refused to produce."""
+        self._live().poll(0)  # a delivery failure, if any, is the cause; report it rather than its echo
+        self._tally.add_failure(record[0], record[3], ClientError.of(exc.args[0]))
+        return self._tally.error(transactional_id, "produce")
 
     def poll(self, timeout_s: float) -> None:
         self._live().poll(timeout_s)
