@@ -6,6 +6,8 @@ translates its library's errors into these."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol
@@ -93,3 +95,13 @@ class ClientCallError(Exception):
 
     def __reduce__(self) -> tuple[type[ClientCallError], tuple[ClientError]]:
         return (ClientCallError, (self.error,))
+
+
+@contextmanager
+def raised_as_client_call_error(library_exception: type[Exception]) -> Iterator[None]:
+    """A client library's exception whose first argument is its error (confluent-kafka's ``KafkaException``, given
+    by its adapters), raised as :class:`ClientCallError`."""
+    try:
+        yield
+    except library_exception as exc:
+        raise ClientCallError(ClientError.of(exc.args[0])) from None

@@ -11,7 +11,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from spark_kafka_eos.client_errors import ClientCallError, ClientError, KafkaErrorCode
+from spark_kafka_eos.client_errors import KafkaErrorCode, raised_as_client_call_error
 from spark_kafka_eos.read.fetchers.range_fetcher import FetchError, FetchStep
 from spark_kafka_eos.read.idle_consumers import IDLE_CONSUMERS, consumer_key
 from spark_kafka_eos.read.record_batch import RecordBatchBuilder
@@ -62,10 +62,8 @@ class ConfluentFetcher:
         self._key = key
 
     def assign(self, offset: int) -> None:
-        try:
+        with raised_as_client_call_error(KafkaException):
             self._consumer.assign([KafkaTopicPartition(self._topic, self._partition, offset)])
-        except KafkaException as err:
-            raise ClientCallError(ClientError.of(err.args[0])) from None
 
     def step(self, max_records: int, timeout_s: float, end: int) -> FetchStep:
         if not self._pending:
@@ -97,17 +95,13 @@ class ConfluentFetcher:
         return full
 
     def position(self) -> int:
-        try:
+        with raised_as_client_call_error(KafkaException):
             offset: int = self._consumer.position([KafkaTopicPartition(self._topic, self._partition)])[0].offset
-        except KafkaException as err:
-            raise ClientCallError(ClientError.of(err.args[0])) from None
         return offset
 
     def watermarks(self, timeout_s: float) -> tuple[int, int]:
-        try:
+        with raised_as_client_call_error(KafkaException):
             low, high = self._consumer.get_watermark_offsets(KafkaTopicPartition(self._topic, self._partition), timeout=timeout_s)
-        except KafkaException as err:
-            raise ClientCallError(ClientError.of(err.args[0])) from None
         return low, high
 
     def close(self) -> None:

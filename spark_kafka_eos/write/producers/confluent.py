@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from itertools import repeat
 from typing import Any, cast
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from spark_kafka_eos.client_errors import ClientCallError, ClientError, KafkaErrorCode
+from spark_kafka_eos.client_errors import ClientError, KafkaErrorCode, raised_as_client_call_error
 from spark_kafka_eos.errors import KafkaEosWriteError
 from spark_kafka_eos.txn.transactional_producer import warmed_up_producer
 from spark_kafka_eos.write.delivery_reports import DeliveryTally, EosStats, write_error
@@ -41,7 +40,7 @@ class ConfluentProducer:
 
     def warm_up(self, topic: str, timeout_s: float) -> None:
         config = {**self._config, "on_delivery": _DeliveryReports(self._tally).on_delivery, "stats_cb": self._stats.on_stats}
-        with _client_errors():
+        with raised_as_client_call_error(KafkaException):
             self._producer = warmed_up_producer(config, topic, timeout_s)
 
     def start(self, warm_up_topic: str, timeout_s: float, before_init: Callable[[], None] | None) -> None:
@@ -49,11 +48,11 @@ class ConfluentProducer:
             self.warm_up(warm_up_topic, timeout_s)
         if before_init is not None:
             before_init()
-        with _client_errors():
+        with raised_as_client_call_error(KafkaException):
             self._live().init_transactions(timeout_s)
 
     def begin(self) -> None:
-        with _client_errors():
+        with raised_as_client_call_error(KafkaException):
             self._live().begin_transaction()
 
     def produce(self, batch: pa.RecordBatch, columns: InputColumns, topic_option: str | None, transactional_id: str,
@@ -108,7 +107,7 @@ class ConfluentProducer:
         return self._stats.identity
 
     def abort(self, timeout_s: float) -> None:
-        with _client_errors():
+        with raised_as_client_call_error(KafkaException):
             self._live().abort_transaction(timeout_s)
 
     def release(self) -> None:
@@ -138,15 +137,6 @@ class _DeliveryReports:
                 self._tally.set_first((topic, partition, offset), msg.key(), msg.value())
         else:
             self._tally.add_failure(msg.topic(), msg.partition(), ClientError.of(err))
-
-
-@contextmanager
-def _client_errors() -> Iterator[None]:
-    """confluent-kafka's ``KafkaException`` as this package's :class:`ClientCallError`."""
-    try:
-        yield
-    except KafkaException as exc:
-        raise ClientCallError(ClientError.of(exc.args[0])) from None
 
 
 def _records(batch: pa.RecordBatch, columns: InputColumns, topic_option: str | None,
