@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -568,6 +569,15 @@ class SerialExecutor:
 
     def map(self, fn: Callable[..., object], *iterables: Iterable[object]) -> Iterable[object]:
         return [fn(*args) for args in zip(*iterables, strict=True)]
+
+    def submit(self, fn: Callable[..., object], *args: object) -> Future[object]:
+        """Runs ``fn`` now (the coordinator's sweep listing: listed at submit, right after the decision)."""
+        done: Future[object] = Future()
+        try:
+            done.set_result(fn(*args))
+        except Exception as exc:  # noqa: BLE001 - handed over as the future's, as a thread pool would
+            done.set_exception(exc)
+        return done
 
 
 def write_task(model: KafkaModel, prefix: str, epoch: EpochId, spark_partition: int, attempt: int, rows: int,

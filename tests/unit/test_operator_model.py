@@ -204,6 +204,9 @@ class OperatorModel(RuleBasedStateMachine):
         for module in (retry_module, coordinator_module, log_record_module, cli_module):
             self.stack.enter_context(patch.object(module, "time", fake_time))
         self.stack.enter_context(patch.object(recovery_module, "ThreadPoolExecutor", SerialExecutor))
+        # The sweep's listing runs on a thread beside phase 2; on the model, threads would make the sequences
+        # (and the model's clock) depend on scheduling: list at submit, one of the orders the thread allows.
+        self.stack.enter_context(patch.object(coordinator_module, "_SWEEP_LISTING", SerialExecutor()))
         self.stack.enter_context(patch.object(consumer_group_module, "Consumer", group_consumer_class(self.model)))
         if GAP_HISTORY_LIMIT:
             self.stack.enter_context(patch.object(log_record_module, "HISTORY_LIMIT", MODEL_HISTORY_LIMIT))
