@@ -43,6 +43,15 @@ def test_consumer_config_is_read_committed_and_never_commits() -> None:
     assert parse().admin_config()["allow.auto.create.topics"] is False
 
 
+@pytest.mark.parametrize("name", ["max.partition.fetch.bytes", "fetch.message.max.bytes"])
+def test_partition_fetch_size_defaults_to_8_mib_unless_the_user_sets_either_name(name: str) -> None:
+    assert parse().consumer_config()["max.partition.fetch.bytes"] == str(8 * 1024 * 1024)
+    config = parse(**{"kafka__" + name.replace(".", "__"): "65536"}).consumer_config()
+    # librdkafka takes the two names as one setting: the user's must be the only one given.
+    assert config[name] == "65536"
+    assert [key for key in config if key in ("max.partition.fetch.bytes", "fetch.message.max.bytes")] == [name]
+
+
 def test_bootstrap_servers_missing_names_the_option() -> None:
     err = error_of(drop=("kafka.bootstrap.servers",))
     assert err.option == "kafka.bootstrap.servers" and "Fix:" in str(err)
