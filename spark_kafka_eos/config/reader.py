@@ -174,9 +174,10 @@ class ReaderOptions:
                 "enable.partition.eof": True,
             }
         )
-        # librdkafka prefetches up to 64 MiB per partition by default; keep a task's memory
-        # bounded by the Arrow batch rather than by that queue.
-        config.setdefault("queued.max.messages.kbytes", str(max(1024, self.max_bytes_per_batch // 1024)))
+        # librdkafka prefetches up to 64 MiB per partition by default; keep a task's memory bounded by the Arrow
+        # batch rather than by that queue. A queue of one fetch reads as fast as 32 MiB (`make bench-read`).
+        queued_bytes = min(self.max_bytes_per_batch, PARTITION_FETCH_BYTES)
+        config.setdefault("queued.max.messages.kbytes", str(max(1024, queued_bytes // 1024)))
         # Once that queue holds queued.min.messages, librdkafka waits this long before it fetches again
         # (default 1000 ms): a read that drains the queue in milliseconds would sit idle for most of a second.
         config.setdefault("fetch.queue.backoff.ms", str(FETCH_QUEUE_BACKOFF_MS))

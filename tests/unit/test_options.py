@@ -52,6 +52,12 @@ def test_partition_fetch_size_defaults_to_8_mib_unless_the_user_sets_either_name
     assert [key for key in config if key in ("max.partition.fetch.bytes", "fetch.message.max.bytes")] == [name]
 
 
+def test_prefetch_queue_holds_one_fetch_or_one_arrow_batch_whichever_is_smaller() -> None:
+    assert parse().consumer_config()["queued.max.messages.kbytes"] == "8192"
+    assert parse(maxBytesPerBatch=str(2 * 1024 * 1024)).consumer_config()["queued.max.messages.kbytes"] == "2048"
+    assert parse(kafka__queued__max__messages__kbytes="65536").consumer_config()["queued.max.messages.kbytes"] == "65536"
+
+
 def test_bootstrap_servers_missing_names_the_option() -> None:
     err = error_of(drop=("kafka.bootstrap.servers",))
     assert err.option == "kafka.bootstrap.servers" and "Fix:" in str(err)
