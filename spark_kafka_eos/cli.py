@@ -1,9 +1,11 @@
 """Inspect and repair a transactional id prefix of the ``kafka_eos`` sink.
 
-    python -m spark_kafka_eos.cli inspect --bootstrap-servers B --prefix P [--topic T ...]
-    python -m spark_kafka_eos.cli recover --bootstrap-servers B --prefix P
-    python -m spark_kafka_eos.cli reset   --bootstrap-servers B --prefix P [--yes]
-    python -m spark_kafka_eos.cli lag     --bootstrap-servers B --group G --topic T [--topic T ...]
+    kafka-eos inspect --bootstrap-servers B --prefix P [--topic T ...]
+    kafka-eos recover --bootstrap-servers B --prefix P
+    kafka-eos reset   --bootstrap-servers B --prefix P [--yes]
+    kafka-eos lag     --bootstrap-servers B --group G --topic T [--topic T ...]
+
+(``python -m spark_kafka_eos.cli`` where the package is importable but its command is not installed.)
 
 ``inspect`` only reads. ``recover`` does what the driver's recovery and commit do: roll the last decision
 forward, then abort (and fence) every open transaction of the prefix. ``reset`` recovers, then appends a
@@ -112,8 +114,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _EXIT_BY_OUTCOME[err.outcome] if isinstance(err, KafkaEosCommitError) else EXIT_ERROR
 
 
+PROGRAM = "kafka-eos"
+"""The name the CLI gives itself in its help and usage, whichever way it was started."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``python -m spark_kafka_eos.cli``."""
+    """The argument parser of the ``kafka-eos`` command (also ``python -m spark_kafka_eos.cli``)."""
     cluster = argparse.ArgumentParser(add_help=False)
     cluster.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT[,...]", help="the Kafka cluster")
     cluster.add_argument("--kafka", action="append", default=[], type=_setting, metavar="KEY=VALUE",
@@ -122,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--prefix", required=True, help="the transactional.id.prefix of the sink")
     common.add_argument("--decision-log-topic", metavar="TOPIC",
                         help="the sink's decisionLogTopic option (default: _kafka_eos_decisions)")
-    parser = argparse.ArgumentParser(prog="python -m spark_kafka_eos.cli", epilog=_EPILOG,
+    parser = argparse.ArgumentParser(prog=PROGRAM, epilog=_EPILOG,
                                      description="Inspect and repair a transactional id prefix of the kafka_eos sink.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)

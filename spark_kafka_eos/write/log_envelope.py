@@ -114,7 +114,7 @@ def join(prefix: str, manifest: Manifest, chunks: Mapping[int, tuple[bytes | Non
             raise KafkaEosDecisionLogError(
                 f"Chunk {index} of prefix {prefix}'s last decision-log record is missing at offset {offset} "
                 f"(found key {key!r}). The log topic was altered outside spark-kafka-eos (records deleted, "
-                "or the topic re-created); inspect it with: python -m spark_kafka_eos.cli inspect."
+                "or the topic re-created); inspect it with: kafka-eos inspect."
             )
         parts.append(value)
     try:

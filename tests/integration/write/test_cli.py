@@ -263,6 +263,9 @@ def test_python_m_and_the_kafka_eos_command_recover_a_lingering_transaction(
     leave_open(kafka, topic, lingering, partition=0, count=3)
     assert open_transactions_by_kafka(kafka.bootstrap_servers, prefix.name + "-") == [lingering]
 
+    code, out = run_command(command, ["--help"])
+    assert code == 0 and out.startswith("usage: kafka-eos ")
+
     code, out = run_command(command, prefix.argv("inspect", "--topic", topic))
     assert code == 0
     assert "open transactions: 1" in out.splitlines() and f"  {lingering}: Ongoing" in out
