@@ -103,7 +103,9 @@ assert len(read().collect()) == 15
 # MAGIC %md
 # MAGIC ## Schema Registry values
 # MAGIC
-# MAGIC Confluent's serializers prefix each value with a magic byte and a 4-byte schema id.
+# MAGIC Confluent's serializers prefix each value with a magic byte and a 4-byte schema id (or, with Schema
+# MAGIC Registry 8.0's header-based ids, put the schema's GUID in a `__value_schema_id` header: pass the
+# MAGIC `headers` column too, read with `includeHeaders`; `protobuf=True` strips Protobuf's message indexes).
 # MAGIC `wire_format` splits them off, so that `from_avro`, `from_protobuf` or `from_json` can decode
 # MAGIC the payload. Here, two JSON values as Confluent's JSON serializer writes them (schema id 7).
 
