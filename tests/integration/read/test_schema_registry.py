@@ -144,3 +144,29 @@ def test_confluents_serializers_avro_json_and_protobuf(spark: SparkSession, kafk
     assert bytes(proto_rows[-1].payload) == b""
     # Without protobuf=True the indexes stay in the payload, as before.
     assert all(r.message_indexes is None for r in split("protobuf"))
+
+
+@pytest.mark.parametrize("id_in", ["prefix", "header"])
+def test_keys_split_with_key_true(spark: SparkSession, kafka: KafkaTestCluster, id_in: str) -> None:
+    """A key written by confluent-kafka's Avro serializer (its header is ``__key_schema_id``) splits with ``key=True``;
+    the value's header is not taken for the key's."""
+    registry = SchemaRegistryClient.new_client({"url": "mock://kafka-eos-test-keys"})
+    conf = {"schema.id.serializer": header_schema_id_serializer} if id_in == "header" else {}
+    key_serializer = AvroSerializer(registry, str(ORDER), conf=conf)
+    value_serializer = JSONSerializer(ORDER_JSON_SCHEMA, registry, conf=conf)
+    topic = kafka.create_topic(1)
+    records = []
+    for order in ORDERS[:5]:
+        headers: list[tuple[str, bytes | None]] = []
+        key = key_serializer(order, SerializationContext(topic, MessageField.KEY, headers))
+        value = value_serializer(order, SerializationContext(topic, MessageField.VALUE, headers))
+        records.append(Sent(0, key, value, tuple(headers) or None))
+    kafka.produce_plain(topic, records)
+    df = kafka_eos(spark, kafka, subscribe=topic, includeHeaders="true").orderBy("offset")
+    rows = df.select(wire_format("key", "headers", key=True).alias("k"), wire_format("value", "headers").alias("v")).collect()
+    assert [avro_record(bytes(r.k.payload)) for r in rows] == ORDERS[:5]
+    assert [json.loads(bytes(r.v.payload)) for r in rows] == ORDERS[:5]
+    if id_in == "header":
+        assert all(r.k.schema_guid is not None and r.k.schema_guid != r.v.schema_guid and r.k.schema_id is None for r in rows)
+    else:
+        assert all(r.k.schema_id is not None and r.k.schema_guid is None for r in rows)
