@@ -24,7 +24,7 @@ from contextlib import ExitStack
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.benchmarks.common import bootstrap_servers
+from tests.benchmarks.common import bootstrap_servers, produce
 
 SIZES = [int(s) for s in os.environ.get("BENCH_SIZES", "1000000,4000000,8000000").split(",") if s]
 VALUE = b"v" * 100
@@ -60,14 +60,10 @@ def read_in_new_process(bootstrap: str, topic: str, end: int, engine: str, extra
 
 
 def produce_up_to(producer: Producer, topic: str, produced: int, records: int) -> int:
-    while produced < records:
-        try:
-            producer.produce(topic, VALUE, str(produced).encode(), partition=0)
-            produced += 1
-        except BufferError:
-            producer.poll(0.1)
+    for number in range(produced, records):
+        produce(producer, topic, VALUE, str(number).encode(), 0)
     producer.flush(120)
-    return produced
+    return max(produced, records)
 
 
 def main() -> None:
