@@ -4,7 +4,7 @@
 //! main queue forwarded to it, callbacks served while consuming), so a read behaves the same on
 //! both paths. Errors come back as librdkafka's codes, which are confluent-kafka's `KafkaError` codes.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::ptr;
 
@@ -51,6 +51,8 @@ struct Client {
     rk: *mut rd::rd_kafka_t,
     queue: *mut rd::rd_kafka_queue_t,
     callbacks: *mut Callbacks,
+    /// An application handle for each topic this client has read, held until it shuts down (see `know_topic`).
+    topics: HashMap<CString, *mut rd::rd_kafka_topic_t>,
 }
 
 impl Client {
@@ -61,12 +63,27 @@ impl Client {
             let queue = rd::rd_kafka_queue_get_consumer(rk);
             // Without a group.id librdkafka has no consumer queue (NULL): refuse it rather than crash later.
             if queue.is_null() {
-                drop(Client { rk, queue, callbacks });
+                drop(Client { rk, queue, callbacks, topics: HashMap::new() });
                 return Err(PyValueError::new_err(
                     "a range consumer needs a group.id (librdkafka has no consumer queue without one)",
                 ));
             }
-            Ok(Client { rk, queue, callbacks })
+            Ok(Client { rk, queue, callbacks, topics: HashMap::new() })
+        }
+    }
+
+    /// Make sure librdkafka looks up `topic`'s leaders now. A partition assigned in a topic the client has no
+    /// metadata for waits for librdkafka's once-a-second topic scan before its first fetch (a fresh consumer's
+    /// first record came 0.7-1.0 s after `assign`); creating the topic's application handle starts a leader
+    /// query at once. The handle is kept: dropping it could let librdkafka forget the topic before the query.
+    fn know_topic(&mut self, topic: &CStr) {
+        if self.topics.contains_key(topic) {
+            return;
+        }
+        // SAFETY: a live handle; a NULL configuration takes the handle's defaults.
+        let handle = unsafe { rd::rd_kafka_topic_new(self.rk, topic.as_ptr(), ptr::null_mut()) };
+        if !handle.is_null() {
+            self.topics.insert(topic.to_owned(), handle);
         }
     }
 
@@ -76,6 +93,9 @@ impl Client {
         }
         unsafe {
             rd::rd_kafka_consumer_close(self.rk);
+            for (_, handle) in self.topics.drain() {
+                rd::rd_kafka_topic_destroy(handle);
+            }
             if !self.queue.is_null() {
                 rd::rd_kafka_queue_destroy(self.queue);
             }
@@ -158,7 +178,9 @@ impl RangeConsumer {
 
     /// Start fetching at `offset`; librdkafka's error code (0: none).
     fn assign(&mut self, offset: i64) -> PyResult<i32> {
-        let client = self.client()?;
+        let topic = self.topic.clone();
+        let client = self.client.as_mut().ok_or_else(closed)?;
+        client.know_topic(&topic);
         let partitions = PartitionList::one(&self.topic, self.partition, offset);
         // SAFETY: a live handle and a live list.
         Ok(unsafe { assign_partitions(client.rk, partitions.as_ptr()) })
@@ -287,7 +309,7 @@ enum Taken {
 
 impl RangeConsumer {
     fn client(&self) -> PyResult<&Client> {
-        self.client.as_ref().ok_or_else(|| PyRuntimeError::new_err("the range consumer is closed"))
+        self.client.as_ref().ok_or_else(closed)
     }
 
     fn fetch(&mut self, py: Python<'_>, max_records: usize, timeout_ms: i32) -> PyResult<()> {
@@ -372,6 +394,10 @@ impl Drop for RangeConsumer {
         self.discard_pending();
         self.client.take();
     }
+}
+
+fn closed() -> PyErr {
+    PyRuntimeError::new_err("the range consumer is closed")
 }
 
 unsafe fn bytes<'a>(data: *const c_void, len: usize) -> &'a [u8] {

@@ -3,8 +3,10 @@ consumer and a Python record batch builder. It is the path wherever the compiled
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -17,6 +19,9 @@ from spark_kafka_eos.read.idle_consumers import IDLE_CONSUMERS, consumer_key
 from spark_kafka_eos.read.record_batch import RecordBatchBuilder
 
 _DRAIN_BATCH = 1000
+_TOPIC_LOOKUP_TIMEOUT_S = 5.0
+
+log = logging.getLogger(__name__)
 
 
 class StatisticsRoute:
@@ -30,38 +35,58 @@ class StatisticsRoute:
             self.target(statistics)
 
 
+@dataclass
+class KeptConsumer:
+    """A consumer and what lives as long as it: its statistics route and the topics it has looked up."""
+
+    consumer: Consumer
+    route: StatisticsRoute
+    known_topics: set[str] = field(default_factory=set)
+
+    def know_topic(self, topic: str) -> None:
+        """Look ``topic`` up once. A partition assigned in a topic the client has no metadata for waits for
+        librdkafka's once-a-second topic scan before its first fetch (0.7-1.0 s on a fresh consumer); a
+        metadata request first fills librdkafka's cache, which the assignment then finds."""
+        if topic in self.known_topics:
+            return
+        try:
+            self.consumer.list_topics(topic, timeout=_TOPIC_LOOKUP_TIMEOUT_S)
+        except KafkaException as err:  # only a head start: the assignment finds its leader either way
+            log.debug("Looking up topic %r before reading it failed: %s", topic, err)
+            return
+        self.known_topics.add(topic)
+
+
 def open_confluent_fetcher(
     config: Mapping[str, Any], topic: str, partition: int, builder: RecordBatchBuilder, on_statistics: Callable[[str], None],
     make_consumer: Callable[[dict[str, Any]], Consumer],
 ) -> ConfluentFetcher:
     """A fetcher of ``topic``-``partition`` on an idle consumer of ``config``, or on a new one (``make_consumer``)."""
     key = consumer_key("python", config)
-    idle = IDLE_CONSUMERS.take(key)
-    if idle is None:
+    kept = IDLE_CONSUMERS.take(key)
+    if kept is None:
         route = StatisticsRoute()
-        consumer = make_consumer({**config, "stats_cb": route})
-    else:
-        consumer, route = idle
-    route.target = on_statistics
-    return ConfluentFetcher(consumer, topic, partition, builder, route, key)
+        kept = KeptConsumer(make_consumer({**config, "stats_cb": route}), route)
+    kept.route.target = on_statistics
+    return ConfluentFetcher(kept, topic, partition, builder, key)
 
 
 class ConfluentFetcher:
     """Reads one partition with ``consumer``, into ``builder``'s batches."""
 
     def __init__(
-        self, consumer: Consumer, topic: str, partition: int, builder: RecordBatchBuilder,
-        route: StatisticsRoute | None = None, key: Hashable | None = None,
+        self, kept: KeptConsumer, topic: str, partition: int, builder: RecordBatchBuilder, key: Hashable | None = None,
     ) -> None:
-        self._consumer = consumer
+        self._kept = kept
+        self._consumer = kept.consumer
         self._topic, self._partition = topic, partition
         self._builder = builder
         self._full: list[pa.RecordBatch] = []
         self._pending: deque[Message] = deque()
-        self._route = route
         self._key = key
 
     def assign(self, offset: int) -> None:
+        self._kept.know_topic(self._topic)
         with raised_as_client_call_error(KafkaException):
             self._consumer.assign([KafkaTopicPartition(self._topic, self._partition, offset)])
 
@@ -109,11 +134,11 @@ class ConfluentFetcher:
         self._consumer.close()
 
     def release(self) -> None:
-        if self._key is None or self._route is None:
+        if self._key is None:
             self.close()
             return
         self._pending.clear()
-        self._route.target = None
+        self._kept.route.target = None
         try:
             self._consumer.unassign()
             # Events of the old assignment already queued: librdkafka drops later ones by their version.
@@ -122,7 +147,7 @@ class ConfluentFetcher:
         except KafkaException:
             self._consumer.close()
             return
-        IDLE_CONSUMERS.keep(self._key, (self._consumer, self._route), lambda idle: idle[0].close())
+        IDLE_CONSUMERS.keep(self._key, self._kept, lambda kept: kept.consumer.close())
 
 
 def _fetch_error(error: KafkaError, message: Message) -> FetchError:
