@@ -4,6 +4,11 @@
     kafka-eos recover --bootstrap-servers B --prefix P
     kafka-eos reset   --bootstrap-servers B --prefix P [--yes]
     kafka-eos lag     --bootstrap-servers B --group G --topic T [--topic T ...]
+    kafka-eos list    --bootstrap-servers B [--decision-log-topic T]
+    kafka-eos exporter --bootstrap-servers B [--group G ...] [--port 9464]
+
+Every command takes ``--json``: one JSON object on stdout instead of the text (with ``exit_code``, and ``error``
+when it failed).
 
 (``python -m spark_kafka_eos.cli`` where the package is importable but its command is not installed.)
 
@@ -11,13 +16,16 @@
 forward, then abort (and fence) every open transaction of the prefix. ``reset`` recovers, then appends a
 ``reset`` record so that a new query (a new checkpoint) may reuse the prefix from micro-batch 0.
 ``lag`` prints a consumer group's offsets against each partition's last stable offset and high
-watermark (the sink's ``consumerGroup``, or a stream's ``progressGroup``).
+watermark (the sink's ``consumerGroup``, or a stream's ``progressGroup``). ``list`` shows every prefix of a decision
+log (:mod:`spark_kafka_eos.prefix_status`); ``exporter`` serves the same as Prometheus metrics
+(:mod:`spark_kafka_eos.exporter`).
 Options are parsed by :func:`parse_writer_options`, as the sink parses them; secrets are never printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -39,6 +47,8 @@ from spark_kafka_eos.config.reader import (
 from spark_kafka_eos.config.secrets import redact, scrub
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos.errors import CommitOutcome, KafkaEosCommitError, KafkaEosError
+from spark_kafka_eos.exporter import KafkaEosCollector, add_exporter_arguments, scrape_once, serve
+from spark_kafka_eos.prefix_status import PrefixCatalog, PrefixStatus, decision_log_exists, prefix_statuses
 from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.txn.session import TransactionSession, TxnDescription
 from spark_kafka_eos.write.coordinator import RecoveryReport, TwoPhaseCommitCoordinator
@@ -62,17 +72,40 @@ _EXIT_BY_OUTCOME = {
 Command = Callable[[WriterOptions, TransactionSession, argparse.Namespace], int]
 """A command on one prefix of the sink."""
 ClusterCommand = Callable[[argparse.Namespace], int]
-"""A command on the cluster alone (``lag``)."""
+"""A command on the cluster alone (``lag``, ``list``, ``exporter``)."""
+LIST_PREFIX = "kafka-eos-list"
+"""The prefix the cluster commands parse the sink's options with: they read the decision log, never write."""
 
 _EPILOG = """\
-exit codes: 0 done (inspect: always), 1 refused or nothing to do, 2 error (one line on stderr),
-3 an epoch is committed but not all of it visible yet (run recover again), 4 an epoch's outcome is unknown.
+exit codes: 0 done (inspect, lag: always; list: prefixes listed), 1 refused or nothing to do (list: no prefix),
+2 error (one line on stderr), 3 an epoch is committed but not all of it visible yet (run recover again),
+4 an epoch's outcome is unknown. With --json, the same codes, and one JSON object on stdout.
 recover and reset abort every open transaction of the prefix: run them only when the query that
 uses the prefix is stopped (a running query would see its current epoch aborted)."""
 
 
 class KafkaEosCliError(KafkaEosError):
     """A problem the command line tool reports as one line on stderr."""
+
+
+class Output:
+    """What a command reports: text lines on stdout, or, with ``--json``, its fields as one JSON object at the end."""
+
+    def __init__(self, command: str, as_json: bool) -> None:
+        self.as_json = as_json
+        self.fields: dict[str, object] = {"command": command}
+
+    def line(self, text: str) -> None:
+        if not self.as_json:
+            print(text)
+
+    def set(self, **fields: object) -> None:
+        self.fields.update(fields)
+
+    def finish(self, exit_code: int) -> int:
+        if self.as_json:
+            print(json.dumps({**self.fields, "exit_code": exit_code}))
+        return exit_code
 
 
 @dataclass(frozen=True)
@@ -102,16 +135,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as done:  # argparse: 0 after --help, 2 on a usage error (already printed)
         return done.code if isinstance(done.code, int) else EXIT_ERROR
+    args.out = Output(args.command.__name__.removesuffix("_command"), args.json)
     try:
-        if args.command is lag_command:
-            return lag_command(args)
+        if getattr(args, "prefix", None) is None:  # lag, list, exporter: the cluster, no prefix
+            return args.out.finish(args.command(args))
         options = writer_options(args)
         with open_session(options.connection) as session:
             command: Command = args.command
-            return command(options, session, args)
+            return args.out.finish(command(options, session, args))
     except Exception as err:  # every failure is one line on stderr, never a traceback
-        print(f"error: {scrub(_error_text(err), dict(args.kafka))}", file=sys.stderr)
-        return _EXIT_BY_OUTCOME[err.outcome] if isinstance(err, KafkaEosCommitError) else EXIT_ERROR
+        error = scrub(_error_text(err), dict(args.kafka))
+        print(f"error: {error}", file=sys.stderr)
+        args.out.set(error=error)
+        return args.out.finish(_EXIT_BY_OUTCOME[err.outcome] if isinstance(err, KafkaEosCommitError) else EXIT_ERROR)
 
 
 PROGRAM = "kafka-eos"
@@ -124,10 +160,12 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT[,...]", help="the Kafka cluster")
     cluster.add_argument("--kafka", action="append", default=[], type=_setting, metavar="KEY=VALUE",
                          help="a librdkafka client setting, as the sink's kafka.* options (security etc.); repeatable")
-    common = argparse.ArgumentParser(add_help=False, parents=[cluster])
+    cluster.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    log_topic = argparse.ArgumentParser(add_help=False, parents=[cluster])
+    log_topic.add_argument("--decision-log-topic", metavar="TOPIC",
+                           help="the sink's decisionLogTopic option (default: _kafka_eos_decisions)")
+    common = argparse.ArgumentParser(add_help=False, parents=[log_topic])
     common.add_argument("--prefix", required=True, help="the transactional.id.prefix of the sink")
-    common.add_argument("--decision-log-topic", metavar="TOPIC",
-                        help="the sink's decisionLogTopic option (default: _kafka_eos_decisions)")
     parser = argparse.ArgumentParser(prog=PROGRAM, epilog=_EPILOG,
                                      description="Inspect and repair a transactional id prefix of the kafka_eos sink.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -148,6 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
                               "offset, the high watermark and the lag of each partition of the --topic(s)")
     lag_parser.add_argument("--group", required=True, help="the consumer group (a sink's consumerGroup, a stream's progressGroup)")
     lag_parser.add_argument("--topic", action="append", required=True, metavar="TOPIC", help="a topic the group reads; repeatable")
+    _add_command(commands, log_topic, list_command, "show every prefix of the decision log: its owner, last epoch and "
+                 "age, state, open transactions (the oldest one's age against its timeout) and the LSO lag of the "
+                 "partitions its last decision wrote to")
+    exporter_parser = _add_command(commands, log_topic, exporter_command, "serve Prometheus metrics of every prefix of "
+                                   "the decision log and of --group(s), computed at each scrape")
+    add_exporter_arguments(exporter_parser)
     return parser
 
 
@@ -161,13 +205,14 @@ def _add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 
 def writer_options(args: argparse.Namespace) -> WriterOptions:
-    """The sink's options for this prefix, parsed exactly as the sink parses them."""
+    """The sink's options for this prefix (a placeholder for the cluster commands), parsed as the sink parses them."""
     settings: dict[str, str] = dict(args.kafka)
     if "bootstrap.servers" in settings:
         raise KafkaEosCliError("give the brokers with --bootstrap-servers, not --kafka bootstrap.servers=...")
     options = {f"kafka.{key}": value for key, value in settings.items()}
-    options.update({"kafka.bootstrap.servers": args.bootstrap_servers, "transactional.id.prefix": args.prefix})
-    if args.decision_log_topic is not None:
+    prefix = getattr(args, "prefix", None) or LIST_PREFIX
+    options.update({"kafka.bootstrap.servers": args.bootstrap_servers, "transactional.id.prefix": prefix})
+    if getattr(args, "decision_log_topic", None) is not None:
         options["decisionLogTopic"] = args.decision_log_topic
     return parse_writer_options(options, streaming=False)
 
@@ -185,18 +230,27 @@ def _setting(text: str) -> tuple[str, str]:
 # -- commands ---------------------------------------------------------------------------------
 def inspect_command(options: WriterOptions, session: TransactionSession, args: argparse.Namespace) -> int:
     """Print the last record, the open transactions and, per ``--topic``, LSO vs high watermark."""
+    out: Output = args.out
     now_ms = _now_ms()
     offsets = partition_offsets(options, args.topic) if args.topic else []
     decision_log = existing_decision_log(options)
-    print(f"prefix {options.prefix} on {options.bootstrap_servers}, decision log topic {options.decision_log_topic}"
-          + ("" if decision_log else " (does not exist)"))
+    out.line(f"prefix {options.prefix} on {options.bootstrap_servers}, decision log topic {options.decision_log_topic}"
+             + ("" if decision_log else " (does not exist)"))
     if options.kafka_config:
-        print(f"client settings: {redact(options.kafka_config)}")
+        out.line(f"client settings: {redact(options.kafka_config)}")
     last = decision_log.last(options.prefix) if decision_log else None
-    print("\n".join(record_lines(last, now_ms, _participant_states(session, last))))
-    print("\n".join(transaction_lines(open_transactions(session, options.prefix), now_ms)))
+    states = _participant_states(session, last)
+    transactions = open_transactions(session, options.prefix)
+    out.line("\n".join(record_lines(last, now_ms, states)))
+    out.line("\n".join(transaction_lines(transactions, now_ms)))
     for line in offset_lines(offsets):
-        print(line)
+        out.line(line)
+    out.set(prefix=options.prefix, decision_log_topic=options.decision_log_topic, decision_log_exists=decision_log is not None,
+            last_record=None if last is None else {**json.loads(last.to_json()),
+                                                   "participant_states": {tid: d.state for tid, d in states.items()}},
+            open_transactions=[_transaction_json(d, now_ms) for d in transactions],
+            partitions=[{"topic": o.topic, "partition": o.partition, "last_stable_offset": o.last_stable,
+                         "high_watermark": o.high_watermark, "pinned": o.pinned} for o in offsets])
     return EXIT_OK
 
 
@@ -209,9 +263,31 @@ def lag_command(args: argparse.Namespace) -> int:
     partitions = lookup.partitions(reader_options.subscription, must_exist=True)
     written, stable = lookup.log_end(partitions), lookup.latest(partitions)
     committed = lookup.committed(args.group, partitions)
-    for line in lag_lines(args.group, [(tp, committed.get(tp), stable[tp], written[tp]) for tp in sorted(partitions)]):
-        print(line)
+    rows = [(tp, committed.get(tp), stable[tp], written[tp]) for tp in sorted(partitions)]
+    for line in lag_lines(args.group, rows):
+        args.out.line(line)
+    lags = [None if offset is None else max(lso - offset, 0) for _, offset, lso, _ in rows]
+    args.out.set(group=args.group, total_lag=sum(lag or 0 for lag in lags), partitions=[
+        {"topic": t, "partition": p, "group_offset": offset, "last_stable_offset": lso, "high_watermark": hw, "lag": lag}
+        for ((t, p), offset, lso, hw), lag in zip(rows, lags)])
     return EXIT_OK
+
+
+def list_command(args: argparse.Namespace) -> int:
+    """Every prefix of the decision log, one line each (``--json``: :meth:`PrefixStatus.as_json`)."""
+    options = writer_options(args)
+    decision_log = existing_decision_log(options)
+    with open_session(options.connection) as session:
+        statuses = prefix_statuses(options, session, PrefixCatalog(options).refresh()) if decision_log else []
+    args.out.set(decision_log_topic=options.decision_log_topic, decision_log_exists=decision_log is not None,
+                 prefixes=[status.as_json() for status in statuses])
+    if decision_log is None:
+        args.out.line(f"decision log topic {options.decision_log_topic} does not exist on {options.bootstrap_servers}")
+        return EXIT_NOTHING_DONE
+    args.out.line(f"{len(statuses)} prefix(es) in decision log topic {options.decision_log_topic}")
+    for status in statuses:
+        args.out.line(status_line(status))
+    return EXIT_OK if statuses else EXIT_NOTHING_DONE
 
 
 def lag_lines(group: str, rows: Sequence[tuple[PartitionKey, int | None, int, int]]) -> list[str]:
@@ -225,33 +301,53 @@ def lag_lines(group: str, rows: Sequence[tuple[PartitionKey, int | None, int, in
     return lines + [f"group {group}: total lag {total}"]
 
 
+def exporter_command(args: argparse.Namespace) -> int:
+    """Serve the metrics until interrupted (``--once``: print one scrape)."""
+    options = writer_options(args)
+    collector = KafkaEosCollector(options, args.group)
+    if args.once:
+        args.out.line(scrape_once(collector).rstrip("\n"))
+        args.out.set(samples=[{"name": s.name, "labels": s.labels, "value": s.value}
+                              for family in collector.last_scrape for s in family.samples])
+        return EXIT_OK
+    serve(collector, args.port, args.address, lambda: args.out.line(
+        f"serving kafka_eos metrics of {options.decision_log_topic} on http://{args.address}:{args.port}/metrics"))
+    return EXIT_OK
+
+
 def recover_command(options: WriterOptions, session: TransactionSession, args: argparse.Namespace) -> int:
     """Roll forward and abort lingering transactions; exit 1 when there was nothing to do."""
-    return EXIT_OK if recover_prefix(options, session)[0] else EXIT_NOTHING_DONE
+    return EXIT_OK if recover_prefix(options, session, args.out)[0] else EXIT_NOTHING_DONE
 
 
 def reset_command(options: WriterOptions, session: TransactionSession, args: argparse.Namespace) -> int:
     """Recover, then append a ``reset`` record; without ``--yes`` only say what would happen."""
+    out: Output = args.out
+    out.set(prefix=options.prefix, reset_record=None)
     decision_log = existing_decision_log(options)
     last = decision_log.last(options.prefix) if decision_log else None
     if last is None:
         return _acknowledge_fresh_start(options, session, args)
     if decision_log is None or last.kind == "reset":
-        print(f"nothing to reset: {_last_summary(options, decision_log, last)}; "
-              "a new query may already use this prefix from micro-batch 0")
+        out.line(f"nothing to reset: {_last_summary(options, decision_log, last)}; "
+                 "a new query may already use this prefix from micro-batch 0")
         return EXIT_NOTHING_DONE
     if not args.yes:
-        print("\n".join(reset_plan(options, last, open_transactions(session, options.prefix))))
+        plan = reset_plan(options, last, open_transactions(session, options.prefix))
+        out.line("\n".join(plan))
+        out.set(plan=plan)
         return EXIT_NOTHING_DONE
-    _, report = recover_prefix(options, session, accept_data_loss=args.accept_data_loss)
+    _, report = recover_prefix(options, session, out, accept_data_loss=args.accept_data_loss)
     reset = reset_record(report.last_before if report is not None and report.last_before is not None else last, report)
     moved_back = {(t, p): o for t, p, o in reset.offsets} if reset.consumer_group else None
     decision_log.append(reset, moved_back)
     if moved_back:
-        print(f"moved consumerGroup {reset.consumer_group} back to where the forgotten epoch started: "
-              + ", ".join(f"{t}-{p}: {o}" for (t, p), o in sorted(moved_back.items())))
-    print(f"appended reset record {reset.epoch_id} for prefix {options.prefix} to {options.decision_log_topic}: "
-          "a new query may use this prefix from micro-batch 0")
+        out.line(f"moved consumerGroup {reset.consumer_group} back to where the forgotten epoch started: "
+                 + ", ".join(f"{t}-{p}: {o}" for (t, p), o in sorted(moved_back.items())))
+    out.line(f"appended reset record {reset.epoch_id} for prefix {options.prefix} to {options.decision_log_topic}: "
+             "a new query may use this prefix from micro-batch 0")
+    out.set(reset_record=reset.epoch_id, group_moved_back=[{"topic": t, "partition": p, "offset": o}
+                                                           for (t, p), o in sorted((moved_back or {}).items())])
     return EXIT_OK
 
 
@@ -282,22 +378,24 @@ def _acknowledge_fresh_start(options: WriterOptions, session: TransactionSession
     """The log has no record of the prefix (never used, or its log was lost): a ``reset`` record with no
     history tells the sink that starting afresh is meant, which it otherwise refuses when the prefix's
     coordinator has committed before."""
+    out: Output = args.out
     if not args.yes:
-        print(f"prefix {options.prefix} has no record in {options.decision_log_topic}; with --yes, a reset record "
-              "acknowledges a fresh start (replays of epochs decided in a lost log would be written again): "
-              "re-run with --yes")
+        out.line(f"prefix {options.prefix} has no record in {options.decision_log_topic}; with --yes, a reset record "
+                 "acknowledges a fresh start (replays of epochs decided in a lost log would be written again): "
+                 "re-run with --yes")
         return EXIT_NOTHING_DONE
     decision_log = DecisionLog(options)
     decision_log.ensure_topic()
     reset = LogRecord("reset", options.prefix, f"reset:{_now_ms()}")
     decision_log.append(reset)
-    print(f"appended reset record {reset.epoch_id} for prefix {options.prefix} to {options.decision_log_topic}: "
-          "a fresh start, acknowledged")
-    recover_prefix(options, session)  # what crashed jobs of the prefix left open would pin the sink's LSO
+    out.line(f"appended reset record {reset.epoch_id} for prefix {options.prefix} to {options.decision_log_topic}: "
+             "a fresh start, acknowledged")
+    out.set(reset_record=reset.epoch_id)
+    recover_prefix(options, session, out)  # what crashed jobs of the prefix left open would pin the sink's LSO
     return EXIT_OK
 
 
-def recover_prefix(options: WriterOptions, session: TransactionSession,
+def recover_prefix(options: WriterOptions, session: TransactionSession, out: Output,
                    accept_data_loss: bool = False) -> tuple[bool, RecoveryReport | None]:
     """What the driver's recovery and commit do: fence other drivers, roll the last decision forward,
     then abort and fence every open transaction of the prefix. Prints what it did; returns whether it
@@ -305,8 +403,9 @@ def recover_prefix(options: WriterOptions, session: TransactionSession,
     ``accept_data_loss``: then it is printed."""
     timeout_ms = resolve_transaction_timeout_ms(options)
     decision_log = existing_decision_log(options)
+    out.set(prefix=options.prefix, rolled_forward=None, committed_participants=[], data_loss=None)
     if decision_log is None:  # no decision was ever taken: nothing to roll forward, nothing to prove
-        print(f"nothing to roll forward: {_last_summary(options, decision_log, None)}")
+        out.line(f"nothing to roll forward: {_last_summary(options, decision_log, None)}")
         aborted = abort_lingering(session, options.prefix, timeout_ms, lambda: None)
         rolled, report = False, None
     else:
@@ -314,15 +413,18 @@ def recover_prefix(options: WriterOptions, session: TransactionSession,
         before, aborted = report.last_before, report.aborted
         rolled = before is not None and before.kind == "decision"
         if report.data_loss:
-            print(f"DATA LOSS accepted (--accept-data-loss): {report.data_loss}")
+            out.line(f"DATA LOSS accepted (--accept-data-loss): {report.data_loss}")
+            out.set(data_loss=str(report.data_loss))
         elif rolled and before is not None:
             committed = "; ".join(f"{p.transactional_id} ({p.describe_output()})" for p in before.participants)
-            print(f"rolled forward decision {before.epoch_id}: committed {len(before.participants)} participant "
-                  f"transaction(s): {committed}; recorded it complete")
+            out.line(f"rolled forward decision {before.epoch_id}: committed {len(before.participants)} participant "
+                     f"transaction(s): {committed}; recorded it complete")
+            out.set(rolled_forward=before.epoch_id, committed_participants=[p.transactional_id for p in before.participants])
         else:
-            print(f"nothing to roll forward: {_last_summary(options, decision_log, before)}")
-    print(f"aborted {len(aborted)} open transaction(s) of prefix {options.prefix}: {', '.join(aborted)}"
-          if aborted else f"no open transactions of prefix {options.prefix}")
+            out.line(f"nothing to roll forward: {_last_summary(options, decision_log, before)}")
+    out.line(f"aborted {len(aborted)} open transaction(s) of prefix {options.prefix}: {', '.join(aborted)}"
+             if aborted else f"no open transactions of prefix {options.prefix}")
+    out.set(aborted=list(aborted))
     return rolled or bool(aborted), report
 
 
@@ -338,8 +440,7 @@ def _last_summary(options: WriterOptions, decision_log: DecisionLog | None, last
 # -- what Kafka says --------------------------------------------------------------------------
 def existing_decision_log(options: WriterOptions) -> DecisionLog | None:
     """The decision log, or None when its topic does not exist (the CLI never creates it)."""
-    found = _existing_partitions(options, [options.decision_log_topic])
-    return DecisionLog(options) if found else None
+    return DecisionLog(options) if decision_log_exists(options) else None
 
 
 def _participant_states(session: TransactionSession, record: LogRecord | None) -> Mapping[str, TxnDescription]:
@@ -414,6 +515,26 @@ def _transaction_line(d: TxnDescription, now_ms: int) -> str:
         timing = f"started {_duration(age_ms)} ago, {timing} ({_duration(left_ms)} left)"
     return (f"  {d.transactional_id}: {d.state}, producer {d.producer_id} epoch {d.producer_epoch}, "
             f"{timing}, partitions {partitions}")
+
+
+def _transaction_json(d: TxnDescription, now_ms: int) -> dict[str, object]:
+    age_ms = now_ms - d.transaction_start_time_ms if d.transaction_start_time_ms >= 0 else None
+    return {"transactional_id": d.transactional_id, "state": d.state, "producer_id": d.producer_id,
+            "producer_epoch": d.producer_epoch, "timeout_ms": d.transaction_timeout_ms, "age_ms": age_ms,
+            "partitions": [{"topic": t, "partition": p} for t, ps in sorted(d.topic_partitions.items()) for p in ps]}
+
+
+def status_line(status: PrefixStatus) -> str:
+    """One prefix of ``list``: state, owner, last epoch and age, open transactions, LSO lag."""
+    oldest = status.oldest_open
+    opened = ("no open transactions" if oldest is None else
+              f"{len(status.open_transactions)} open, oldest {_duration(oldest.age_ms)} of its {_duration(oldest.timeout_ms)} "
+              f"timeout ({oldest.transactional_id})")
+    lag = sum(p.lso_lag for p in status.sink_partitions)
+    pinned = [f"{p.topic}-{p.partition}" for p in status.sink_partitions if p.lso_lag]
+    return (f"{status.prefix}: {status.state}, {status.owner}, last epoch {status.last_epoch} "
+            f"({_duration(status.age_ms)} ago); {opened}; sink LSO lag {lag}"
+            + (f" ({', '.join(pinned)})" if pinned else ""))
 
 
 def offset_lines(offsets: Sequence[PartitionOffsets]) -> list[str]:

@@ -71,7 +71,18 @@ from spark_kafka_eos.retry import (
 from spark_kafka_eos.txn.session import PreparedTxnState, TxnDescription, TxnSessionError, TxnState
 from spark_kafka_eos.txn.transactional_producer import start_transactional_producer
 from spark_kafka_eos.write.group_marker import GroupMarker
-from spark_kafka_eos.write.log_envelope import Manifest, archive_key, chunk_key, digest, head_key, is_chunk_of, join, parse_head, split
+from spark_kafka_eos.write.log_envelope import (
+    Manifest,
+    archive_key,
+    chunk_key,
+    digest,
+    head_key,
+    is_chunk_of,
+    is_derived_key,
+    join,
+    parse_head,
+    split,
+)
 from spark_kafka_eos.write.log_record import HISTORY_LIMIT, ArchiveRef, HistoryEntry, LogRecord, archive_overflow
 from spark_kafka_eos.write.transactional_id import coordinator_transactional_id
 
@@ -235,6 +246,24 @@ class DecisionLog:
             _KNOWN_HEADS.put((self._connection, self._topic, prefix), (entry, record))
         self._last_seen[prefix] = record
         return record
+
+    def records_since(self, since: int = 0) -> tuple[list[LogRecord], int]:
+        """Every committed record of every prefix from offset ``since`` on, in log order, read_committed up to the
+        log's last stable offset, and that offset (where a next call may start). One scan of the log: the operator
+        tools' view of every prefix, which no index gives. Compaction keeps only each prefix's last record."""
+        tp = KafkaTopicPartition(self._topic, 0)
+        end = self._offset(tp, IsolationLevel.READ_COMMITTED)
+        records = []
+        if end > since:
+            for batch in self._read(since, end, "read_committed"):
+                for key, value in zip(batch.column("key").to_pylist(), batch.column("value").to_pylist()):
+                    if key is None or value is None or is_derived_key(key):
+                        continue
+                    head = parse_head(value)
+                    if isinstance(head, Manifest):
+                        head = join(key.decode(errors="replace"), head, _read_at(self._connection, self._topic, head.chunk_offsets))
+                    records.append(LogRecord.from_json(head))
+        return records, end
 
     def _indexed_head(self, prefix: str, entry: tuple[int, str] | None) -> bytes | None:
         """The head record the index entry points at; None without an (up-to-date) index entry."""

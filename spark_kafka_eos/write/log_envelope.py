@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,14 @@ def chunk_key(prefix: str, index: int) -> bytes:
 def archive_key(prefix: str, index: int) -> bytes:
     """The key of archive ``index`` of a prefix's history (its oldest runs): unique, so compaction keeps it."""
     return f"{prefix}/archive/{index}".encode()
+
+
+_DERIVED_KEY = re.compile(rb".+/(?:chunk|archive)/\d+")
+
+
+def is_derived_key(key: bytes) -> bool:
+    """True for a chunk's or an archive's key, which are not the head record of a prefix."""
+    return _DERIVED_KEY.fullmatch(key) is not None
 
 
 def is_chunk_of(prefix: str, key: bytes | None) -> bool:

@@ -508,7 +508,7 @@ class OperatorModel(RuleBasedStateMachine):
         def existing_decision_log(options: object) -> ModelDecisionLog | None:
             return ModelDecisionLog(model) if model.log_exists else None
 
-        args = argparse.Namespace(yes=True, accept_data_loss=accept_data_loss)
+        args = argparse.Namespace(yes=True, accept_data_loss=accept_data_loss, out=cli_module.Output("reset", as_json=False))
         with patch.object(cli_module, "existing_decision_log", existing_decision_log), \
                 patch.object(cli_module, "DecisionLog", lambda options: ModelDecisionLog(model)), \
                 patch.object(cli_module, "resolve_transaction_timeout_ms", lambda options: TRANSACTION_TIMEOUT_MS), \

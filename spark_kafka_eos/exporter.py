@@ -1,0 +1,173 @@
+"""``kafka-eos exporter``: Prometheus metrics of every prefix of a decision log and of consumer groups, computed at
+each scrape (a prometheus-client collector), as kafka-lag-exporter and Burrow serve lag.
+
+Per prefix: the last record's age and state, open transactions and the oldest one's age, timeout and headroom, and
+per partition its last decision wrote to, the last stable offset, the high watermark and their difference. Per
+``--group``: each partition's committed offset and its lag behind the last stable offset. A scrape reads only
+what the decision log gained since the last one (:class:`~spark_kafka_eos.prefix_status.PrefixCatalog`), so its
+cost grows with the open transactions and sink partitions, not with the log's history. A scrape that fails says so
+in ``kafka_eos_exporter_up 0`` rather than with stale figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions
+
+from spark_kafka_eos.cluster import admin_client, open_session
+from spark_kafka_eos.config.reader import Subscription, internal_read_options
+from spark_kafka_eos.config.writer import WriterOptions
+from spark_kafka_eos.prefix_status import PrefixCatalog, PrefixStatus, decision_log_exists, prefix_statuses
+from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 9464
+_GROUP_TIMEOUT_S = 30.0
+
+
+def add_exporter_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--group", action="append", default=[], metavar="GROUP",
+                        help="also export this consumer group's lag against the LSO (a sink's consumerGroup, a stream's "
+                        "progressGroup); repeatable")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"the HTTP port of /metrics (default {DEFAULT_PORT})")
+    parser.add_argument("--address", default="127.0.0.1", help="the address to listen on (default 127.0.0.1; 0.0.0.0 for all)")
+    parser.add_argument("--once", action="store_true", help="print one scrape on stdout and exit, instead of serving")
+
+
+def serve(collector: KafkaEosCollector, port: int, address: str, on_start: Callable[[], None]) -> None:
+    """Serve ``/metrics`` of ``collector`` on ``address``:``port`` until interrupted (Ctrl-C, SIGINT)."""
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    server, thread = start_http_server(port, address, registry)
+    on_start()
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+        thread.join(5)
+
+
+def scrape_once(collector: KafkaEosCollector) -> str:
+    """One scrape, in Prometheus' text format."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return generate_latest(registry).decode()
+
+
+class KafkaEosCollector:
+    """Computes every metric at each scrape."""
+
+    def __init__(self, options: WriterOptions, groups: Sequence[str]) -> None:
+        self._options = options
+        self._groups = tuple(groups)
+        self._catalog = PrefixCatalog(options)
+        self._lock = threading.Lock()
+        self.last_scrape: list[Any] = []
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        with self._lock:  # two scrapes at once would read the log twice for nothing
+            began = time.monotonic()
+            try:
+                families = self._families()
+                up = 1.0
+            except Exception as err:  # noqa: BLE001 - a failed scrape is a metric, not a crash of the exporter
+                log.warning("A kafka_eos scrape failed: %s", err)
+                families, up = [], 0.0
+            families.append(GaugeMetricFamily("kafka_eos_exporter_up", "1 when the last scrape read the cluster", value=up))
+            families.append(GaugeMetricFamily("kafka_eos_exporter_scrape_duration_seconds", "time the last scrape took",
+                                              value=time.monotonic() - began))
+            self.last_scrape = list(families)
+        yield from families
+
+    def _families(self) -> list[Any]:
+        gauge = _gauge
+        statuses: list[PrefixStatus] = []
+        if decision_log_exists(self._options):
+            with open_session(self._options.connection) as session:
+                statuses = prefix_statuses(self._options, session, self._catalog.refresh())
+        prefixes = gauge("prefixes", "prefixes with a record in the decision log", ["decision_log_topic"])
+        prefixes.add_metric([self._options.decision_log_topic], len(statuses))
+        info = gauge("prefix_info", "the prefix's state, owner and last epoch (value 1)", ["prefix", "state", "owner", "last_epoch"])
+        age = gauge("prefix_last_record_age_seconds", "time since the prefix's last decision-log record", ["prefix"])
+        unfinished = gauge("prefix_decided_not_finished", "1 while the last record is a decision not recorded complete", ["prefix"])
+        opened = gauge("prefix_open_transactions", "open transactions of the prefix", ["prefix"])
+        oldest = gauge("prefix_oldest_open_transaction_age_seconds", "age of the prefix's oldest open transaction (0: none)", ["prefix"])
+        timeout = gauge("prefix_oldest_open_transaction_timeout_seconds", "its transaction timeout", ["prefix"])
+        headroom = gauge("prefix_oldest_open_transaction_headroom_seconds", "time left before the broker aborts it", ["prefix"])
+        labels = ["prefix", "topic", "partition"]
+        stable = gauge("sink_partition_last_stable_offset", "last stable offset of a partition the last decision wrote to", labels)
+        written = gauge("sink_partition_high_watermark", "high watermark of that partition", labels)
+        pinned = gauge("sink_partition_lso_lag", "high watermark minus last stable offset: records not yet readable", labels)
+        for s in statuses:
+            info.add_metric([s.prefix, s.state, s.owner, s.last_epoch], 1)
+            age.add_metric([s.prefix], s.age_ms / 1000)
+            unfinished.add_metric([s.prefix], 1 if s.state == "decided-not-finished" else 0)
+            opened.add_metric([s.prefix], len(s.open_transactions))
+            first = s.oldest_open
+            oldest.add_metric([s.prefix], 0 if first is None else first.age_ms / 1000)
+            if first is not None:
+                timeout.add_metric([s.prefix], first.timeout_ms / 1000)
+                headroom.add_metric([s.prefix], first.headroom_ms / 1000)
+            for p in s.sink_partitions:
+                key = [s.prefix, p.topic, str(p.partition)]
+                stable.add_metric(key, p.last_stable)
+                written.add_metric(key, p.high_watermark)
+                pinned.add_metric(key, p.lso_lag)
+        return [prefixes, info, age, unfinished, opened, oldest, timeout, headroom, stable, written, pinned,
+                *self._group_families()]
+
+    def _group_families(self) -> list[Any]:
+        offset = _gauge("group_offset", "a consumer group's committed offset", ["group", "topic", "partition"])
+        lag = _gauge("group_lag", "last stable offset minus the group's offset", ["group", "topic", "partition"])
+        total = _gauge("group_lag_total", "the group's lag over its partitions", ["group"])
+        for group in self._groups:
+            committed = _group_offsets(self._options, group)
+            stable = _last_stable(self._options, sorted(committed))
+            group_total = 0
+            for (topic, partition), position in sorted(committed.items()):
+                if (topic, partition) not in stable:
+                    continue
+                behind = max(stable[(topic, partition)] - position, 0)
+                group_total += behind
+                offset.add_metric([group, topic, str(partition)], position)
+                lag.add_metric([group, topic, str(partition)], behind)
+            total.add_metric([group], group_total)
+        return [offset, lag, total]
+
+
+def _gauge(name: str, doc: str, labels: Sequence[str]) -> Any:
+    from prometheus_client.core import GaugeMetricFamily
+
+    return GaugeMetricFamily(f"kafka_eos_{name}", doc, labels=list(labels))
+
+
+def _group_offsets(options: WriterOptions, group: str) -> dict[tuple[str, int], int]:
+    """The group's committed offsets, of every partition it has one for."""
+    futures = admin_client(options.connection).list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)], request_timeout=_GROUP_TIMEOUT_S)
+    listed = futures[group].result(_GROUP_TIMEOUT_S + 5)
+    return {(tp.topic, tp.partition): tp.offset for tp in listed.topic_partitions or [] if tp.offset >= 0 and tp.error is None}
+
+
+def _last_stable(options: WriterOptions, partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    if not partitions:
+        return {}
+    topics = tuple(dict.fromkeys(topic for topic, _ in partitions))
+    lookup = KafkaOffsetLookup(internal_read_options(options.connection, Subscription("subscribe", topics=topics), "read_committed"))
+    existing = set(lookup.partitions(Subscription("subscribe", topics=topics), must_exist=False))
+    return lookup.latest([tp for tp in partitions if tp in existing])

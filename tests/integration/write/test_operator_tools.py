@@ -1,0 +1,214 @@
+"""``kafka-eos list``, ``--json`` and ``kafka-eos exporter`` against a real broker: prefixes made the way the sink
+leaves them (a decision whose participant is still open, a lingering transaction of a crashed task), judged by
+what Kafka says (the transactions it lists, its offsets) and by a scrape of the exporter over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+
+from spark_kafka_eos.cli import main
+from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos.write.decision_log import DecisionLog
+from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
+from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
+from tests.harness.kafka import KafkaTestCluster, Sent
+from tests.harness.kafka_tools import open_transactions_by_kafka
+from tests.integration.write.test_cli import leave_open
+
+pytestmark = pytest.mark.kafka
+RECORDS = 30
+
+
+@dataclass(frozen=True)
+class Log:
+    """Two prefixes in one fresh decision log: ``decided`` holds a decision whose participant is still open (a
+    driver died after deciding); ``lingering`` is complete but for a crashed task's open transaction."""
+
+    kafka: KafkaTestCluster
+    topic: str
+    decided: str
+    lingering: str
+    sink: str
+    lingering_id: str
+
+    def argv(self, command: str, *extra: str) -> list[str]:
+        return [command, "--bootstrap-servers", self.kafka.bootstrap_servers, "--decision-log-topic", self.topic, *extra]
+
+    def options(self, prefix: str) -> WriterOptions:
+        return parse_writer_options({"kafka.bootstrap.servers": self.kafka.bootstrap_servers, "transactional.id.prefix": prefix,
+                                     "decisionlogtopic": self.topic, "topic": self.sink}, streaming=False)
+
+
+@pytest.fixture
+def decision_log(kafka: KafkaTestCluster) -> Log:
+    tag = uuid.uuid4().hex[:8]
+    sink = kafka.create_topic(partitions=2)
+    log = Log(kafka, f"_decisions-{tag}", f"ops-decided-{tag}", f"ops-lingering-{tag}", sink, f"ops-lingering-{tag}-0123abcd-0-1-0")
+    options = log.options(log.decided)
+    rows = pa.RecordBatch.from_pydict({"value": [f"decided-{i}".encode() for i in range(RECORDS)], "partition": [0] * RECORDS},
+                                      schema=pa.schema([("value", pa.binary()), ("partition", pa.int32())]))
+    task = write_task(options, EpochId.batch("ops"), iter([rows]), TaskIdentity(spark_partition=0, attempt_number=0, task_attempt_id=7))
+    assert task.transaction is not None
+    txn = task.transaction
+    participant = Participant(txn.transactional_id, txn.producer_id, txn.producer_epoch, 0, task.records)
+    writer = DecisionLog(options)
+    writer.ensure_topic()
+    writer.append(LogRecord("decision", log.decided, "stream:query-a:7", (participant,)))
+    DecisionLog(log.options(log.lingering)).append(LogRecord("complete", log.lingering, "batch:backfill-2026-11-01"))
+    leave_open(kafka, sink, log.lingering_id, partition=1, count=5)
+    return log
+
+
+def run_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, dict[str, object]]:
+    code = main(argv)
+    out = capsys.readouterr().out
+    document = json.loads(out)
+    assert document["exit_code"] == code
+    return code, document
+
+
+def test_list_shows_every_prefix_its_state_open_transactions_and_pinned_partitions(
+    capsys: pytest.CaptureFixture[str], decision_log: Log
+) -> None:
+    code, document = run_json(capsys, decision_log.argv("list", "--json"))
+
+    assert code == 0 and document["command"] == "list" and document["decision_log_exists"] is True
+    by_prefix = {p["prefix"]: p for p in document["prefixes"]}  # type: ignore[attr-defined, index]
+    assert sorted(by_prefix) == sorted([decision_log.decided, decision_log.lingering])
+    decided, lingering = by_prefix[decision_log.decided], by_prefix[decision_log.lingering]
+    assert (decided["state"], decided["owner"], decided["last_epoch"]) == ("decided-not-finished", "query query-a", "stream:query-a:7")
+    [participant] = decided["open_transactions"]
+    assert participant["transactional_id"].startswith(decision_log.decided + "-")
+    assert 0 <= participant["age_ms"] < participant["timeout_ms"] and participant["headroom_ms"] > 0
+    assert decided["sink_partitions"] == [{"topic": decision_log.sink, "partition": 0, "last_stable_offset": 0,
+                                           "high_watermark": RECORDS, "lso_lag": RECORDS}]
+    assert (lingering["state"], lingering["owner"]) == ("complete", "writeId backfill-2026-11-01")
+    assert [t["transactional_id"] for t in lingering["open_transactions"]] == [decision_log.lingering_id]
+    assert lingering["oldest_open_age_ms"] is not None and lingering["oldest_open_headroom_ms"] > 0
+    assert open_transactions_by_kafka(decision_log.kafka.bootstrap_servers, decision_log.lingering + "-") == [decision_log.lingering_id]
+
+    assert main(decision_log.argv("list")) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert text[0] == f"2 prefix(es) in decision log topic {decision_log.topic}"
+    assert any(line.startswith(f"{decision_log.decided}: decided-not-finished, query query-a, last epoch stream:query-a:7")
+               and f"sink LSO lag {RECORDS} ({decision_log.sink}-0)" in line for line in text), text
+
+    code, recovered = run_json(capsys, [*decision_log.argv("recover", "--prefix", decision_log.decided, "--json")])
+    assert code == 0 and recovered["rolled_forward"] == "stream:query-a:7"
+    assert recovered["committed_participants"] == [participant["transactional_id"]] and recovered["aborted"] == []
+    deadline = time.monotonic() + 30
+    while True:  # the commit's markers land a moment after recover returns
+        code, document = run_json(capsys, decision_log.argv("list", "--json"))
+        decided = {p["prefix"]: p for p in document["prefixes"]}[decision_log.decided]  # type: ignore[attr-defined, index]
+        if decided["sink_partitions"][0]["lso_lag"] == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert (decided["state"], decided["open_transactions"]) == ("complete", [])
+    assert decided["sink_partitions"][0]["lso_lag"] == 0
+
+
+def test_every_command_answers_in_json_with_its_exit_code(capsys: pytest.CaptureFixture[str], decision_log: Log) -> None:
+    code, inspected = run_json(capsys, decision_log.argv("inspect", "--prefix", decision_log.lingering, "--topic", decision_log.sink, "--json"))
+    assert code == 0 and inspected["last_record"]["kind"] == "complete"  # type: ignore[index]
+    assert [t["transactional_id"] for t in inspected["open_transactions"]] == [decision_log.lingering_id]  # type: ignore[attr-defined]
+    assert {(p["partition"], p["pinned"]) for p in inspected["partitions"]} == {(0, True), (1, True)}  # type: ignore[attr-defined]
+
+    code, plan = run_json(capsys, decision_log.argv("reset", "--prefix", decision_log.lingering, "--json"))
+    assert code == 1 and plan["reset_record"] is None and "Nothing was changed" in plan["plan"][-1]  # type: ignore[index]
+
+    code, lag = run_json(capsys, decision_log.argv("lag", "--group", f"no-such-group-{uuid.uuid4().hex[:6]}", "--topic",
+                                                   decision_log.sink, "--json")[:1] + ["--bootstrap-servers",
+                                                   decision_log.kafka.bootstrap_servers, "--group", "g-none", "--topic",
+                                                   decision_log.sink, "--json"])
+    assert code == 0 and lag["total_lag"] == 0 and [p["group_offset"] for p in lag["partitions"]] == [None, None]  # type: ignore[attr-defined]
+
+    code, missing = run_json(capsys, ["list", "--bootstrap-servers", decision_log.kafka.bootstrap_servers,
+                                      "--decision-log-topic", f"_no-log-{uuid.uuid4().hex[:6]}", "--json"])
+    assert code == 1 and missing["decision_log_exists"] is False and missing["prefixes"] == []
+
+    code = main(["inspect", "--bootstrap-servers", "127.0.0.1:1", "--prefix", "p", "--json", "--kafka", "socket.timeout.ms=2000",
+                 "--kafka", "sasl.password=hunter2"])
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert code == 2 and document["exit_code"] == 2 and document["error"] and "hunter2" not in captured.out + captured.err
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape(port: int, deadline_s: float = 60.0) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of one scrape of /metrics, by name and labels; waits for the exporter to listen."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+                text = response.read().decode()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def test_the_exporter_serves_open_transactions_pinned_partitions_and_group_lag_over_http(
+    capsys: pytest.CaptureFixture[str], decision_log: Log
+) -> None:
+    kafka = decision_log.kafka
+    source, group = kafka.create_topic(partitions=1), f"ops-group-{uuid.uuid4().hex[:6]}"
+    kafka.produce_plain(source, [Sent(0, None, f"in-{i}".encode()) for i in range(5)])
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
+    consumer.commit(offsets=[KafkaTopicPartition(source, 0, 2)], asynchronous=False)
+    consumer.close()
+    port = free_port()
+    exporter = subprocess.Popen(
+        [sys.executable, "-m", "spark_kafka_eos.cli", *decision_log.argv("exporter", "--port", str(port), "--group", group)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        metrics = scrape(port)
+        decided, lingering = (("prefix", decision_log.decided),), (("prefix", decision_log.lingering),)
+        pinned = (("partition", "0"), ("prefix", decision_log.decided), ("topic", decision_log.sink))
+        assert metrics[("kafka_eos_exporter_up", ())] == 1
+        assert metrics[("kafka_eos_prefix_open_transactions", decided)] == 1
+        assert metrics[("kafka_eos_prefix_decided_not_finished", decided)] == 1
+        assert metrics[("kafka_eos_sink_partition_lso_lag", pinned)] == RECORDS
+        assert metrics[("kafka_eos_prefix_open_transactions", lingering)] == 1
+        age = metrics[("kafka_eos_prefix_oldest_open_transaction_age_seconds", lingering)]
+        headroom = metrics[("kafka_eos_prefix_oldest_open_transaction_headroom_seconds", lingering)]
+        timeout = metrics[("kafka_eos_prefix_oldest_open_transaction_timeout_seconds", lingering)]
+        assert 0 <= age < timeout and abs(age + headroom - timeout) < 1e-6
+        assert metrics[("kafka_eos_group_lag", (("group", group), ("partition", "0"), ("topic", source)))] == 3
+
+        assert main(decision_log.argv("recover", "--prefix", decision_log.decided)) == 0
+        assert main(decision_log.argv("recover", "--prefix", decision_log.lingering)) == 0
+        capsys.readouterr()
+        kafka.wait_until_stable(decision_log.sink)
+        metrics = scrape(port)
+        assert metrics[("kafka_eos_prefix_open_transactions", decided)] == 0
+        assert metrics[("kafka_eos_prefix_open_transactions", lingering)] == 0
+        assert metrics[("kafka_eos_prefix_decided_not_finished", decided)] == 0
+        assert metrics[("kafka_eos_sink_partition_lso_lag", pinned)] == 0
+        assert ("kafka_eos_prefix_oldest_open_transaction_headroom_seconds", lingering) not in metrics
+    finally:
+        exporter.send_signal(signal.SIGINT)
+        out, err = exporter.communicate(timeout=30)
+    assert exporter.returncode == 0, err
+    assert f"serving kafka_eos metrics of {decision_log.topic} on http://127.0.0.1:{port}/metrics" in out
