@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 # suite mostly waits on Kafka and the JVMs, so two workers keep a 2-core machine busy. PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= 2
 
-.PHONY: help venv native lint-native java kafka-jars kafka-start kafka-stop cluster-start cluster-stop lint test test-all unit demo bench-read bench-write bench-latency bench-memory soak clean
+.PHONY: help venv native lint-native java kafka-jars kafka-start kafka-stop cluster-start cluster-stop lint docs docs-check test test-all unit demo bench-read bench-write bench-latency bench-memory soak clean
 
 help:
 	@echo "make test         install everything, start a local Kafka, run the tests but the long tier (Spark's Kafka source is the readers' oracle)"
@@ -25,6 +25,7 @@ help:
 	@echo "make unit         run only the tests that need no broker"
 	@echo "make native       build the compiled read and write paths (native/, Rust) and install the wheel into the venv (make venv does)"
 	@echo "make lint         ruff (pyflakes, pycodestyle, isort, pyupgrade) and mypy; with cargo, native/'s rustfmt, clippy and cargo test too; make test runs it first"
+	@echo "make docs         serve the docs site (docs/, mkdocs.yml) on http://127.0.0.1:8000; make test builds it with mkdocs build --strict"
 	@echo "make bench-read   batch read throughput at 2M and 4M records: kafka_eos (both read paths) vs Spark's Kafka source, the raw client and the Arrow ceiling"
 	@echo "make bench-write  streaming write throughput vs Spark's Kafka sink and raw producer; commit latency"
 	@echo "make soak         seeded fault soak on 3 brokers: SOAK_SEED=1 SOAK_RUNS=25 SOAK_MINUTES=60 SOAK_BROKERS=3 (pipelines and backfills; driver, task, executor and broker kills)"
@@ -40,7 +41,7 @@ $(VENV)/.deps: pyproject.toml
 	@echo ">> creating virtualenv $(VENV) and installing Python packages (pyspark, confluent-kafka, kafka-python, pyarrow, pandas, pytest, chispa)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install --quiet --upgrade pip
-	@$(PY) -m pip install --quiet '.[test]'
+	@$(PY) -m pip install --quiet '.[test,docs]'
 	@touch $@
 
 $(VENV)/.installed: $(VENV)/.deps $(PACKAGE_SOURCES)
@@ -142,7 +143,15 @@ lint-native: $(VENV)/.deps $(RDKAFKA_SYS)/.librdkafka-2.15.1
 # --max-worker-restart=0: pytest-xdist 3.8 re-queues a crashed worker's finished files under --dist loadfile as
 # empty work units, and the session then waits for ever (pytest-xdist issues #1313, #1378). A crash ends the run
 # at once, naming the test it crashed in.
-test: lint venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
+# The docs site (mkdocs.yml, docs/): make docs serves it; make test builds it strictly, so a broken link or anchor fails.
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
+
+docs-check: $(VENV)/.installed
+	@echo ">> building the docs site strictly (mkdocs build --strict) into .cache/site"
+	@NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+test: lint docs-check venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 	@echo ">> running tests but the long tier (a local Kafka is started on a free loopback port unless KAFKA_EOS_BOOTSTRAP_SERVERS is set)"
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --max-worker-restart=0 -m "not long" --durations=25 $(PYTEST_ARGS)
 
@@ -150,7 +159,7 @@ test: lint venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 # tests/conftest.py): make test runs the compiled ones, and the range-, task-level and differential tests on both.
 ENGINE_SUITES := tests/integration/read tests/integration/write tests/integration/security
 
-test-all: lint venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
+test-all: lint docs-check venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 	@echo ">> running every test, the long tier too (the soak, leader kills, benchmark smoke and memory probes, the wheel build)"
 	$(PY) -m pytest --durations=25 $(PYTEST_ARGS)
 	@echo ">> the reader's and writer's suites again, on the pure-Python paths (--engine=python)"

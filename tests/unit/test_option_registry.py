@@ -1,5 +1,6 @@
 """Each option is declared once (``config/options.py``): the declared defaults are the parsers' defaults, the
-README's option tables name exactly the declared options, and the help and tables are made from the declarations."""
+option tables of the reading and writing pages name exactly the declared options, and the help and the options
+page's tables are made from the declarations."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ from spark_kafka_eos.config.reader import parse_reader_options
 from spark_kafka_eos.config.writer import parse_writer_options
 from spark_kafka_eos.errors import KafkaEosOptionError
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
-def option_table_names(heading: str) -> set[str]:
-    """The options named in the first column of the first option table after ``heading``."""
-    text = README.read_text()
-    start = text.index("| option | meaning |", text.index(heading))
+def option_table_names(page: str) -> set[str]:
+    """The options named in the first column of the page's first option table."""
+    text = (DOCS / page).read_text()
+    start = text.index("| option | meaning |")
     table = text[start:text.index("\n\n", start)]
     names = set()
     for row in table.splitlines()[2:]:
@@ -32,8 +33,8 @@ def declared(*sides: str) -> set[str]:
     return {name for name, option in OPTIONS.items() if option.side in sides}
 
 
-def test_the_readme_tables_name_exactly_the_declared_options() -> None:
-    reader, writer = option_table_names("## Reading: `format(\"kafka_eos\")`"), option_table_names("## Writing, exactly once")
+def test_the_pages_option_tables_name_exactly_the_declared_options() -> None:
+    reader, writer = option_table_names("reading.md"), option_table_names("writing.md")
     assert reader - declared("read", "both") == set(), "the reader's table names options not declared"
     assert writer - declared("write", "both") == set(), "the writer's table names options not declared"
     assert declared("read") - reader == set(), "declared reader options missing from the reader's table"

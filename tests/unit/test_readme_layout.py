@@ -1,4 +1,4 @@
-"""The README's layout paragraph names every module of the package, and only modules that exist."""
+"""The contributing page's layout paragraph names every module of the package, and only modules that exist."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ PACKAGE = ROOT / "spark_kafka_eos"
 
 
 def layout_section() -> str:
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("Layout, front to leaves")
-    return readme[start:readme.index("Outside the package:", start)]
+    page = (ROOT / "docs" / "contributing.md").read_text()
+    start = page.index("Layout, front to leaves")
+    return page[start:page.index("Outside the package:", start)]
 
 
-def test_the_readme_layout_names_every_module_and_nothing_else() -> None:
+def test_the_layout_names_every_module_and_nothing_else() -> None:
     named = set(re.findall(r"`([a-z_/]+\.py)`", layout_section()))
     modules = {str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py") if path.name != "__init__.py"}
-    assert modules - named == set(), "modules the README's layout does not name"
-    assert named - modules == set(), "the README's layout names modules that do not exist"
+    assert modules - named == set(), "modules the layout does not name"
+    assert named - modules == set(), "the layout names modules that do not exist"
