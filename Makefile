@@ -31,6 +31,7 @@ help:
 	@echo "make soak         seeded fault soak on 3 brokers: SOAK_SEED=1 SOAK_RUNS=25 SOAK_MINUTES=60 SOAK_BROKERS=3 (pipelines and backfills; driver, task, executor and broker kills)"
 	@echo "make bench-latency per-micro-batch time of the exactly-once sink vs Spark's Kafka sink, a Python sink dropping its input and the Python floor (2, 8, 32, 64 partitions); end to end"
 	@echo "make bench-commit  commit latency: the decision log's part, whole commits of 3 and 8 participants"
+	@echo "make bench-exporter what kafka-eos list and an exporter scrape cost on a decision log of 1,000 prefixes"
 	@echo "make bench-memory  peak Python worker memory reading and writing 1M and 4M records of one partition"
 
 # Dependencies once; the package itself is (re)installed as a real, non-editable install whenever
@@ -193,6 +194,10 @@ clean:
 .PHONY: bench-commit
 bench-commit: venv kafka-jars
 	$(PY) -m tests.benchmarks.bench_commit
+
+.PHONY: bench-exporter
+bench-exporter: venv kafka-jars
+	BENCH_REQUESTS=1 $(PY) -m tests.benchmarks.bench_exporter
 
 # The fault soak: seeded, bounded in runs and minutes (two short ones are in `make test-all`, the long tier).
 SOAK_SEED ?= 1

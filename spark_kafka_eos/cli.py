@@ -306,7 +306,10 @@ def exporter_command(args: argparse.Namespace) -> int:
     options = writer_options(args)
     collector = KafkaEosCollector(options, args.group)
     if args.once:
-        args.out.line(scrape_once(collector).rstrip("\n"))
+        try:
+            args.out.line(scrape_once(collector).rstrip("\n"))
+        finally:
+            collector.close()
         args.out.set(samples=[{"name": s.name, "labels": s.labels, "value": s.value}
                               for family in collector.last_scrape for s in family.samples])
         return EXIT_OK

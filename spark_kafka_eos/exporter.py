@@ -25,6 +25,7 @@ from spark_kafka_eos.config.reader import Subscription, internal_read_options
 from spark_kafka_eos.config.writer import WriterOptions
 from spark_kafka_eos.prefix_status import PrefixCatalog, PrefixStatus, decision_log_exists, prefix_statuses
 from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
+from spark_kafka_eos.txn.session import TransactionSession
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ def serve(collector: KafkaEosCollector, port: int, address: str, on_start: Calla
     finally:
         server.shutdown()
         thread.join(5)
+        collector.close()
 
 
 def scrape_once(collector: KafkaEosCollector) -> str:
@@ -76,6 +78,18 @@ class KafkaEosCollector:
         self._catalog = PrefixCatalog(options)
         self._lock = threading.Lock()
         self.last_scrape: list[Any] = []
+        self._session: TransactionSession | None = None
+
+    def _txn_session(self) -> TransactionSession:
+        """One session for every scrape: it keeps its connections and the coordinators it found."""
+        if self._session is None:
+            self._session = open_session(self._options.connection)
+        return self._session
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
@@ -88,6 +102,7 @@ class KafkaEosCollector:
             except Exception as err:  # noqa: BLE001 - a failed scrape is a metric, not a crash of the exporter
                 log.warning("A kafka_eos scrape failed: %s", err)
                 families, up = [], 0.0
+                self.close()  # the next scrape starts a new session
             families.append(GaugeMetricFamily("kafka_eos_exporter_up", "1 when the last scrape read the cluster", value=up))
             families.append(GaugeMetricFamily("kafka_eos_exporter_scrape_duration_seconds", "time the last scrape took",
                                               value=time.monotonic() - began))
@@ -98,8 +113,7 @@ class KafkaEosCollector:
         gauge = _gauge
         statuses: list[PrefixStatus] = []
         if decision_log_exists(self._options):
-            with open_session(self._options.connection) as session:
-                statuses = prefix_statuses(self._options, session, self._catalog.refresh())
+            statuses = prefix_statuses(self._options, self._txn_session(), self._catalog.refresh())
         prefixes = gauge("prefixes", "prefixes with a record in the decision log", ["decision_log_topic"])
         prefixes.add_metric([self._options.decision_log_topic], len(statuses))
         info = gauge("prefix_info", "the prefix's state, owner and last epoch (value 1)", ["prefix", "state", "owner", "last_epoch"])

@@ -160,7 +160,8 @@ def _open_transactions_by_prefix(session: TransactionSession, prefixes: Sequence
                                  ) -> tuple[dict[str, list[OpenTransaction]], dict[str, set[PartitionKey]]]:
     """The open transactions of each prefix, and the partitions they write to."""
     listed = [t.transactional_id for t in session.list_transactions(state_filters=[TxnState.ONGOING.value])]
-    owner = {tid: prefix for tid in listed for prefix in prefixes if belongs_to_prefix(prefix, tid)}
+    known = set(prefixes)
+    owner = {tid: prefix for tid in listed if (prefix := _prefix_of(tid, known)) is not None}
     described: Mapping[str, TxnDescription] = session.describe(sorted(owner)) if owner else {}
     by_prefix: dict[str, list[OpenTransaction]] = {}
     touched: dict[str, set[PartitionKey]] = {}
@@ -171,6 +172,17 @@ def _open_transactions_by_prefix(session: TransactionSession, prefixes: Sequence
         by_prefix.setdefault(owner[tid], []).append(OpenTransaction(tid, age, d.transaction_timeout_ms))
         touched.setdefault(owner[tid], set()).update((t, p) for t, ps in d.topic_partitions.items() for p in ps)
     return by_prefix, touched
+
+
+def _prefix_of(transactional_id: str, prefixes: set[str]) -> str | None:
+    """The prefix of ``prefixes`` whose task or coordinator id ``transactional_id`` is: what precedes its last four
+    dash-separated parts (``<prefix>-<run>-<generation>-<partition>-<attempt>``) or its last one
+    (``<prefix>-coordinator``); a look-up per id, not a match against every prefix."""
+    for parts in (4, 1):
+        candidate = transactional_id.rsplit("-", parts)[0]
+        if candidate in prefixes and belongs_to_prefix(candidate, transactional_id):
+            return candidate
+    return None
 
 
 def _sink_offsets(options: WriterOptions, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, tuple[int, int]]:
