@@ -106,7 +106,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory, fault_markers: None) -> Iter
     make_importable_by_workers()
 
     warehouse = Path(tmp_path_factory.mktemp("warehouse"))
-    jars = find_connector_jars(CONNECTOR_JARS_DIR)
+    jars = find_connector_jars(CONNECTOR_JARS_DIR) + spark_avro_jars()
     builder = SparkSession.builder.config("spark.jars", ",".join(str(j) for j in jars)) if jars else SparkSession.builder
     session = (
         builder.master("local[2,3]")
@@ -126,6 +126,19 @@ def spark(tmp_path_factory: pytest.TempPathFactory, fault_markers: None) -> Iter
         yield session
     finally:
         session.stop()
+
+
+def spark_avro_jars() -> list[Path]:
+    """spark-avro (Spark's ``from_avro``), resolved by make beside Spark's Kafka connector."""
+    return sorted(CONNECTOR_JARS_DIR.glob("spark-avro_2.13-*.jar"))
+
+
+@pytest.fixture(scope="session")
+def spark_with_avro(spark: object) -> object:
+    """The test session's Spark, with Spark's ``from_avro``. Fails (never skips) without spark-avro."""
+    if not spark_avro_jars():
+        pytest.fail(f"spark-avro is not in {CONNECTOR_JARS_DIR}: run `make test` (it resolves conf/spark-kafka-connector-pom.xml).")
+    return spark
 
 
 @pytest.fixture(scope="session")

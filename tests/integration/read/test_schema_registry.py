@@ -22,6 +22,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import Message
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.avro.functions import from_avro
 
 from spark_kafka_eos.schema_registry import wire_format
 from tests.harness.kafka import KafkaTestCluster, Sent
@@ -100,11 +101,12 @@ def serialized(topic: str, serializer: Any, objects: list[Any]) -> list[Sent]:
 
 
 @pytest.mark.parametrize("id_in", ["prefix", "header"])
-def test_confluents_serializers_avro_json_and_protobuf(spark: SparkSession, kafka: KafkaTestCluster, id_in: str) -> None:
+def test_confluents_serializers_avro_json_and_protobuf(spark_with_avro: SparkSession, kafka: KafkaTestCluster, id_in: str) -> None:
     """Values written by confluent-kafka's own Avro, JSON and Protobuf serializers (its mock registry client as the
     registry), with the schema id in the value's prefix or, as Schema Registry 8.0 can, in a header: each splits
-    into its id and a payload that decodes to what was written, Protobuf messages (top-level and nested) with their
-    message indexes."""
+    into its id and a payload that decodes to what was written (the Avro one by Spark's own ``from_avro`` too),
+    Protobuf messages (top-level and nested) with their message indexes."""
+    spark = spark_with_avro
     registry = SchemaRegistryClient.new_client({"url": "mock://kafka-eos-test"})
     conf = {"schema.id.serializer": header_schema_id_serializer} if id_in == "header" else {}
     order, line = protobuf_classes()
@@ -134,6 +136,9 @@ def test_confluents_serializers_avro_json_and_protobuf(spark: SparkSession, kafk
     avro_rows = split("avro")
     ids_as_written(avro_rows)
     assert [avro_record(bytes(r.payload)) for r in avro_rows] == ORDERS
+    decoded = (kafka_eos(spark, kafka, subscribe=topics["avro"], includeHeaders="true").orderBy("offset")
+               .select(from_avro(wire_format("value", "headers").payload, str(ORDER)).alias("order")).collect())
+    assert [r.order.asDict() for r in decoded] == ORDERS
     json_rows = split("json")
     ids_as_written(json_rows)
     assert [json.loads(bytes(r.payload)) for r in json_rows] == ORDERS
