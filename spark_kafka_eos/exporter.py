@@ -23,6 +23,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions
 from spark_kafka_eos.cluster import admin_client, open_session
 from spark_kafka_eos.config.reader import Subscription, internal_read_options
 from spark_kafka_eos.config.writer import WriterOptions
+from spark_kafka_eos.errors import KafkaEosError
 from spark_kafka_eos.prefix_status import PrefixCatalog, PrefixStatus, decision_log_exists, prefix_statuses
 from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.txn.session import TransactionSession
@@ -40,6 +41,14 @@ def add_exporter_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"the HTTP port of /metrics (default {DEFAULT_PORT})")
     parser.add_argument("--address", default="127.0.0.1", help="the address to listen on (default 127.0.0.1; 0.0.0.0 for all)")
     parser.add_argument("--once", action="store_true", help="print one scrape on stdout and exit, instead of serving")
+
+
+def require_prometheus_client() -> None:
+    """Refuse, saying how to install it, when the optional prometheus-client is missing."""
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        raise KafkaEosError("kafka-eos exporter needs prometheus-client: pip install 'spark-kafka-eos[exporter]'") from None
 
 
 def serve(collector: KafkaEosCollector, port: int, address: str, on_start: Callable[[], None]) -> None:
@@ -73,6 +82,7 @@ class KafkaEosCollector:
     """Computes every metric at each scrape."""
 
     def __init__(self, options: WriterOptions, groups: Sequence[str]) -> None:
+        require_prometheus_client()
         self._options = options
         self._groups = tuple(groups)
         self._catalog = PrefixCatalog(options)
