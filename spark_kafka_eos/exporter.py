@@ -3,7 +3,8 @@ each scrape (a prometheus-client collector), as kafka-lag-exporter and Burrow se
 
 Per prefix: the last record's age and state, open transactions and the oldest one's age, timeout and headroom, and
 per partition its last decision wrote to, the last stable offset, the high watermark and their difference. Per
-``--group``: each partition's committed offset and its lag behind the last stable offset. A scrape reads only
+consumer group (each ``--group``, and each ``consumerGroup`` a prefix's last record names): each partition's
+committed offset and its lag behind the last stable offset. A scrape reads only
 what the decision log gained since the last one (:class:`~spark_kafka_eos.prefix_status.PrefixCatalog`), so its
 cost grows with the open transactions and sink partitions, not with the log's history. A scrape that fails says so
 in ``kafka_eos_exporter_up 0`` rather than with stale figures.
@@ -159,7 +160,8 @@ class KafkaEosCollector:
         offset = _gauge("group_offset", "a consumer group's committed offset", ["group", "topic", "partition"])
         lag = _gauge("group_lag", "last stable offset minus the group's offset", ["group", "topic", "partition"])
         total = _gauge("group_lag_total", "the group's lag over its partitions", ["group"])
-        for group in self._groups:
+        named = (record.consumer_group for record in self._catalog.records.values() if record.consumer_group)
+        for group in dict.fromkeys((*self._groups, *sorted(named))):
             committed = _group_offsets(self._options, group)
             stable = _last_stable(self._options, sorted(committed))
             group_total = 0

@@ -178,6 +178,10 @@ def test_the_exporter_serves_open_transactions_pinned_partitions_and_group_lag_o
     consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
     consumer.commit(offsets=[KafkaTopicPartition(source, 0, 2)], asynchronous=False)
     consumer.close()
+    sink_group, grouped = f"ops-sink-group-{uuid.uuid4().hex[:6]}", f"ops-grouped-{uuid.uuid4().hex[:6]}"
+    # A prefix whose decisions commit a consumerGroup's offsets: the exporter finds the group in the log.
+    DecisionLog(decision_log.options(grouped)).append(
+        LogRecord("complete", grouped, "stream:query-g:0", consumer_group=sink_group, offsets=((source, 0, 4),)), {(source, 0): 4})
     port = free_port()
     exporter = subprocess.Popen(
         [sys.executable, "-m", "spark_kafka_eos.cli", *decision_log.argv("exporter", "--port", str(port), "--group", group)],
@@ -196,6 +200,8 @@ def test_the_exporter_serves_open_transactions_pinned_partitions_and_group_lag_o
         timeout = metrics[("kafka_eos_prefix_oldest_open_transaction_timeout_seconds", lingering)]
         assert 0 <= age < timeout and abs(age + headroom - timeout) < 1e-6
         assert metrics[("kafka_eos_group_lag", (("group", group), ("partition", "0"), ("topic", source)))] == 3
+        assert metrics[("kafka_eos_group_lag", (("group", sink_group), ("partition", "0"), ("topic", source)))] == 1
+        assert metrics[("kafka_eos_group_lag_total", (("group", sink_group),))] == 1
 
         assert main(decision_log.argv("recover", "--prefix", decision_log.decided)) == 0
         assert main(decision_log.argv("recover", "--prefix", decision_log.lingering)) == 0
