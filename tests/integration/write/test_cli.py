@@ -80,6 +80,15 @@ def leave_open(kafka: KafkaTestCluster, topic: str, transactional_id: str, parti
     gc.collect()
 
 
+def prepared_participant(options: WriterOptions, rows: pa.RecordBatch, epoch: EpochId, attempt: int, task_attempt_id: int) -> Participant:
+    """A task's transaction, written and flushed by the package's own task writer and left open, as a participant of a
+    decision: what a driver that died after deciding leaves behind."""
+    task = write_task(options, epoch, iter([rows]), TaskIdentity(spark_partition=0, attempt_number=attempt, task_attempt_id=task_attempt_id))
+    assert task.transaction is not None
+    txn = task.transaction
+    return Participant(txn.transactional_id, txn.producer_id, txn.producer_epoch, 0, task.records)
+
+
 def ongoing_ids(session: TransactionSession, prefix: str) -> list[str]:
     listed = session.list_transactions(state_filters=[TxnState.ONGOING.value])
     return sorted(t.transactional_id for t in listed if t.transactional_id.startswith(prefix + "-"))
@@ -141,10 +150,7 @@ def test_recover_rolls_an_open_decided_participant_forward(
     options = prefix.options(topic)
     values = [f"decided-{i}".encode() for i in range(30)]
     rows = pa.RecordBatch.from_pydict({"value": values}, schema=pa.schema([("value", pa.binary())]))
-    task = write_task(options, EpochId.batch("cli"), iter([rows]), TaskIdentity(spark_partition=0, attempt_number=1, task_attempt_id=42))
-    assert task.transaction is not None
-    txn = task.transaction
-    participant = Participant(txn.transactional_id, txn.producer_id, txn.producer_epoch, 0, task.records)
+    participant = prepared_participant(options, rows, EpochId.batch("cli"), attempt=1, task_attempt_id=42)
     decision_log = DecisionLog(options)
     decision_log.ensure_topic()
     decision_log.append(LogRecord("decision", prefix.name, "stream:q:7", (participant,), "cli-group", (("in", 0, 13),)))
@@ -153,16 +159,16 @@ def test_recover_rolls_an_open_decided_participant_forward(
 
     assert code == 0
     assert "last record: decision stream:q:7, written " in out
-    assert (f"  participant {txn.transactional_id}: spark partition 0, producer {txn.producer_id} epoch {txn.producer_epoch}, "
+    assert (f"  participant {participant.transactional_id}: spark partition 0, producer {participant.producer_id} epoch {participant.producer_epoch}, "
             f"{participant.describe_output()}; now Ongoing") in out.splitlines()
     assert "  consumer group cli-group: in-0 -> 13" in out.splitlines()
-    assert re.search(rf"^  {txn.transactional_id}: Ongoing, producer {txn.producer_id} epoch {txn.producer_epoch},", out, re.MULTILINE)
+    assert re.search(rf"^  {participant.transactional_id}: Ongoing, producer {participant.producer_id} epoch {participant.producer_epoch},", out, re.MULTILINE)
     assert kafka.read_committed(topic) == []
 
     code, out = run(capsys, prefix.argv("recover"))
 
     assert code == 0
-    assert f"rolled forward decision stream:q:7: committed 1 participant transaction(s): {txn.transactional_id}" in out
+    assert f"rolled forward decision stream:q:7: committed 1 participant transaction(s): {participant.transactional_id}" in out
     assert f"no open transactions of prefix {prefix.name}" in out
     kafka.wait_until_stable(topic)
     assert sorted(r.value or b"" for r in kafka.read_committed(topic)) == sorted(values)  # each exactly once

@@ -24,11 +24,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from spark_kafka_eos.cli import main
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos.write.decision_log import DecisionLog
-from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
-from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
+from spark_kafka_eos.write.log_record import EpochId, LogRecord
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import open_transactions_by_kafka
-from tests.integration.write.test_cli import leave_open
+from tests.integration.write.test_cli import leave_open, prepared_participant
 
 pytestmark = pytest.mark.kafka
 RECORDS = 30
@@ -62,10 +61,7 @@ def decision_log(kafka: KafkaTestCluster) -> Log:
     options = log.options(log.decided)
     rows = pa.RecordBatch.from_pydict({"value": [f"decided-{i}".encode() for i in range(RECORDS)], "partition": [0] * RECORDS},
                                       schema=pa.schema([("value", pa.binary()), ("partition", pa.int32())]))
-    task = write_task(options, EpochId.batch("ops"), iter([rows]), TaskIdentity(spark_partition=0, attempt_number=0, task_attempt_id=7))
-    assert task.transaction is not None
-    txn = task.transaction
-    participant = Participant(txn.transactional_id, txn.producer_id, txn.producer_epoch, 0, task.records)
+    participant = prepared_participant(options, rows, EpochId.batch("ops"), attempt=0, task_attempt_id=7)
     writer = DecisionLog(options)
     writer.ensure_topic()
     writer.append(LogRecord("decision", log.decided, "stream:query-a:7", (participant,)))
