@@ -39,16 +39,20 @@ from spark_kafka_eos.client_errors import ClientCallError
 from spark_kafka_eos.cluster import open_session
 from spark_kafka_eos.config.reader import (
     PartitionKey,
-    ReaderOptions,
-    Subscription,
-    internal_read_options,
     parse_reader_options,
 )
 from spark_kafka_eos.config.secrets import redact, scrub
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos.errors import CommitOutcome, KafkaEosCommitError, KafkaEosError
 from spark_kafka_eos.exporter import KafkaEosCollector, add_exporter_arguments, scrape_once, serve
-from spark_kafka_eos.prefix_status import PrefixCatalog, PrefixStatus, decision_log_exists, prefix_statuses
+from spark_kafka_eos.prefix_status import (
+    PrefixCatalog,
+    PrefixStatus,
+    decision_log_exists,
+    existing_partitions,
+    prefix_statuses,
+    stable_and_written,
+)
 from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.txn.session import TransactionSession, TxnDescription
 from spark_kafka_eos.write.coordinator import RecoveryReport, TwoPhaseCommitCoordinator
@@ -277,8 +281,10 @@ def list_command(args: argparse.Namespace) -> int:
     """Every prefix of the decision log, one line each (``--json``: :meth:`PrefixStatus.as_json`)."""
     options = writer_options(args)
     decision_log = existing_decision_log(options)
-    with open_session(options.connection) as session:
-        statuses = prefix_statuses(options, session, PrefixCatalog(options).refresh()) if decision_log else []
+    statuses = []
+    if decision_log is not None:
+        with open_session(options.connection) as session:
+            statuses = prefix_statuses(options, session, PrefixCatalog(options).refresh())
     args.out.set(decision_log_topic=options.decision_log_topic, decision_log_exists=decision_log is not None,
                  prefixes=[status.as_json() for status in statuses])
     if decision_log is None:
@@ -456,31 +462,12 @@ def _participant_states(session: TransactionSession, record: LogRecord | None) -
 
 def partition_offsets(options: WriterOptions, topics: Sequence[str]) -> list[PartitionOffsets]:
     """Per partition of ``topics``: the LSO (read_committed latest) and the high watermark."""
-    partitions = _existing_partitions(options, topics)
+    partitions = existing_partitions(options, topics)
     missing = sorted(set(topics) - {topic for topic, _ in partitions})
     if missing:
         raise KafkaEosCliError(f"topic(s) {', '.join(missing)} do not exist on {options.bootstrap_servers}")
-    # High watermark first: traffic between the two requests can then only make the LSO look higher,
-    # never flag a partition without an open transaction as pinned.
-    written = _lookup(options, topics, "read_uncommitted").latest(partitions)
-    stable = _lookup(options, topics, "read_committed").latest(partitions)
-    return [PartitionOffsets(t, p, stable[(t, p)], written[(t, p)]) for t, p in sorted(partitions)]
-
-
-def _existing_partitions(options: WriterOptions, topics: Sequence[str]) -> list[PartitionKey]:
-    """The partitions of those of ``topics`` that exist."""
-    reader_options = _reader_options(options, topics, "read_committed")
-    return KafkaOffsetLookup(reader_options).partitions(reader_options.subscription, must_exist=False)
-
-
-def _lookup(options: WriterOptions, topics: Sequence[str], isolation: str) -> KafkaOffsetLookup:
-    return KafkaOffsetLookup(_reader_options(options, topics, isolation))
-
-
-def _reader_options(options: WriterOptions, topics: Sequence[str], isolation: str) -> ReaderOptions:
-    """Reader options on ``topics`` with the sink's connection, to reuse the reader's offset lookup."""
-    subscription = Subscription("subscribe", topics=tuple(dict.fromkeys(t.strip() for t in topics if t.strip())))
-    return internal_read_options(options.connection, subscription, isolation)
+    offsets = stable_and_written(options, partitions)
+    return [PartitionOffsets(t, p, *offsets[(t, p)]) for t, p in sorted(partitions)]
 
 
 # -- rendering --------------------------------------------------------------------------------

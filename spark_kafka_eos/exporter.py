@@ -22,11 +22,9 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions
 
 from spark_kafka_eos.cluster import admin_client, open_session
-from spark_kafka_eos.config.reader import Subscription, internal_read_options
 from spark_kafka_eos.config.writer import WriterOptions
 from spark_kafka_eos.errors import KafkaEosError
-from spark_kafka_eos.prefix_status import PrefixCatalog, PrefixStatus, decision_log_exists, prefix_statuses
-from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
+from spark_kafka_eos.prefix_status import PrefixCatalog, PrefixStatus, decision_log_exists, last_stable, prefix_statuses
 from spark_kafka_eos.txn.session import TransactionSession
 
 log = logging.getLogger(__name__)
@@ -121,23 +119,22 @@ class KafkaEosCollector:
         yield from families
 
     def _families(self) -> list[Any]:
-        gauge = _gauge
         statuses: list[PrefixStatus] = []
         if decision_log_exists(self._options):
             statuses = prefix_statuses(self._options, self._txn_session(), self._catalog.refresh())
-        prefixes = gauge("prefixes", "prefixes with a record in the decision log", ["decision_log_topic"])
+        prefixes = _gauge("prefixes", "prefixes with a record in the decision log", ["decision_log_topic"])
         prefixes.add_metric([self._options.decision_log_topic], len(statuses))
-        info = gauge("prefix_info", "the prefix's state, owner and last epoch (value 1)", ["prefix", "state", "owner", "last_epoch"])
-        age = gauge("prefix_last_record_age_seconds", "time since the prefix's last decision-log record", ["prefix"])
-        unfinished = gauge("prefix_decided_not_finished", "1 while the last record is a decision not recorded complete", ["prefix"])
-        opened = gauge("prefix_open_transactions", "open transactions of the prefix", ["prefix"])
-        oldest = gauge("prefix_oldest_open_transaction_age_seconds", "age of the prefix's oldest open transaction (0: none)", ["prefix"])
-        timeout = gauge("prefix_oldest_open_transaction_timeout_seconds", "its transaction timeout", ["prefix"])
-        headroom = gauge("prefix_oldest_open_transaction_headroom_seconds", "time left before the broker aborts it", ["prefix"])
+        info = _gauge("prefix_info", "the prefix's state, owner and last epoch (value 1)", ["prefix", "state", "owner", "last_epoch"])
+        age = _gauge("prefix_last_record_age_seconds", "time since the prefix's last decision-log record", ["prefix"])
+        unfinished = _gauge("prefix_decided_not_finished", "1 while the last record is a decision not recorded complete", ["prefix"])
+        opened = _gauge("prefix_open_transactions", "open transactions of the prefix", ["prefix"])
+        oldest = _gauge("prefix_oldest_open_transaction_age_seconds", "age of the prefix's oldest open transaction (0: none)", ["prefix"])
+        timeout = _gauge("prefix_oldest_open_transaction_timeout_seconds", "its transaction timeout", ["prefix"])
+        headroom = _gauge("prefix_oldest_open_transaction_headroom_seconds", "time left before the broker aborts it", ["prefix"])
         labels = ["prefix", "topic", "partition"]
-        stable = gauge("sink_partition_last_stable_offset", "last stable offset of a partition the last decision wrote to", labels)
-        written = gauge("sink_partition_high_watermark", "high watermark of that partition", labels)
-        pinned = gauge("sink_partition_lso_lag", "high watermark minus last stable offset: records not yet readable", labels)
+        stable = _gauge("sink_partition_last_stable_offset", "last stable offset of a partition the last decision wrote to", labels)
+        written = _gauge("sink_partition_high_watermark", "high watermark of that partition", labels)
+        pinned = _gauge("sink_partition_lso_lag", "high watermark minus last stable offset: records not yet readable", labels)
         for s in statuses:
             info.add_metric([s.prefix, s.state, s.owner, s.last_epoch], 1)
             age.add_metric([s.prefix], s.age_ms / 1000)
@@ -163,7 +160,7 @@ class KafkaEosCollector:
         named = (record.consumer_group for record in self._catalog.records.values() if record.consumer_group)
         for group in dict.fromkeys((*self._groups, *sorted(named))):
             committed = _group_offsets(self._options, group)
-            stable = _last_stable(self._options, sorted(committed))
+            stable = last_stable(self._options, sorted(committed))
             group_total = 0
             for (topic, partition), position in sorted(committed.items()):
                 if (topic, partition) not in stable:
@@ -188,12 +185,3 @@ def _group_offsets(options: WriterOptions, group: str) -> dict[tuple[str, int], 
         [ConsumerGroupTopicPartitions(group)], request_timeout=_GROUP_TIMEOUT_S)
     listed = futures[group].result(_GROUP_TIMEOUT_S + 5)
     return {(tp.topic, tp.partition): tp.offset for tp in listed.topic_partitions or [] if tp.offset >= 0 and tp.error is None}
-
-
-def _last_stable(options: WriterOptions, partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    if not partitions:
-        return {}
-    topics = tuple(dict.fromkeys(topic for topic, _ in partitions))
-    lookup = KafkaOffsetLookup(internal_read_options(options.connection, Subscription("subscribe", topics=topics), "read_committed"))
-    existing = set(lookup.partitions(Subscription("subscribe", topics=topics), must_exist=False))
-    return lookup.latest([tp for tp in partitions if tp in existing])

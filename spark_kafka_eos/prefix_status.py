@@ -123,7 +123,7 @@ def prefix_statuses(options: WriterOptions, session: TransactionSession, catalog
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     opened, touched = _open_transactions_by_prefix(session, list(catalog.records), now_ms)
     sink = {prefix: sorted(catalog.partitions.get(prefix, set()) | touched.get(prefix, set())) for prefix in catalog.records}
-    offsets = _sink_offsets(options, sorted({tp for tps in sink.values() for tp in tps}))
+    offsets = stable_and_written(options, sorted({tp for tps in sink.values() for tp in tps}))
     return [
         PrefixStatus(
             prefix=prefix, state=_state(record), owner=_owner(record), last_epoch=record.epoch_id,
@@ -137,9 +137,7 @@ def prefix_statuses(options: WriterOptions, session: TransactionSession, catalog
 
 def decision_log_exists(options: WriterOptions) -> bool:
     """Whether the decision log topic exists (the operator tools never create it)."""
-    subscription = Subscription("subscribe", topics=(options.decision_log_topic,))
-    lookup = KafkaOffsetLookup(internal_read_options(options.connection, subscription, "read_committed"))
-    return bool(lookup.partitions(subscription, must_exist=False))
+    return bool(existing_partitions(options, [options.decision_log_topic]))
 
 
 def _state(record: LogRecord) -> PrefixState:
@@ -185,18 +183,39 @@ def _prefix_of(transactional_id: str, prefixes: set[str]) -> str | None:
     return None
 
 
-def _sink_offsets(options: WriterOptions, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, tuple[int, int]]:
+def offset_lookup(options: WriterOptions, topics: Sequence[str], isolation: str) -> KafkaOffsetLookup:
+    """The reader's offset look-up on ``topics``, with the sink's connection."""
+    return KafkaOffsetLookup(internal_read_options(options.connection, _subscription(topics), isolation))
+
+
+def existing_partitions(options: WriterOptions, topics: Sequence[str]) -> list[PartitionKey]:
+    """The partitions of those of ``topics`` that exist."""
+    return offset_lookup(options, topics, "read_committed").partitions(_subscription(topics), must_exist=False)
+
+
+def _subscription(topics: Sequence[str]) -> Subscription:
+    return Subscription("subscribe", topics=tuple(dict.fromkeys(t.strip() for t in topics if t.strip())))
+
+
+def last_stable(options: WriterOptions, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, int]:
+    """The last stable offset of those of ``partitions`` whose topic still exists."""
+    topics, present = _present(options, partitions)
+    return offset_lookup(options, topics, "read_committed").latest(present) if present else {}
+
+
+def stable_and_written(options: WriterOptions, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, tuple[int, int]]:
     """(last stable offset, high watermark) of those of ``partitions`` whose topic still exists."""
-    if not partitions:
-        return {}
-    topics = tuple(dict.fromkeys(topic for topic, _ in partitions))
-    lookups = {isolation: KafkaOffsetLookup(internal_read_options(options.connection, Subscription("subscribe", topics=topics), isolation))
-               for isolation in ("read_uncommitted", "read_committed")}
-    existing = set(lookups["read_committed"].partitions(Subscription("subscribe", topics=topics), must_exist=False))
-    present = [tp for tp in partitions if tp in existing]
+    topics, present = _present(options, partitions)
     if not present:
         return {}
-    # High watermark first: traffic between the two requests can then only make the LSO look higher.
-    written = lookups["read_uncommitted"].latest(present)
-    stable = lookups["read_committed"].latest(present)
+    # High watermark first: traffic between the two requests can then only make the LSO look higher,
+    # never flag a partition without an open transaction as pinned.
+    written = offset_lookup(options, topics, "read_uncommitted").latest(present)
+    stable = offset_lookup(options, topics, "read_committed").latest(present)
     return {tp: (stable[tp], written[tp]) for tp in present}
+
+
+def _present(options: WriterOptions, partitions: Sequence[PartitionKey]) -> tuple[list[str], list[PartitionKey]]:
+    topics = list(dict.fromkeys(topic for topic, _ in partitions))
+    existing = set(existing_partitions(options, topics)) if topics else set()
+    return topics, [tp for tp in partitions if tp in existing]
