@@ -37,6 +37,9 @@ class TaskCommit(WriterCommitMessage):
     source_starts: tuple[SourceOffset, ...] = ()
     """(source topic, source partition, first offset consumed)."""
     probe_digest: str | None = None
+    input_rows: int = 0
+    """The rows the task was handed (whether it wrote them or, in a replay, aborted them): part of the epoch's
+    input identity (:class:`~spark_kafka_eos.write.log_record.EpochInput`)."""
 
     @property
     def record_count(self) -> int:

@@ -45,7 +45,6 @@ from spark_kafka_eos.errors import (
 )
 from spark_kafka_eos.retry import OPERATION_TIMEOUT_S, Backoff, Deadline, any_error, retry, wait_until
 from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession, TxnDescription, TxnSessionError, TxnState
-from spark_kafka_eos.write.afterwork import AFTERWORK
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.consumer_group import check_group_position
 from spark_kafka_eos.write.decision_log import (
@@ -54,9 +53,10 @@ from spark_kafka_eos.write.decision_log import (
     RecordNotCommittedError,
     transactional_id_refused,
 )
+from spark_kafka_eos.write.epoch_input import describe, input_difference, stream_input
 from spark_kafka_eos.write.group_marker import GroupMarker
 from spark_kafka_eos.write.hooks import AFTER_DECISION, BEFORE_DECISION, DURING_PHASE2, NO_HOOKS, WriterHooks
-from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant, history_with, memory_after
+from spark_kafka_eos.write.log_record import EpochId, EpochInput, LogRecord, Participant, history_with, memory_after
 from spark_kafka_eos.write.ownership import Judgement, Verdict, judge
 from spark_kafka_eos.write.recovery import (
     VisibilityCheck,
@@ -117,7 +117,6 @@ class TwoPhaseCommitCoordinator:
         its last decision forward, so that no task re-initialises a decided participant's id. With
         ``epoch`` (a batch job, whose run is known up front): judge it, refusing a run that does not
         own the prefix, and sweep what earlier jobs left open."""
-        AFTERWORK.wait()
         decision_log = self._log()
         if epoch is None and self._nothing_to_roll_forward(decision_log):
             return Judgement(Verdict.PROCEED)
@@ -136,8 +135,7 @@ class TwoPhaseCommitCoordinator:
         on its own. A lost log is still refused here (:meth:`_last_before_fencing`).
 
         Nor does a decision whose participants all show their own transaction committed: its phase 2 is done, and
-        its completion is bookkeeping that the commit which took it writes on a thread of its own process
-        (:mod:`~spark_kafka_eos.write.afterwork`), or the next commit does."""
+        its completion is bookkeeping that the next commit writes."""
         with nullcontext(self._session_of(self._options.connection)) as session:
             last = self._last_before_fencing(decision_log, session)
             if last is None:
@@ -167,34 +165,34 @@ class TwoPhaseCommitCoordinator:
         return judgement
 
     # -- commit ---------------------------------------------------------------------------
-    def commit(self, epoch: EpochId, messages: Sequence[WriterCommitMessage | None], finish_later: bool = False) -> None:
-        """Decide ``epoch``, make its participants visible (phase 2) and abort what its other task attempts left
-        open. ``finish_later``: return then, and leave the decision's completion record to a thread of this
-        process (:mod:`~spark_kafka_eos.write.afterwork`); the next operation of the process waits for it."""
-        AFTERWORK.wait()
+    def commit(self, epoch: EpochId, messages: Sequence[WriterCommitMessage | None]) -> None:
+        """Decide ``epoch``, make its participants visible (phase 2), abort what its other task attempts left
+        open, and write the decision's completion: everything it starts ends before it returns, since the Python
+        worker that runs it may end at any time after (``os._exit``, SIGKILL: no ``atexit``, no thread lives on)."""
         tasks = _task_commits(messages, epoch)
         decision_log = self._log()
         session = self._session_of(self._options.connection)
-        try:
-            rest = self._commit(session, decision_log, epoch, tasks)
-        except Exception:
-            self._keep_history_mark(decision_log)
-            raise
+        with self._marked(decision_log):
+            self._commit(session, decision_log, epoch, tasks, self._input_of(epoch, tasks))
+        decision_log.keep_for_reuse()
 
-        def finish() -> None:
-            if rest is not None:
-                rest()
-            self._keep_history_mark(decision_log)
-            decision_log.keep_for_reuse()
+    def confirm_rerun(self, epoch: EpochId, messages: Sequence[WriterCommitMessage | None]) -> None:
+        """A batch job whose ``writeId`` is already committed wrote nothing: its input must be the one decided, or
+        it is told loudly (a backfill re-run over corrected data would otherwise succeed without writing it)."""
+        last = self._log().last(self._prefix)
+        tasks = _task_commits(messages, epoch)
+        why = None if last is None else self._replay_difference(last, epoch, tasks, self._input_of(epoch, tasks))
+        if why is not None:
+            raise KafkaEosRunRefusedError(why)
 
-        if finish_later and rest is not None:
-            AFTERWORK.start(finish, str(epoch))
-        else:
-            finish()
+    def _input_of(self, epoch: EpochId, tasks: Sequence[TaskCommit]) -> EpochInput:
+        rows = sum(t.input_rows for t in tasks)
+        if epoch.kind == "stream" and epoch.batch_id is not None:
+            return stream_input(self._options.checkpoint_location, epoch.batch_id, rows)
+        return EpochInput(rows)
 
     def _commit(self, session: TransactionSession, decision_log: DecisionLog, epoch: EpochId,
-                tasks: Sequence[TaskCommit]) -> Callable[[], object] | None:
-        """The commit up to the sweep after phase 2; returns what follows it (the completion), if anything."""
+                tasks: Sequence[TaskCommit], epoch_input: EpochInput) -> None:
         own = [t.transaction for t in tasks if t.transaction is not None]
         # A run that does not own the prefix is refused before it fences the owner.
         self._refuse_unless_owner(judge(self._last_before_fencing(decision_log, session, own), epoch), epoch, session, own)
@@ -207,9 +205,9 @@ class TwoPhaseCommitCoordinator:
         self._refuse_unless_owner(judgement, epoch, session, own)
         if judgement.verdict == Verdict.REPLAY:
             assert last is not None
-            self._refuse_unless_same_input(last, epoch, tasks, session, own)
+            self._refuse_unless_same_input(last, epoch, tasks, epoch_input, session, own)
             self._finish_replay(session, decision_log, last, own)
-            return None
+            return
         self._refuse_unless_known(last, epoch, session, own)
         last = self._finish(session, decision_log, last, OPERATION_TIMEOUT_S)
         participants = tuple(
@@ -224,17 +222,19 @@ class TwoPhaseCommitCoordinator:
                 # The query's first micro-batch wrote nothing: record it anyway, so that the prefix knows the
                 # query (its later first decision is then not taken for a query moved here). Not for a batch
                 # job: an empty run re-run once its input has arrived must write it.
-                last = LogRecord("complete", self._prefix, str(epoch), history=history,
+                last = LogRecord("complete", self._prefix, str(epoch), history=history, input=epoch_input,
                                  **{**memory_after(last), "archives": archives})  # type: ignore[arg-type]
                 decision_log.append(last)
             self._sweep(session, decision_log, last, keep=())
-            return None
+            return
         deadline_ms = self._verify(session, participants)
         offsets = _source_offsets(tasks)
         starts = tuple((t, p, o) for (t, p), o in sorted(_merged((task.source_starts for task in tasks), min).items()))
+        batch_input = (str(epoch), epoch_input.rows) if epoch.kind == "batch" else None
         decision = LogRecord("decision", self._prefix, str(epoch), participants, self._options.consumer_group, offsets,
-                             history=history, **{**memory_after(last, self._options.consumer_group, offsets),  # type: ignore[arg-type]
-                                                 "archives": archives},
+                             history=history, input=epoch_input,
+                             **{**memory_after(last, self._options.consumer_group, offsets, batch_input),  # type: ignore[arg-type]
+                                "archives": archives},
                              starts=starts if self._options.consumer_group else ())
         group_offsets = _group_offsets(decision)
         if group_offsets:
@@ -248,8 +248,9 @@ class TwoPhaseCommitCoordinator:
         self._hooks.at(DURING_PHASE2, session, decision)
         phase2_deadline = self._finish_decided(session, decision, deadline_ms)
         completed_by_sweep = self._sweep_after_phase2(session, decision_log, decision, listing)
+        if not completed_by_sweep:
+            self._complete(decision_log, decision, phase2_deadline)
         log.info("Committed %s of prefix %s: %d participants", epoch, self._prefix, len(participants))
-        return None if completed_by_sweep else lambda: self._complete(decision_log, decision, phase2_deadline)
 
     def _check_group(self, tasks: Sequence[TaskCommit], group_offsets: dict[tuple[str, int], int], last: LogRecord | None) -> None:
         """The group must stand where this epoch started (compare-and-set), and a decision of another
@@ -279,20 +280,53 @@ class TwoPhaseCommitCoordinator:
             "record); or, if that prefix has nothing undecided, add .option('allowNewPrefix', 'true') once."
         )
 
-    def _refuse_unless_same_input(self, last: LogRecord, epoch: EpochId, tasks: Sequence[TaskCommit],
+    def _refuse_unless_same_input(self, last: LogRecord, epoch: EpochId, tasks: Sequence[TaskCommit], epoch_input: EpochInput,
                                   session: TransactionSession, own: Sequence[PreparedTxnState]) -> None:
-        """Spark replays a micro-batch over the offsets it planned the first time: a "replay" of other
-        source offsets is another batch under a reused id (a checkpoint edited or rolled back)."""
-        offsets = _source_offsets(tasks)
-        if epoch.kind != "stream" or last.epoch != epoch or not last.offsets or not offsets or offsets == last.offsets:
+        """A replay is recognised by its epoch id, but only the same input makes it one: Spark plans a micro-batch
+        again over other offsets when its checkpoint's offset log lost it, and a ``writeId`` may be re-run over other
+        data. Such a run is refused before anything of it is visible."""
+        why = self._replay_difference(last, epoch, tasks, epoch_input)
+        if why is None:
             return
         abort_prepared(session, own)
-        raise KafkaEosRunRefusedError(
-            f"transactional.id.prefix '{self._prefix}' refused {epoch.describe()}: it was decided over source offsets "
-            f"{_describe_offsets(last.offsets)}, and this replay of it consumed up to {_describe_offsets(offsets)}. "
-            "Nothing of the replay was committed. The checkpoint's offsets were edited or rolled back. Fix: restore "
-            "the checkpoint, or start the query on a new checkpoint (and prefix)."
-        )
+        raise KafkaEosRunRefusedError(why)
+
+    def _replay_difference(self, last: LogRecord, epoch: EpochId, tasks: Sequence[TaskCommit],
+                           epoch_input: EpochInput) -> str | None:
+        """The refusal of a replay of ``epoch`` whose input is not the one decided, or None."""
+        refused = f"transactional.id.prefix '{self._prefix}' refused {epoch.describe()}"
+        if epoch.kind == "batch":
+            rows = last.batch_input_rows(epoch)
+            if rows is None or rows == epoch_input.rows:
+                return None
+            return (f"{refused}: writeId {epoch.run_id} is committed over an input of {rows} rows, and this run's input "
+                    f"has {epoch_input.rows} rows. Nothing of this run was written; what writeId {epoch.run_id} committed "
+                    "stays visible (Kafka cannot take it back), and a re-run with this writeId is refused again. Fix: if "
+                    "this is corrected or new data, to be written besides what is there, run it under a new writeId; if "
+                    "it should be the same input, find why it differs.")
+        if last.epoch != epoch:
+            return None  # recognised from an archived history, whose inputs are not kept
+        offsets = _source_offsets(tasks)
+        if last.input is not None:
+            why = input_difference(last.input, epoch_input)
+            decided, now = describe(last.input), describe(epoch_input)
+        elif last.offsets and offsets and offsets != last.offsets:
+            why, decided, now = "its source offsets differ", _describe_offsets(last.offsets), _describe_offsets(offsets)
+        else:
+            return None
+        if why is None:
+            return None
+        batch = epoch.batch_id
+        restore = ""
+        if last.input is not None and last.input.source_end is not None:
+            restore = (f" (its source lines, after the first two: {' | '.join(last.input.source_end)})")
+        return (f"{refused}: Spark planned it again over other input than it was decided over ({why}). Decided: "
+                f"{decided}. This run: {now}. Nothing of this run was committed; the decided output is visible once. "
+                f"The checkpoint's offset log lost micro-batch {batch} (its offsets/{batch} deleted to reprocess it, an "
+                "older snapshot restored, or a copy), and a restart as it stands is refused again. Fix: put the "
+                f"checkpoint's offsets/{batch} back as it was{restore}, so that Spark replays what was decided and "
+                "goes on from there; or start the query on a new checkpoint (and transactional.id.prefix) whose "
+                "startingOffsets begin where the decided micro-batch ended.")
 
     def _wait_for_decision_in_flight(self, session: TransactionSession) -> None:
         """A live driver's decision commits within milliseconds of being written; one still open after
@@ -342,7 +376,10 @@ class TwoPhaseCommitCoordinator:
             "Starting afresh would write Spark's replays of decided epochs again. Nothing was written. Fix: point "
             "decisionLogTopic at the prefix's log; or, if that log is gone for good and no epoch of the prefix is "
             f"left undecided, acknowledge the fresh start with `kafka-eos reset --bootstrap-servers ... --prefix "
-            f"{self._prefix} --decision-log-topic {self._options.decision_log_topic} --yes`."
+            f"{self._prefix} --decision-log-topic {self._options.decision_log_topic} --yes`, and start the query on a "
+            "new checkpoint (or a batch job under a new writeId): after the reset nothing remembers what the prefix "
+            "decided, so a restart on the old checkpoint would write its replayed micro-batch again, and a re-run of "
+            "an earlier writeId all of it."
         )
 
     def _refuse_unless_owner(self, judgement: Judgement, epoch: EpochId, session: TransactionSession,
@@ -545,7 +582,6 @@ class TwoPhaseCommitCoordinator:
         """What the CLI's ``recover`` does: fence other drivers, roll the prefix's last decision forward,
         then abort everything of the prefix left open. Run it only when no query uses the prefix.
         Lost participants raise, unless ``accept_data_loss``: then they are reported."""
-        AFTERWORK.wait()
         decision_log = self._log()
         with self._marked(decision_log), nullcontext(self._session_of(self._options.connection)) as session:
             self._last_before_fencing(decision_log, session)  # a lost log is refused here too, before its fence forgets it
@@ -564,7 +600,6 @@ class TwoPhaseCommitCoordinator:
     # -- abort ----------------------------------------------------------------------------
     def abort(self, epoch: EpochId, messages: Sequence[WriterCommitMessage | None]) -> None:
         """Spark gave up on ``epoch`` (a task failed, or commit raised)."""
-        AFTERWORK.wait()
         own = [m.transaction for m in messages if isinstance(m, TaskCommit) and m.transaction is not None]
         decision_log = self._log()
         with self._marked(decision_log), nullcontext(self._session_of(self._options.connection)) as session:

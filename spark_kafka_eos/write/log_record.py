@@ -21,10 +21,11 @@ from typing import Literal
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
 from spark_kafka_eos.txn.session import PreparedTxnState
 
-FORMAT_VERSION = 3
-"""3: a record carries partly lost epochs, group positions and archives; a version that reads only 2 would drop
-them on its next record, so it must refuse (loud) rather than read it."""
-_READABLE_FORMATS = (1, 2, FORMAT_VERSION)
+FORMAT_VERSION = 4
+"""3: a record carries partly lost epochs, group positions and archives; 4: the input each epoch consumed
+(:class:`EpochInput`). A version that reads only an older format would drop them on its next record, so it must
+refuse (loud) rather than read it."""
+_READABLE_FORMATS = (1, 2, 3, FORMAT_VERSION)
 HISTORY_LIMIT = 1000
 """Runs a prefix's last record remembers itself (e.g. ~2.7 years of daily backfills); each costs ~70 bytes of
 every record. Older runs are archived, :data:`ARCHIVE_BATCH` at a time (see :func:`archive_overflow`)."""
@@ -41,6 +42,8 @@ GroupPosition = tuple[str, str, int, int]
 """(consumer group, topic, partition, offset): where the prefix last committed a group's offset."""
 GROUP_POSITIONS_LIMIT = 10_000
 """Group offsets a prefix remembers (the most recently committed groups' are kept)."""
+BatchInput = tuple[str, int]
+"""(a batch job's epoch id as text, the rows its input had)."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,32 @@ class Participant:
 
 
 @dataclass(frozen=True)
+class EpochInput:
+    """What an epoch consumed, so that a replay can prove it is the same input (see
+    :mod:`~spark_kafka_eos.write.epoch_input`). ``rows``: the rows the sink was handed, over every task.
+    ``source_end`` / ``source_start``: a stream's source offsets from Spark's offset log (one normalised JSON per
+    source) for the micro-batch and the one before (empty for micro-batch 0); None where they could not be read."""
+
+    rows: int
+    source_end: tuple[str, ...] | None = None
+    source_start: tuple[str, ...] | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"rows": self.rows,
+                "source_end": None if self.source_end is None else list(self.source_end),
+                "source_start": None if self.source_start is None else list(self.source_start)}
+
+    @classmethod
+    def from_dict(cls, body: dict[str, object] | None) -> EpochInput | None:
+        if body is None:
+            return None
+        end, start = body.get("source_end"), body.get("source_start")
+        return cls(int(body["rows"]),  # type: ignore[call-overload]
+                   None if end is None else tuple(str(s) for s in end),  # type: ignore[attr-defined]
+                   None if start is None else tuple(str(s) for s in start))  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
 class LogRecord:
     """One record of the decision log; ``epoch_id`` is an :class:`EpochId` as text. A ``reset``
     names the epoch that was last before it in ``previous_epoch_id``."""
@@ -142,6 +171,10 @@ class LogRecord:
     starts: tuple[Position, ...] = ()
     """A decision with a ``consumer_group``: the first source offset its epoch consumed per partition, where a
     ``reset --accept-data-loss`` that forgets the epoch moves the group back to."""
+    input: EpochInput | None = None
+    """What the epoch of a ``decision`` (and of its ``complete``) consumed; None in older records."""
+    batch_inputs: tuple[BatchInput, ...] = ()
+    """The rows each batch job the prefix remembers consumed, so that a ``writeId`` re-run over other input is told."""
 
     @property
     def epoch(self) -> EpochId:
@@ -159,7 +192,13 @@ class LogRecord:
     def completed(self) -> LogRecord:
         return LogRecord("complete", self.prefix, self.epoch_id, consumer_group=self.consumer_group, offsets=self.offsets,
                          history=self.runs(), partly_lost=self.partly_lost, group_positions=self.group_positions,
-                         archives=self.archives)
+                         archives=self.archives, input=self.input, batch_inputs=self.batch_inputs)
+
+    def batch_input_rows(self, epoch: EpochId) -> int | None:
+        """The rows batch job ``epoch`` consumed, if the prefix remembers them."""
+        if self.input is not None and self.epoch == epoch:
+            return self.input.rows
+        return next((rows for epoch_id, rows in reversed(self.batch_inputs) if epoch_id == str(epoch)), None)
 
     def group_position(self, group: str) -> dict[tuple[str, int], int]:
         """Where this prefix last committed ``group``'s offsets, per (topic, partition)."""
@@ -188,6 +227,7 @@ class LogRecord:
         body = asdict(self)
         body["participants"] = [{"epoch" if key == "producer_epoch" else key: value for key, value in participant.items()}
                                 for participant in body["participants"]]  # the record's field name is "epoch"
+        body["input"] = None if self.input is None else self.input.to_dict()
         body["format"] = FORMAT_VERSION
         return json.dumps(body, separators=(",", ":")).encode()
 
@@ -217,6 +257,8 @@ class LogRecord:
             tuple((str(g), str(t), int(p), int(o)) for g, t, p, o in body.get("group_positions", ())),
             tuple((int(o), str(d)) for o, d in body.get("archives", ())),
             tuple((str(t), int(p), int(o)) for t, p, o in body.get("starts", ())),
+            EpochInput.from_dict(body.get("input")),
+            tuple((str(e), int(r)) for e, r in body.get("batch_inputs", ())),
         )
 
 
@@ -238,10 +280,14 @@ def archive_overflow(history: tuple[HistoryEntry, ...]) -> tuple[tuple[HistoryEn
 
 
 def memory_after(last: LogRecord | None, consumer_group: str | None = None,
-                 offsets: tuple[Position, ...] = ()) -> dict[str, tuple[object, ...]]:
+                 offsets: tuple[Position, ...] = (), batch_input: BatchInput | None = None) -> dict[str, tuple[object, ...]]:
     """What a new record carries over from ``last`` besides the history (as keyword arguments of
-    :class:`LogRecord`): the partly lost epochs, and the group positions, moved by ``offsets`` when the new
-    record commits ``consumer_group``'s offsets."""
+    :class:`LogRecord`): the partly lost epochs, the batch jobs' input rows (with ``batch_input`` when the new
+    record decides a batch job), and the group positions, moved by ``offsets`` when the new record commits
+    ``consumer_group``'s offsets."""
+    inputs = [i for i in (last.batch_inputs if last is not None else ()) if batch_input is None or i[0] != batch_input[0]]
+    if batch_input is not None:
+        inputs.append(batch_input)
     positions = list(last.group_positions) if last is not None else []
     if consumer_group and offsets:
         moved = {(t, p) for t, p, _ in offsets}
@@ -249,7 +295,8 @@ def memory_after(last: LogRecord | None, consumer_group: str | None = None,
         positions += [(consumer_group, t, p, o) for t, p, o in offsets]
     return {"partly_lost": last.partly_lost if last is not None else (),
             "group_positions": tuple(positions[-GROUP_POSITIONS_LIMIT:]),
-            "archives": last.archives if last is not None else ()}
+            "archives": last.archives if last is not None else (),
+            "batch_inputs": tuple(inputs[-HISTORY_LIMIT:])}
 
 
 def history_without(last: LogRecord, epoch: EpochId) -> tuple[HistoryEntry, ...]:

@@ -100,12 +100,14 @@ def write_task(
     timeout_ms = transaction_timeout_ms or options.transaction_timeout_ms or DEFAULT_TRANSACTION_TIMEOUT_MS
     transaction: _TaskTransaction | None = None
     positions = _SourcePositions()
+    rows = 0
     guard = worker_guard()
     early = _EarlyProducer(options, epoch, identity, timeout_ms)
     try:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
+            rows += batch.num_rows
             if columns is None:
                 columns = InputColumns.of(batch.schema.names)
             if transaction is None:
@@ -147,6 +149,7 @@ def write_task(
         source_starts=positions.first_offsets(),
         probe=probe,
         probe_digest=probe_digest,
+        input_rows=rows,
     )
 
 

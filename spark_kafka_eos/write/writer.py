@@ -61,7 +61,7 @@ class StreamWriterCore(_KafkaEosWriterBase):
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         epoch = _stream_epoch(messages, batchId)
         if epoch is not None:
-            self.coordinator.commit(epoch, messages, finish_later=True)
+            self.coordinator.commit(epoch, messages)
         freeze_driver_call_heap(self.options.gc_freeze)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
@@ -84,12 +84,17 @@ class KafkaEosBatchWriter(_KafkaEosWriterBase, DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         if self.already_committed:
+            # Nothing is written, but the rows are counted: the re-run must prove it has the decided input.
             identity = TaskIdentity.current()
-            return TaskCommit(str(self.epoch), identity.spark_partition, identity.attempt_number, identity.task_attempt_id, None)
+            rows = sum(batch.num_rows for batch in iterator)
+            return TaskCommit(str(self.epoch), identity.spark_partition, identity.attempt_number, identity.task_attempt_id,
+                              None, input_rows=rows)
         return self._write(self.epoch, iterator)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
-        if not self.already_committed:
+        if self.already_committed:
+            self.coordinator.confirm_rerun(self.epoch, messages)
+        else:
             self.coordinator.commit(self.epoch, messages)
         freeze_driver_call_heap(self.options.gc_freeze)
 

@@ -1,4 +1,4 @@
-"""The decision log's record format (JSON, format 2) and epoch ids; records of format 1 are still read."""
+"""The decision log's record format (JSON, format 4) and epoch ids; records of format 1 are still read."""
 
 from __future__ import annotations
 
@@ -8,7 +8,15 @@ import pytest
 
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
 from spark_kafka_eos.txn.session import PreparedTxnState
-from spark_kafka_eos.write.log_record import FORMAT_VERSION, EpochId, LogRecord, Participant, history_without, memory_after
+from spark_kafka_eos.write.log_record import (
+    FORMAT_VERSION,
+    EpochId,
+    EpochInput,
+    LogRecord,
+    Participant,
+    history_without,
+    memory_after,
+)
 
 PARTICIPANT = Participant("p-0a1b2c3d-1-0-0", 4001, 7, 0, (("out", 0, 12), ("out", 2, 3)), ("out", 0, 40))
 
@@ -27,7 +35,7 @@ def test_a_record_round_trips_through_its_json() -> None:
 
 def test_the_json_carries_the_format_and_every_field() -> None:
     body = json.loads(full_record().to_json())
-    assert body["format"] == FORMAT_VERSION == 3
+    assert body["format"] == FORMAT_VERSION == 4
     assert (body["kind"], body["prefix"], body["epoch_id"]) == ("decision", "p", "stream:query-1:5")
     assert body["participants"][0] == {"transactional_id": "p-0a1b2c3d-1-0-0", "producer_id": 4001, "epoch": 7,
                                        "spark_partition": 0, "records": [["out", 0, 12], ["out", 2, 3]], "probe": ["out", 0, 40],
@@ -35,6 +43,34 @@ def test_the_json_carries_the_format_and_every_field() -> None:
     assert (body["consumer_group"], body["offsets"], body["written_at_ms"]) == ("sink-group", [["in", 0, 100], ["in", 1, 7]], 1_700_000_000_000)
     assert body["previous_epoch_id"] is None
     assert body["history"] == []
+    assert (body["input"], body["batch_inputs"]) == (None, [])
+
+
+def test_an_epochs_input_round_trips_and_rides_along_in_its_completion() -> None:
+    """Format 4: what the epoch consumed (rows; a stream's offset log lines for it and the batch before)."""
+    decided = EpochInput(200, ('{"in":{"0":200}}',), ('{"in":{"0":100}}',))
+    record = LogRecord("decision", "p", str(EpochId.stream("q", 1)), (PARTICIPANT,), input=decided,
+                       batch_inputs=(("batch:w1", 50),))
+    assert LogRecord.from_json(record.to_json()) == record
+    assert record.completed().input == decided and record.completed().batch_inputs == (("batch:w1", 50),)
+    unreadable = LogRecord("decision", "p", "batch:w2", input=EpochInput(7))
+    assert LogRecord.from_json(unreadable.to_json()).input == EpochInput(7, None, None)
+    assert unreadable.batch_input_rows(EpochId.batch("w2")) == 7 and record.batch_input_rows(EpochId.batch("w1")) == 50
+    assert record.batch_input_rows(EpochId.batch("w3")) is None
+
+
+def test_a_record_of_format_3_is_read_without_an_input() -> None:
+    body = json.loads(full_record().to_json())
+    body["format"] = 3
+    del body["input"], body["batch_inputs"]
+    assert LogRecord.from_json(json.dumps(body).encode()) == full_record()
+
+
+def test_a_batch_jobs_input_rows_are_remembered_in_later_records() -> None:
+    last = LogRecord("complete", "p", "batch:w1", batch_inputs=(("batch:w0", 3), ("batch:w1", 5)))
+    carried = memory_after(last, batch_input=("batch:w1", 6))["batch_inputs"]
+    assert carried == (("batch:w0", 3), ("batch:w1", 6))
+    assert memory_after(last)["batch_inputs"] == last.batch_inputs
 
 
 def test_a_record_of_format_1_is_still_read() -> None:
@@ -53,7 +89,7 @@ def test_a_record_of_format_1_is_still_read() -> None:
     assert (batch.kind, batch.epoch, batch.batch_id) == ("complete", EpochId.batch("w1"), None)
 
 
-@pytest.mark.parametrize("format_version", [None, 0, 4, "2"])
+@pytest.mark.parametrize("format_version", [None, 0, 5, "2"])
 def test_a_record_of_an_unknown_format_is_refused(format_version: object) -> None:
     body = json.loads(full_record().to_json())
     body["format"] = format_version

@@ -1,0 +1,157 @@
+"""A replay must prove it is the same input (issue 48): a micro-batch Spark plans again over other offsets (its
+offset log entry deleted to "reprocess the last batch", an older checkpoint snapshot restored), and a ``writeId``
+re-run over other rows, are refused before anything of them is visible, and the refusal's fix works. A commit leaves
+nothing open when its process ends right after it. Counted by an independent read_committed consumer."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+
+from spark_kafka_eos.cluster import open_session
+from spark_kafka_eos.config.writer import parse_writer_options
+from spark_kafka_eos.errors import CommitOutcome, commit_outcome
+from spark_kafka_eos.txn.session import TxnState
+from spark_kafka_eos.write.decision_log import DecisionLog
+from spark_kafka_eos.write.transactional_id import coordinator_transactional_id
+from tests.harness.kafka import KafkaTestCluster, Sent
+from tests.harness.pipeline import open_transactions
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+REPLANNED = "Spark planned it again over other input than it was decided over"
+
+
+def produce(kafka: KafkaTestCluster, topic: str, first: int, count: int) -> None:
+    kafka.produce_plain(topic, [Sent(0, f"k{i}".encode(), f"v{i}".encode()) for i in range(first, first + count)])
+
+
+def run(spark: SparkSession, kafka: KafkaTestCluster, source: str, sink: str, checkpoint: Path, prefix: str,
+        max_offsets: int | None = None) -> None:
+    """One AvailableNow run of ``kafka_eos`` source -> ``selectExpr("key", "value")`` -> ``kafka_eos`` sink: the rows
+    carry no source columns. Raises what the query failed with."""
+    reader = (spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+              .option("subscribe", source).option("startingOffsets", "earliest"))
+    if max_offsets is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
+    query = (reader.load().selectExpr("key", "value").writeStream.format("kafka_eos")
+             .option("kafka.bootstrap.servers", kafka.bootstrap_servers).option("topic", sink)
+             .option("transactional.id.prefix", prefix).option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    error = query.exception()
+    if error is not None:
+        raise error
+
+
+def forget_last_batch(checkpoint: Path, batch: int, keep: Path | None = None) -> None:
+    """The operator's "reprocess the last batch": delete its offset and commit log entries (kept in ``keep``)."""
+    for log in ("offsets", "commits"):
+        entry = checkpoint / log / str(batch)
+        if keep is not None and log == "offsets":
+            shutil.copy(entry, keep)
+        entry.unlink()
+        (checkpoint / log / f".{batch}.crc").unlink(missing_ok=True)
+
+
+def sink_values(kafka: KafkaTestCluster, topic: str) -> list[bytes]:
+    kafka.wait_until_stable(topic)
+    return sorted(r.value or b"" for r in kafka.read_committed(topic))
+
+
+def values(first: int, count: int) -> list[bytes]:
+    return sorted(f"v{i}".encode() for i in range(first, first + count))
+
+
+def test_a_micro_batch_planned_again_over_more_records_is_refused_and_restoring_its_offsets_goes_on(
+        spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    """The issue's first scenario: batch 0 wrote 100 records; 100 more arrive; its offset log entry is deleted and
+    the query restarted, so Spark plans batch 0 again over 200. b0050cf took it for a replay and lost 100, silently."""
+    source, sink = kafka.create_topic(1, "src"), kafka.create_topic(1, "sink")
+    checkpoint, prefix, kept = tmp_path / "checkpoint", f"orders-{uuid.uuid4().hex[:6]}", tmp_path / "offsets-0"
+    produce(kafka, source, 0, 100)
+    run(spark, kafka, source, sink, checkpoint, prefix)
+    produce(kafka, source, 100, 100)
+    forget_last_batch(checkpoint, 0, keep=kept)
+
+    with pytest.raises(StreamingQueryException, match=REPLANNED) as refused:
+        run(spark, kafka, source, sink, checkpoint, prefix)
+    message = str(refused.value)
+    assert commit_outcome(refused.value) is CommitOutcome.REFUSED
+    assert "Decided: 100 rows" in message and "This run: 200 rows" in message and "offsets/0 back" in message
+    assert sink_values(kafka, sink) == values(0, 100)  # nothing of the refused run is visible
+    assert open_transactions(kafka, prefix) == []
+
+    # The refusal's fix: put offsets/0 back as it was. Spark replays batch 0 (recognised), then reads the rest.
+    shutil.copy(kept, checkpoint / "offsets" / "0")
+    (checkpoint / "offsets" / ".0.crc").unlink(missing_ok=True)
+    run(spark, kafka, source, sink, checkpoint, prefix)
+    assert sink_values(kafka, sink) == values(0, 200)
+    assert open_transactions(kafka, prefix) == []
+
+
+def test_a_micro_batch_planned_again_over_fewer_records_is_refused_instead_of_writing_the_rest_twice(
+        spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    """The issue's second scenario: batch 0 wrote 200 records; the restart caps batches at 100, so batch 0 is planned
+    again over the first 100 only. b0050cf skipped it as a replay and batch 1 wrote records 100-199 again."""
+    source, sink = kafka.create_topic(1, "src"), kafka.create_topic(1, "sink")
+    checkpoint, prefix = tmp_path / "checkpoint", f"orders-{uuid.uuid4().hex[:6]}"
+    produce(kafka, source, 0, 200)
+    run(spark, kafka, source, sink, checkpoint, prefix)
+    forget_last_batch(checkpoint, 0)
+
+    with pytest.raises(StreamingQueryException, match=REPLANNED) as refused:
+        run(spark, kafka, source, sink, checkpoint, prefix, max_offsets=100)
+    assert "Decided: 200 rows" in str(refused.value) and "This run: 100 rows" in str(refused.value)
+    assert sink_values(kafka, sink) == values(0, 200)  # no duplicates
+    assert open_transactions(kafka, prefix) == []
+
+
+def test_a_write_id_re_run_over_other_rows_is_refused_and_over_the_same_rows_writes_nothing(
+        spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    """A backfill re-run with corrected data under the same writeId: b0050cf "succeeded" without writing it."""
+    sink = kafka.create_topic(2, "sink")
+    prefix = f"backfill-{uuid.uuid4().hex[:6]}"
+
+    def write(rows: int, write_id: str) -> None:
+        (spark.range(rows).selectExpr("CAST(id AS STRING) AS value").repartition(3).write.format("kafka_eos")
+         .option("kafka.bootstrap.servers", kafka.bootstrap_servers).option("topic", sink)
+         .option("transactional.id.prefix", prefix).option("writeId", write_id).mode("append").save())
+
+    write(50, "2026-11-01")
+    write(50, "2026-11-01")  # the same input: a no-op
+    assert len(sink_values(kafka, sink)) == 50
+    with pytest.raises(Exception, match="writeId 2026-11-01 is committed over an input of 50 rows, and this run's input has 52 rows"):
+        write(52, "2026-11-01")
+    assert len(sink_values(kafka, sink)) == 50
+    write(52, "2026-11-01-corrected")  # the fix the refusal names
+    assert len(sink_values(kafka, sink)) == 102
+    assert open_transactions(kafka, prefix) == []
+
+
+def test_a_commit_whose_process_ends_right_after_it_leaves_its_completion_written_and_nothing_open(
+        kafka: KafkaTestCluster) -> None:
+    """pyspark ends its workers by os._exit: b0050cf left the completion to a thread that died with the process
+    (the decision stayed without its completion, its coordinator transaction open until its timeout)."""
+    topic = kafka.create_topic(2)
+    tag = uuid.uuid4().hex[:8]
+    prefix, log_topic = f"exit-{tag}", f"_decisions-{tag}"
+    done = subprocess.run([sys.executable, "-m", "tests.harness.commit_then_exit", kafka.bootstrap_servers, topic, prefix,
+                           log_topic], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    options = parse_writer_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": topic,
+                                    "transactional.id.prefix": prefix, "decisionlogtopic": log_topic}, streaming=True)
+    coordinator_id = coordinator_transactional_id(prefix)
+    with open_session(options.connection) as session:
+        assert session.describe([coordinator_id])[coordinator_id].state == TxnState.COMPLETE_COMMIT
+    assert open_transactions(kafka, prefix) == []
+    last = DecisionLog(options).last(prefix)
+    assert last is not None and last.kind == "complete" and last.input is not None and last.input.rows == 2
+    assert sink_values(kafka, topic) == [b"a", b"b"]
