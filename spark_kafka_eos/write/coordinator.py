@@ -53,10 +53,10 @@ from spark_kafka_eos.write.decision_log import (
     RecordNotCommittedError,
     transactional_id_refused,
 )
-from spark_kafka_eos.write.epoch_input import describe, input_difference, stream_input
+from spark_kafka_eos.write.epoch_input import describe, input_difference, kafka_positions, stream_input
 from spark_kafka_eos.write.group_marker import GroupMarker
 from spark_kafka_eos.write.hooks import AFTER_DECISION, BEFORE_DECISION, DURING_PHASE2, NO_HOOKS, WriterHooks
-from spark_kafka_eos.write.log_record import EpochId, EpochInput, LogRecord, Participant, history_with, memory_after
+from spark_kafka_eos.write.log_record import EpochId, EpochInput, LogRecord, Participant, Position, history_with, memory_after
 from spark_kafka_eos.write.ownership import Judgement, Verdict, judge
 from spark_kafka_eos.write.recovery import (
     VisibilityCheck,
@@ -228,8 +228,7 @@ class TwoPhaseCommitCoordinator:
             self._sweep(session, decision_log, last, keep=())
             return
         deadline_ms = self._verify(session, participants)
-        offsets = _source_offsets(tasks)
-        starts = tuple((t, p, o) for (t, p), o in sorted(_merged((task.source_starts for task in tasks), min).items()))
+        offsets, starts = self._consumed(epoch, tasks, epoch_input, session, own)
         batch_input = (str(epoch), epoch_input.rows) if epoch.kind == "batch" else None
         decision = LogRecord("decision", self._prefix, str(epoch), participants, self._options.consumer_group, offsets,
                              history=history, input=epoch_input,
@@ -238,7 +237,7 @@ class TwoPhaseCommitCoordinator:
                              starts=starts if self._options.consumer_group else ())
         group_offsets = _group_offsets(decision)
         if group_offsets:
-            self._abort_on_error(session, own, lambda: self._check_group(tasks, group_offsets, last))
+            self._abort_on_error(session, own, lambda: self._check_group(starts, group_offsets, last))
         self._hooks.at(BEFORE_DECISION, session, decision)
         self._decide(session, decision_log, decision, group_offsets, deadline_ms)
         self._hooks.at(AFTER_DECISION, session, decision)
@@ -252,14 +251,32 @@ class TwoPhaseCommitCoordinator:
             self._complete(decision_log, decision, phase2_deadline)
         log.info("Committed %s of prefix %s: %d participants", epoch, self._prefix, len(participants))
 
-    def _check_group(self, tasks: Sequence[TaskCommit], group_offsets: dict[tuple[str, int], int], last: LogRecord | None) -> None:
+    def _consumed(self, epoch: EpochId, tasks: Sequence[TaskCommit], epoch_input: EpochInput, session: TransactionSession,
+                  own: Sequence[PreparedTxnState]) -> tuple[tuple[Position, ...], tuple[Position, ...]]:
+        """(next offset, first offset) per source partition the epoch consumed: from the rows' source columns, or,
+        for a stream with ``consumerGroup`` whose rows carry none, from Spark's offset log (the micro-batch's end)."""
+        offsets = _source_offsets(tasks)
+        starts = tuple((t, p, o) for (t, p), o in sorted(_merged((task.source_starts for task in tasks), min).items()))
+        if offsets or not self._options.consumer_group or epoch.kind != "stream":
+            return offsets, starts
+        positions = kafka_positions(epoch_input)
+        if positions is None:
+            abort_prepared(session, own)
+            raise KafkaEosRunRefusedError(
+                f"consumerGroup '{self._options.consumer_group}': {epoch.describe()}'s rows carry no source columns, and "
+                f"Spark's offset log under checkpointLocation '{self._options.checkpoint_location}' could not be read or "
+                "names a source that is not Kafka, so the offsets it consumed are unknown. Nothing of it was committed; "
+                "a re-run as it stands is refused again. Fix: carry the reader's topic, partition and offset columns as "
+                "source_topic, source_partition and source_offset, or remove consumerGroup.")
+        return positions
+
+    def _check_group(self, starts: Sequence[Position], group_offsets: dict[tuple[str, int], int], last: LogRecord | None) -> None:
         """The group must stand where this epoch started (compare-and-set), and a decision of another
         prefix that moved it must be finished before this one builds on it. Where the group has no offset,
         the one this prefix last committed to it stands in: Kafka may have expired it, or someone deleted it."""
         assert self._options.consumer_group is not None
-        starts = _merged((task.source_starts for task in tasks), min)
         remembered = last.group_position(self._options.consumer_group) if last is not None else {}
-        committed = check_group_position(self._options, starts, group_offsets, remembered)
+        committed = check_group_position(self._options, {(t, p): o for t, p, o in starts}, group_offsets, remembered)
         settle_group(self._options.connection, self._options.consumer_group, committed,
                      own=(self._options.decision_log_topic, self._prefix))
 

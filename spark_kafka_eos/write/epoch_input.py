@@ -18,7 +18,8 @@ import logging
 import os
 from urllib.parse import urlparse
 
-from spark_kafka_eos.write.log_record import EpochInput
+from spark_kafka_eos.read.reader import ORIGIN_KEY
+from spark_kafka_eos.write.log_record import EpochInput, Position
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,57 @@ def input_difference(decided: EpochInput, replay: EpochInput) -> str | None:
     if decided.rows != replay.rows:
         return "its row count differs"
     return None
+
+
+def kafka_positions(epoch_input: EpochInput) -> tuple[tuple[Position, ...], tuple[Position, ...]] | None:
+    """The micro-batch's (end, start) offsets per Kafka source partition, read from its offset log, when every source
+    is a Kafka source (``kafka_eos``'s or Spark's: ``{"topic": {"partition": offset}}``); else None. A partition's
+    start is the end of the micro-batch before, or for micro-batch 0 the origin ``kafka_eos`` records; unknown
+    otherwise (then it is left out of ``start``)."""
+    if epoch_input.source_end is None:
+        return None
+    ends: dict[tuple[str, int], int] = {}
+    starts: dict[tuple[str, int], int] = {}
+    for line in epoch_input.source_end:
+        parsed = _kafka_offsets(line)
+        if parsed is None:
+            return None
+        end, origin = parsed
+        ends.update(end)
+        starts.update(origin)
+    for line in epoch_input.source_start or ():
+        parsed = _kafka_offsets(line)
+        if parsed is not None:
+            starts.update(parsed[0])
+    known_starts = {tp: o for tp, o in starts.items() if tp in ends}
+    return (tuple((t, p, o) for (t, p), o in sorted(ends.items())),
+            tuple((t, p, o) for (t, p), o in sorted(known_starts.items())))
+
+
+def _kafka_offsets(line: str) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]] | None:
+    """(offsets, origin) of one Kafka source's offset JSON, or None if it is not one."""
+    try:
+        body = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or not body:
+        return None
+    origin = body.pop(ORIGIN_KEY, {})
+    offsets = _per_partition(body)
+    origins = _per_partition(origin) if isinstance(origin, dict) else None
+    return None if offsets is None or not offsets else (offsets, origins or {})
+
+
+def _per_partition(body: dict[str, object]) -> dict[tuple[str, int], int] | None:
+    out: dict[tuple[str, int], int] = {}
+    for topic, partitions in body.items():
+        if not isinstance(partitions, dict):
+            return None
+        for partition, offset in partitions.items():
+            if not isinstance(offset, int) or not str(partition).lstrip("-").isdigit():
+                return None
+            out[(topic, int(partition))] = offset
+    return out
 
 
 def describe(epoch_input: EpochInput) -> str:

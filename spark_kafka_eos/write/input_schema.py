@@ -9,8 +9,11 @@ Columns are those of Spark's Kafka sink, matched by exact name:
 * ``headers`` (array<struct<key:string,value:binary>>), optional;
 * ``source_topic`` (string), ``source_partition`` (int), ``source_offset`` (bigint): where each row was read
   from. Never written to Kafka; the task reports max(offset) + 1 per source partition, which the coordinator
-  commits to ``consumerGroup`` inside the decision transaction. All three are required with ``consumerGroup``.
-  A pipeline reading with ``kafka_eos`` renames the reader's topic, partition and offset columns to these.
+  commits to ``consumerGroup`` inside the decision transaction. All three go together. A pipeline reading with
+  ``kafka_eos`` renames the reader's topic, partition and offset columns to these. A stream with a
+  ``checkpointLocation`` option needs none of them for ``consumerGroup``: the coordinator then commits the end
+  offsets of the micro-batch from Spark's offset log (an aggregating query's rows carry no source offsets). A batch
+  job with ``consumerGroup`` needs all three.
 
 Any other column is ignored, as Spark's Kafka sink does, so a DataFrame can carry columns it needs elsewhere.
 """
@@ -79,8 +82,9 @@ class InputColumns:
         )
 
 
-def validate_input_schema(schema: StructType, options: WriterOptions) -> InputColumns:
-    """Check ``schema`` against the sink's columns and ``options``; raise :class:`KafkaEosSchemaError`."""
+def validate_input_schema(schema: StructType, options: WriterOptions, streaming: bool = False) -> InputColumns:
+    """Check ``schema`` against the sink's columns and ``options`` (of a stream, if ``streaming``); raise
+    :class:`KafkaEosSchemaError`."""
     names = [field.name for field in schema.fields]
     duplicated = sorted(name for name, count in Counter(names).items() if count > 1 and name in ALLOWED_COLUMNS)
     if duplicated:
@@ -99,15 +103,18 @@ def validate_input_schema(schema: StructType, options: WriterOptions) -> InputCo
     if HEADERS in types:
         _check_headers(types[HEADERS])
     present_sources = [name for name in SOURCE_COLUMNS if name in types]
-    if options.consumer_group is not None or present_sources:
+    group_from_offset_log = streaming and options.checkpoint_location is not None and not present_sources
+    if (options.consumer_group is not None and not group_from_offset_log) or present_sources:
         missing = [name for name in SOURCE_COLUMNS if name not in types]
         if missing:
-            why = (f"the consumerGroup option ({options.consumer_group!r}) needs it" if options.consumer_group is not None
-                   else f"it goes with {', '.join(present_sources)}")
+            why = (f"it goes with {', '.join(present_sources)}" if present_sources
+                   else f"the consumerGroup option ({options.consumer_group!r}) of a batch write (or of a stream without "
+                        "a checkpointLocation option) needs it")
             raise KafkaEosSchemaError(
                 missing[0], f"is missing; {why}.",
                 "carry the reader's topic, partition and offset columns as source_topic, source_partition and "
-                "source_offset (withColumnRenamed), or remove consumerGroup and the source_* columns.",
+                "source_offset (withColumnRenamed), or remove consumerGroup and the source_* columns (a stream with "
+                ".option('checkpointLocation', ...) commits its micro-batches' end offsets without them).",
             )
     return InputColumns.of(names)
 

@@ -61,7 +61,7 @@ def open_batch_writer(raw_options: Mapping[str, str], schema: StructType, hooks:
 def _validated(raw_options: Mapping[str, str], schema: StructType, streaming: bool,
                hooks: WriterHooks) -> tuple[WriterOptions, InputColumns, int, TwoPhaseCommitCoordinator]:
     options = parse_writer_options(raw_options, streaming=streaming)
-    columns = validate_input_schema(schema, options)
+    columns = validate_input_schema(schema, options, streaming)
     timeout_ms = resolve_transaction_timeout_ms(options)
     require_transaction_admin_apis(options.connection, options.bootstrap_servers)
     check_group_has_no_members(options)

@@ -120,6 +120,20 @@ def test_consumer_group_without_source_columns() -> None:
     assert err.column == "source_topic" and "consumerGroup" in str(err) and "withColumnRenamed" in str(err)
 
 
+def test_a_stream_with_a_checkpoint_commits_its_group_without_source_columns() -> None:
+    """Its group offsets come from Spark's offset log (an aggregating query's rows carry no source offsets); a stream
+    without a checkpointLocation option, or with some source columns, still needs all three."""
+    raw = {"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "out", "consumergroup": "g", "checkpointlocation": "/c"}
+    stream = parse_writer_options(raw, streaming=True)
+    assert not validate_input_schema(schema(("value", BinaryType())), stream, streaming=True).source_position
+    assert validate_input_schema(schema(("value", BinaryType()), *SOURCE), stream, streaming=True).source_position
+    with pytest.raises(KafkaEosSchemaError, match="source_offset"):
+        validate_input_schema(schema(("value", BinaryType()), *SOURCE[:2]), stream, streaming=True)
+    without_checkpoint = parse_writer_options({**raw, "checkpointlocation": "", "transactional.id.prefix": "p"}, streaming=True)
+    with pytest.raises(KafkaEosSchemaError, match="source_topic.*checkpointLocation"):
+        validate_input_schema(schema(("value", BinaryType())), without_checkpoint, streaming=True)
+
+
 def test_consumer_group_with_some_source_columns_names_the_missing_one() -> None:
     err = error_of(("value", BinaryType()), *SOURCE[:2], consumer_group="orders-group")
     assert err.column == "source_offset"
