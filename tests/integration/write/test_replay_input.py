@@ -155,3 +155,33 @@ def test_a_commit_whose_process_ends_right_after_it_leaves_its_completion_writte
     last = DecisionLog(options).last(prefix)
     assert last is not None and last.kind == "complete" and last.input is not None and last.input.rows == 2
     assert sink_values(kafka, topic) == [b"a", b"b"]
+
+
+def test_an_aggregating_stream_commits_its_consumer_group_from_sparks_offset_log(
+        spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    """``groupBy("key").count()`` carries no source offsets: the group gets each micro-batch's end offsets from the
+    checkpoint's offset log, inside the decision (b0050cf refused the query: source_topic is missing)."""
+    source, sink = kafka.create_topic(2, "src"), kafka.create_topic(1, "sink")
+    group, prefix = f"counts-{uuid.uuid4().hex[:6]}", f"counts-{uuid.uuid4().hex[:6]}"
+
+    def run_counts() -> None:
+        counts = (spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+                  .option("subscribe", source).option("startingOffsets", "earliest").load()
+                  .groupBy("key").count().selectExpr("key", "CAST(count AS STRING) AS value"))
+        query = (counts.writeStream.format("kafka_eos").outputMode("complete")
+                 .option("kafka.bootstrap.servers", kafka.bootstrap_servers).option("topic", sink)
+                 .option("transactional.id.prefix", prefix).option("consumerGroup", group)
+                 .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+        query.awaitTermination(300)
+        assert query.exception() is None, query.exception()
+
+    kafka.produce_plain(source, [Sent(i % 2, f"k{i % 3}".encode(), b"x") for i in range(30)])
+    run_counts()
+    assert kafka.group_offsets(group, source) == {0: 15, 1: 15}
+    kafka.produce_plain(source, [Sent(0, b"k9", b"x") for _ in range(4)])
+    run_counts()
+    assert kafka.group_offsets(group, source) == {0: 19, 1: 15}
+    kafka.wait_until_stable(sink)
+    last = {r.key: r.value for r in kafka.read_committed(sink)}  # the last count of each key wins
+    assert last == {b"k0": b"10", b"k1": b"10", b"k2": b"10", b"k9": b"4"}
+    assert open_transactions(kafka, prefix) == []
