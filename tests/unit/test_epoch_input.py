@@ -1,0 +1,53 @@
+"""What an epoch consumed (Spark's offset log, row counts) and when a replay is the same input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from spark_kafka_eos.write.epoch_input import input_difference, kafka_positions, read_offset_log, stream_input
+from spark_kafka_eos.write.log_record import EpochInput
+
+META = '{"batchWatermarkMs":0,"batchTimestampMs":1700000000000,"conf":{"spark.sql.shuffle.partitions":"200"}}'
+
+
+def offset_log(checkpoint: Path, batch: int, *sources: str, timestamp: int = 1700000000000) -> None:
+    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
+    meta = META.replace("1700000000000", str(timestamp))
+    (checkpoint / "offsets" / str(batch)).write_text("\n".join(["v1", meta, *sources]))
+
+
+def test_the_source_lines_are_read_normalised_and_the_metadata_is_not(tmp_path: Path) -> None:
+    offset_log(tmp_path, 3, '{"in": {"1": 20, "0": 10}}', "-")
+    assert read_offset_log(str(tmp_path), 3) == ('{"in":{"0":10,"1":20}}', "-")
+    assert read_offset_log(f"file://{tmp_path}", 3) == read_offset_log(str(tmp_path) + "/", 3)
+    assert read_offset_log(str(tmp_path), 4) is None  # missing: unknown, not empty
+
+
+def test_a_micro_batch_is_known_by_its_offsets_and_the_batch_befores(tmp_path: Path) -> None:
+    offset_log(tmp_path, 0, '{"in":{"0":100}}')
+    offset_log(tmp_path, 1, '{"in":{"0":200}}')
+    assert stream_input(str(tmp_path), 0, 100) == EpochInput(100, ('{"in":{"0":100}}',), ())
+    assert stream_input(str(tmp_path), 1, 100) == EpochInput(100, ('{"in":{"0":200}}',), ('{"in":{"0":100}}',))
+    assert stream_input(None, 1, 7) == EpochInput(7)
+    assert stream_input(str(tmp_path / "elsewhere"), 1, 7) == EpochInput(7)
+
+
+def test_a_replay_is_the_same_input_only_with_the_same_offsets_or_without_them_the_same_rows() -> None:
+    decided = EpochInput(100, ('{"in":{"0":100}}',), ())
+    assert input_difference(decided, decided) is None
+    assert input_difference(decided, EpochInput(90, decided.source_end, ())) is None  # not a function of its input: warned
+    assert input_difference(decided, EpochInput(200, ('{"in":{"0":200}}',), ())) == "its source offsets differ"
+    assert input_difference(decided, EpochInput(100, ('{"in":{"0":100}}',), ('{"in":{"0":50}}',))) == "its source offsets differ"
+    assert "could not read" in (input_difference(decided, EpochInput(100)) or "")
+    assert input_difference(EpochInput(100), EpochInput(100)) is None
+    assert input_difference(EpochInput(100), EpochInput(200, decided.source_end, ())) == "its row count differs"
+
+
+def test_kafka_positions_come_from_every_kafka_source_and_the_recorded_origin() -> None:
+    first = EpochInput(5, ('{"@origin":{"a":{"0":3}},"a":{"0":9,"1":4}}',), ())
+    assert kafka_positions(first) == ((("a", 0, 9), ("a", 1, 4)), (("a", 0, 3),))
+    later = EpochInput(5, ('{"a":{"0":12}}', '{"b":{"2":1}}'), ('{"a":{"0":9}}', '{"b":{"2":0}}'))
+    assert kafka_positions(later) == ((("a", 0, 12), ("b", 2, 1)), (("a", 0, 9), ("b", 2, 0)))
+    assert kafka_positions(EpochInput(5)) is None
+    assert kafka_positions(EpochInput(5, ('{"a":{"0":12}}', '{"logOffset":3}'), ())) is None  # a file source beside it
+    assert kafka_positions(EpochInput(5, ("-",), ())) is None
