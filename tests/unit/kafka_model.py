@@ -16,6 +16,12 @@ epoch moves on InitProducerId and when the broker aborts a timed-out transaction
 - the sink: every record the tasks produced, each tagged with what it carries (``data_id``) and which run
   attempt wrote it (``tag``); a read_committed reader sees those of committed transactions (:meth:`KafkaModel.sink`).
 
+- the sink topic's cleanup: retention moves a partition's start past records, compaction removes records
+  (both only below the last stable offset), and DescribeConfigs on the topic may be denied; the real
+  visibility check (``visibility.committed_record_at``) reads the model through :func:`visibility_seams`.
+  What a reader of the sink *saw* (:meth:`KafkaModel.sink`) counts records removed since: exactly-once is
+  about what was delivered, not what the broker still keeps.
+
 Not modelled: several partitions of the log and compaction (only the last record of a prefix is ever read),
 the log's index group, chunked records, the coordinator producer kept for reuse (every operation fences anew, as
 drivers in separate processes do), librdkafka's own retries, and the Prepare* states (EndTxn completes at once).
@@ -24,15 +30,20 @@ drivers in separate processes do), librdkafka's own retries, and the Prepare* st
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import ConfigResource
 
 import spark_kafka_eos.write.log_record as log_record_module
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
+from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.txn.session import (
     PreparedTxnState,
     TxnDescription,
@@ -47,6 +58,7 @@ from spark_kafka_eos.write.group_marker import GroupMarker
 from spark_kafka_eos.write.log_record import EpochId, LogRecord
 from spark_kafka_eos.write.ownership import already_decided
 from spark_kafka_eos.write.transactional_id import coordinator_transactional_id, task_transactional_id_candidates
+from spark_kafka_eos.write.visibility import record_digest
 from tests.unit.fakes import NothingToClose
 
 DAY_MS = 86_400_000
@@ -106,8 +118,17 @@ class OutputRecord:
     """Bumped when an operator acknowledges a fresh start after the log was lost."""
 
     @property
+    def key(self) -> str:
+        return self.data_id
+
+    @property
+    def value(self) -> str:
+        return f"{self.tag}#{self.instance}"
+
+    @property
     def digest(self) -> str:
-        return f"{self.data_id}#{self.tag}#{self.instance}"
+        """As the task records its probe's (visibility.record_digest of its key and value)."""
+        return record_digest(self.key, self.value)
 
 
 @dataclass
@@ -146,6 +167,12 @@ class KafkaModel:
         self._producer_ids = itertools.count(1000)
         self.events: list[str] = []
         self.dying = False
+        self.log_start: dict[tuple[str, int], int] = {}
+        """The sink's partitions' first offsets: retention moved them past the records before."""
+        self.compacted: set[tuple[str, int, int]] = set()
+        """Records of the sink that compaction removed."""
+        self.cleanup_policy = "delete"
+        self.describe_configs_allowed = True
 
     # -- a dying driver ---------------------------------------------------------------------
     def crash(self, why: str) -> DriverCrash:
@@ -295,16 +322,27 @@ class KafkaModel:
         """(era, data id) -> how often a read_committed reader sees it."""
         return Counter((r.era, r.data_id) for r in self.sink())
 
-    def visible(self, position: tuple[str, int, int] | None, digest: str | None) -> bool:
-        """The visibility check of a participant's probe record."""
-        if position is None:
-            return False
-        topic, partition, offset = position
+    def stable_end(self, topic: str, partition: int) -> int:
+        """The partition's last stable offset: its first record of an open transaction, or its end."""
         records = self.output.get((topic, partition), [])
-        if offset >= len(records):
-            return False
-        record = records[offset]
-        return record.digest == digest and self.outcomes.get(record.instance) == "committed"
+        return next((r.offset for r in records if self.outcomes.get(r.instance) == "ongoing"), len(records))
+
+    def apply_retention(self) -> None:
+        """Retention deletes every segment of the sink below its partitions' last stable offset."""
+        for topic, partition in self.output:
+            self.log_start[(topic, partition)] = max(self.log_start.get((topic, partition), 0), self.stable_end(topic, partition))
+
+    def compact(self) -> None:
+        """The cleaner runs over the sink below its last stable offsets; each key in the model is written once per
+        run attempt, so say it removes every record there but the last (superseded, or an aborted one)."""
+        for (topic, partition), records in self.output.items():
+            self.compacted.update((topic, partition, r.offset) for r in records[:max(self.stable_end(topic, partition) - 1, 0)])
+
+    def read_committed(self, topic: str, partition: int, start: int, end: int) -> list[OutputRecord]:
+        """What a read_committed reader of offsets [start, end) gets now (records removed since are gone)."""
+        first, stable = self.log_start.get((topic, partition), 0), self.stable_end(topic, partition)
+        return [r for r in self.output.get((topic, partition), [])[max(start, first):min(end, stable)]
+                if (topic, partition, r.offset) not in self.compacted and self.outcomes.get(r.instance) == "committed"]
 
     # -- the decision log -------------------------------------------------------------------
     def delete_log(self) -> None:
@@ -580,13 +618,46 @@ class SerialExecutor:
         return done
 
 
+def visibility_seams(model: KafkaModel) -> dict[str, object]:
+    """Stand-ins for the reads of ``spark_kafka_eos.write.visibility``, over the model: its offset range read,
+    its point reader's watermarks and its admin client's DescribeConfigs (denied, when the model says so)."""
+
+    def read_offset_range(options: object, offsets: OffsetRange) -> Iterator[pa.RecordBatch]:
+        found = model.read_committed(offsets.topic, offsets.partition, offsets.start, offsets.end)
+        yield pa.record_batch({"offset": [r.offset for r in found], "key": [r.key for r in found],
+                               "value": [r.value for r in found]})
+
+    class PointReader:
+        def get_watermark_offsets(self, tp: KafkaTopicPartition, timeout: float | None = None,
+                                  cached: bool = False) -> tuple[int, int]:
+            return model.log_start.get((tp.topic, tp.partition), 0), len(model.output.get((tp.topic, tp.partition), []))
+
+    class Admin:
+        def describe_configs(self, resources: Sequence[ConfigResource], request_timeout: float | None = None) -> dict[ConfigResource, Future[object]]:
+            answer: Future[object] = Future()
+            if model.describe_configs_allowed:
+                answer.set_result({"cleanup.policy": _ConfigEntry(model.cleanup_policy)})
+            else:
+                answer.set_exception(KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)))
+            return dict.fromkeys(resources, answer)
+
+    reader, lock = PointReader(), threading.Lock()
+    return {"read_offset_range": read_offset_range, "point_reader": lambda connection: (reader, lock),
+            "admin_client": lambda connection: Admin()}
+
+
+@dataclass(frozen=True)
+class _ConfigEntry:
+    value: str
+
+
 def write_task(model: KafkaModel, prefix: str, epoch: EpochId, spark_partition: int, attempt: int, rows: int,
                tag: int, era: int, source: tuple[int, int] | None = None, log_readable: bool = True) -> TaskCommit:
     """An executor task attempt, as task_producer.write_task does it: the first candidate id holding no open
     transaction, InitProducerId (fencing a zombie of it), ``rows`` records in a new transaction, flushed and left
     open; then, if the prefix already decided the epoch (a straggler), its own transaction aborted."""
     if rows == 0:
-        return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, None)
+        return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, None, input_rows=rows)
     candidates = task_transactional_id_candidates(prefix, epoch, spark_partition, attempt)
     free = [c for c in candidates if model.describe(c).state != TxnState.ONGOING]
     if not free:
@@ -601,12 +672,12 @@ def write_task(model: KafkaModel, prefix: str, epoch: EpochId, spark_partition: 
     last = model.last(prefix) if model.log_exists and log_readable else None
     if already_decided(last, epoch):
         model.end_txn(state, commit=False)
-        return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, None)
+        return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, None, input_rows=rows)
     offsets: tuple[tuple[str, int, int], ...] = () if source is None else ((SOURCE_TOPIC, 0, source[1]),)
     starts: tuple[tuple[str, int, int], ...] = () if source is None else ((SOURCE_TOPIC, 0, source[0]),)
     return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, state,
                       tuple((t, p, n) for (t, p), n in sorted(counts.items())), offsets,
-                      (probe.topic, probe.partition, probe.offset), starts, probe.digest)
+                      (probe.topic, probe.partition, probe.offset), starts, probe.digest, input_rows=rows)
 
 
 SOURCE_SPAN_PER_TASK = 5

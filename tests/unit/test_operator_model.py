@@ -15,7 +15,12 @@ After every step, from what each run attempt was *told*:
 
 The bounded run is in the normal suite: KAFKA_EOS_MODEL_EXAMPLES sequences of up to KAFKA_EOS_MODEL_STEPS steps
 (1000 and 40 by default: ~20 s on 2 cores). The long tier plays KAFKA_EOS_MODEL_LONG_EXAMPLES (12000) sequences of
-up to 60 steps (~10 minutes). On a failure hypothesis prints the shortest sequence of steps it found.
+up to KAFKA_EOS_MODEL_LONG_STEPS (60) steps (~10 minutes), from a new seed every run, printed at its start.
+
+Replay: on a failure hypothesis prints the shortest sequence of steps it found and its ``@reproduce_failure(...)``
+line; ``KAFKA_EOS_MODEL_REPLAY="<that line>"`` plays that one sequence (with ``-m long`` for a long-tier find, so
+that the step count matches). ``KAFKA_EOS_MODEL_SEED=<n>`` re-runs a whole run from the seed it printed (``-s``
+shows it; so does the failure's note).
 
 Known gaps (being fixed) are kept out of the bounded run by the GAP_* flags below; set one to True to play the
 rules that reach it.
@@ -28,15 +33,17 @@ import contextlib
 import io
 import itertools
 import os
+import random
 import re
 from contextlib import ExitStack
 from dataclasses import dataclass
 from unittest.mock import patch
 
+import hypothesis
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, reproduce_failure, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
 import spark_kafka_eos.cli as cli_module
 import spark_kafka_eos.retry as retry_module
@@ -44,8 +51,9 @@ import spark_kafka_eos.write.consumer_group as consumer_group_module
 import spark_kafka_eos.write.coordinator as coordinator_module
 import spark_kafka_eos.write.log_record as log_record_module
 import spark_kafka_eos.write.recovery as recovery_module
+import spark_kafka_eos.write.visibility as visibility_module
 from spark_kafka_eos.config.writer import parse_writer_options
-from spark_kafka_eos.errors import KafkaEosCommittedDataLostError, KafkaEosError
+from spark_kafka_eos.errors import KafkaEosCommittedDataLostError, KafkaEosError, KafkaEosOutputUnverifiableError
 from spark_kafka_eos.txn.session import TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
@@ -65,6 +73,7 @@ from tests.unit.kafka_model import (
     TaskFailed,
     group_consumer_class,
     record_id,
+    visibility_seams,
     write_task,
 )
 
@@ -103,6 +112,7 @@ reset. True: check that nothing is left open after it, as after every other rese
 EXAMPLES = int(os.environ.get("KAFKA_EOS_MODEL_EXAMPLES", "1000"))
 LONG_EXAMPLES = int(os.environ.get("KAFKA_EOS_MODEL_LONG_EXAMPLES", "12000"))
 STEPS = int(os.environ.get("KAFKA_EOS_MODEL_STEPS", "40"))
+LONG_STEPS = int(os.environ.get("KAFKA_EOS_MODEL_LONG_STEPS", "60"))
 
 PREFIX = "p"
 GROUP = "g"
@@ -208,6 +218,8 @@ class OperatorModel(RuleBasedStateMachine):
         # (and the model's clock) depend on scheduling: list at submit, one of the orders the thread allows.
         self.stack.enter_context(patch.object(coordinator_module, "_SWEEP_LISTING", SerialExecutor()))
         self.stack.enter_context(patch.object(consumer_group_module, "Consumer", group_consumer_class(self.model)))
+        for name, seam in visibility_seams(self.model).items():  # the real visibility check reads the model
+            self.stack.enter_context(patch.object(visibility_module, name, seam))
         if GAP_HISTORY_LIMIT:
             self.stack.enter_context(patch.object(log_record_module, "HISTORY_LIMIT", MODEL_HISTORY_LIMIT))
             if hasattr(log_record_module, "ARCHIVE_BATCH"):  # the history's oldest runs are archived, a batch at a time
@@ -237,7 +249,6 @@ class OperatorModel(RuleBasedStateMachine):
             self.options, TRANSACTION_TIMEOUT_MS, hooks,
             open_log=lambda options: ModelDecisionLog(self.model),  # type: ignore[arg-type,return-value]
             session_of=lambda connection: ModelSession(self.model),  # type: ignore[arg-type,return-value]
-            visible=lambda p: self.model.visible(p.probe, p.probe_digest),
         )
 
     def _another_driver_recovers(self) -> None:
@@ -253,9 +264,15 @@ class OperatorModel(RuleBasedStateMachine):
             raise
 
     def _note_lost(self, lost: BaseException) -> None:
+        """Remember a reported loss (or output that cannot be told), after checking what it claims."""
         found = _LOST_DECISION.search(str(lost))
         assert found, f"a data loss error that names no decision: {lost}"
-        self.lost_epochs.add(found.group(1))
+        epoch = found.group(1)
+        hypothesis.event("reported", type(lost).__name__)
+        self.check_loss_is_real(epoch, str(lost))
+        if isinstance(lost, KafkaEosOutputUnverifiableError) or "cannot be told" in str(lost):
+            self.check_not_told_success(epoch, str(lost))
+        self.lost_epochs.add(epoch)
 
     def _new_attempt(self, epoch: EpochId, data: list[str], what: str) -> Attempt:
         attempt = Attempt(next(self.tags), str(epoch), self.era, frozenset(data), what, self.model.log_incarnation)
@@ -289,6 +306,7 @@ class OperatorModel(RuleBasedStateMachine):
             self.model.decision_fault = None
         attempt.outcome = "success"
         self.check_nothing_open("a successful commit")
+        self.check_completed(str(epoch))
         return True
 
     def _tasks(self, epoch: EpochId, rows_per_partition: list[int], attempt: Attempt,
@@ -481,6 +499,22 @@ class OperatorModel(RuleBasedStateMachine):
     def group_offsets_expire(self) -> None:
         self.model.groups.pop(GROUP, None)
 
+    @initialize(compacted=st.booleans(), describe_allowed=st.booleans())
+    def sink_topic(self, compacted: bool, describe_allowed: bool) -> None:
+        """The sink topic's cleanup.policy, and whether the sink's principal may describe its configs."""
+        self.model.cleanup_policy = "compact" if compacted else "delete"
+        self.model.describe_configs_allowed = describe_allowed
+
+    @rule()
+    def retention_removes_old_records(self) -> None:
+        """retention.ms passed: the sink's partitions start at their last stable offsets (probes gone)."""
+        self.model.apply_retention()
+
+    @precondition(lambda self: self.model.cleanup_policy == "compact")
+    @rule()
+    def compaction_removes_records(self) -> None:
+        self.model.compact()
+
     # -- rules: the operator ----------------------------------------------------------------
     @rule(accept_data_loss=st.booleans())
     def operator_recovers(self, accept_data_loss: bool) -> None:
@@ -582,6 +616,30 @@ class OperatorModel(RuleBasedStateMachine):
             assert not wrong, (f"after {after}, {attempt.what} ({attempt.epoch}, run {attempt.tag}), told it IS COMMITTED, has "
                                f"these of its records in the sink this often: {wrong}\n{self._told()}")
 
+    def check_loss_is_real(self, epoch: str, message: str) -> None:
+        """A participant reported LOST has its transaction not committed (else its advice, re-run it, duplicates)."""
+        if "LOST: " not in message or not self.model.log_exists:
+            return
+        named = message.split("LOST: ", 1)[1].split("Others cannot be checked", 1)[0]
+        decision = next((r for r in reversed(self.model.log) if r.kind == "decision" and r.epoch_id == epoch), None)
+        if decision is None:
+            return
+        committed = [p.transactional_id for p in decision.participants if f"{p.transactional_id} (" in named
+                     and self.model.outcomes.get((p.transactional_id, p.producer_id, p.producer_epoch)) == "committed"]
+        assert not committed, f"decision {epoch}: reported LOST, but these participants are committed: {committed}\n{message}\n{self._told()}"
+
+    def check_not_told_success(self, epoch: str, message: str) -> None:
+        """A commit that returned leaves nothing behind that a later operation cannot tell."""
+        told = [a.tag for a in self.attempts if a.epoch == epoch and a.outcome == "success"
+                and a.log_incarnation == self.model.log_incarnation and a.era == self.era]
+        assert not told, f"{epoch}: runs {told} were told it succeeded, and now it cannot be told: {message}\n{self._told()}"
+
+    def check_completed(self, epoch: str) -> None:
+        """Once a commit returns, its decision is complete: the process may end at once (no thread finishes it)."""
+        last = self.model.last(PREFIX) if self.model.log_exists else None
+        assert last is None or last.kind != "decision" or last.epoch_id != epoch, (
+            f"the commit of {epoch} returned with its decision not yet complete\n{self._told()}")
+
     def check_last_decision_finished(self, after: str) -> None:
         last = self.model.last(PREFIX) if self.model.log_exists else None
         if last is None or last.kind != "decision" or last.epoch_id in self.lost_epochs:
@@ -595,11 +653,39 @@ class OperatorModel(RuleBasedStateMachine):
                                     for a in self.attempts)
 
 
+REPLAY_VARIABLE = "KAFKA_EOS_MODEL_REPLAY"
+SEED_VARIABLE = "KAFKA_EOS_MODEL_SEED"
+
+
+def _replay_blob(text: str) -> tuple[str, bytes]:
+    """The version and blob of hypothesis's ``@reproduce_failure('<version>', b'<blob>')`` line (or of a bare blob)."""
+    quoted = re.findall(r"'([^']*)'", text)
+    version, blob = quoted if len(quoted) == 2 else (hypothesis.__version__, text.strip())
+    return version, blob.encode()
+
+
 def _run(examples: int, steps: int, derandomize: bool) -> None:
-    machine = OperatorModel.TestCase
-    machine.settings = settings(max_examples=examples, stateful_step_count=steps, deadline=None, database=None, derandomize=derandomize,
-                                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much], print_blob=True)
-    machine().runTest()
+    """Play the model; a failure says how to replay it (its sequence's blob, and the run's seed)."""
+    machine: type[OperatorModel] = type("OperatorModelRun", (OperatorModel,), {})  # its own class, to decorate
+    replay, chosen = os.environ.get(REPLAY_VARIABLE), os.environ.get(SEED_VARIABLE)
+    if replay:
+        machine = reproduce_failure(*_replay_blob(replay))(machine)
+        how = f"the one sequence of {REPLAY_VARIABLE}"
+    elif chosen or not derandomize:
+        run_seed = int(chosen) if chosen else random.SystemRandom().randrange(2**32)
+        machine, derandomize = hypothesis.seed(run_seed)(machine), False
+        how = f"re-run them all with {SEED_VARIABLE}={run_seed} (and the same *_EXAMPLES)"
+    else:
+        how = "derandomized: the same sequences every run"
+    print(f"operator model: up to {examples} sequences of up to {steps} steps; {how}")
+    try:
+        run_state_machine_as_test(machine, settings=settings(
+            max_examples=examples, stateful_step_count=steps, deadline=None, database=None, derandomize=derandomize,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much], print_blob=True))
+    except BaseException as failure:
+        failure.add_note(f"Replay: {REPLAY_VARIABLE}=\"<the @reproduce_failure line above>\" plays the failing sequence alone; "
+                         f"this run: {how}.")
+        raise
 
 
 def test_operator_model() -> None:
@@ -610,5 +696,5 @@ def test_operator_model() -> None:
 @pytest.mark.long
 @pytest.mark.timeout(1800)
 def test_operator_model_long() -> None:
-    """The long tier: many more and longer sequences (~10 minutes), new ones every run."""
-    _run(LONG_EXAMPLES, 60, derandomize=False)
+    """The long tier: many more and longer sequences (~10 minutes), new ones every run (printed seed)."""
+    _run(LONG_EXAMPLES, LONG_STEPS, derandomize=False)
