@@ -43,7 +43,7 @@ from spark_kafka_eos.config.reader import (
 )
 from spark_kafka_eos.config.secrets import redact, scrub
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
-from spark_kafka_eos.errors import CommitOutcome, KafkaEosCommitError, KafkaEosError
+from spark_kafka_eos.errors import CommitOutcome, KafkaEosCommitError, KafkaEosDecisionLogError, KafkaEosError
 from spark_kafka_eos.exporter import KafkaEosCollector, add_exporter_arguments, scrape_once, serve
 from spark_kafka_eos.prefix_status import (
     PrefixCatalog,
@@ -346,10 +346,24 @@ def reset_command(options: WriterOptions, session: TransactionSession, args: arg
         out.line("\n".join(plan))
         out.set(plan=plan)
         return EXIT_NOTHING_DONE
-    _, report = recover_prefix(options, session, out, accept_data_loss=args.accept_data_loss)
-    reset = reset_record(report.last_before if report is not None and report.last_before is not None else last, report)
+    # Compare-and-set: the recovery fences the prefix and reads its last record; the reset record is built from
+    # that read and appended through the same fenced producer, so no decision can land in between unseen.
+    _, report = recover_prefix(options, session, out, accept_data_loss=args.accept_data_loss, decision_log=decision_log)
+    before = report.last_before if report is not None else None
+    if before is None or before.kind == "reset":
+        out.line(f"nothing to reset: {_last_summary(options, decision_log, before)}")
+        return EXIT_NOTHING_DONE
+    now = decision_log.fenced_last(options.prefix)  # the recovery's fence, unless its producer had to be replaced
+    if now is None or now.epoch_id != before.epoch_id:
+        written = f"{now.kind} {now.epoch_id}" if now is not None else "nothing it can read (its record is gone)"
+        out.line(f"reset refused: while it ran, a driver of prefix {options.prefix} fenced it, and the prefix's last record "
+                 f"is now {written}, no longer {before.kind} {before.epoch_id}: a query still runs on the prefix. Nothing "
+                 "was reset (what recovery rolled forward or aborted stands, and is safe). Fix: stop that query, then run "
+                 "reset again")
+        return EXIT_NOTHING_DONE
+    reset = reset_record(before, report)
     moved_back = {(t, p): o for t, p, o in reset.offsets} if reset.consumer_group else None
-    decision_log.append(reset, moved_back)
+    _append_reset(decision_log, reset, moved_back)
     if moved_back:
         out.line(f"moved consumerGroup {reset.consumer_group} back to where the forgotten epoch started: "
                  + ", ".join(f"{t}-{p}: {o}" for (t, p), o in sorted(moved_back.items())))
@@ -358,6 +372,18 @@ def reset_command(options: WriterOptions, session: TransactionSession, args: arg
     out.set(reset_record=reset.epoch_id, group_moved_back=[{"topic": t, "partition": p, "offset": o}
                                                            for (t, p), o in sorted((moved_back or {}).items())])
     return EXIT_OK
+
+
+def _append_reset(decision_log: DecisionLog, reset: LogRecord, moved_back: dict[tuple[str, int], int] | None) -> None:
+    """Append ``reset`` through the log's fenced producer: it fails if another driver fenced this one since."""
+    try:
+        decision_log.append(reset, moved_back)
+    except (KafkaEosDecisionLogError, KafkaException) as err:
+        raise KafkaEosDecisionLogError(
+            f"The reset record of prefix {reset.prefix} was not appended, or its outcome is unknown ({_error_text(err)}): another "
+            "driver may have fenced this reset (a query still runs on the prefix), or the broker did not answer. "
+            f"Fix: stop any query on the prefix; `kafka-eos inspect --prefix {reset.prefix}` shows whether its last record "
+            "is the reset; if not, run reset again (a reset is safe to repeat)") from err
 
 
 def reset_record(last: LogRecord, report: RecoveryReport | None) -> LogRecord:
@@ -404,21 +430,22 @@ def _acknowledge_fresh_start(options: WriterOptions, session: TransactionSession
     return EXIT_OK
 
 
-def recover_prefix(options: WriterOptions, session: TransactionSession, out: Output,
-                   accept_data_loss: bool = False) -> tuple[bool, RecoveryReport | None]:
+def recover_prefix(options: WriterOptions, session: TransactionSession, out: Output, accept_data_loss: bool = False,
+                   decision_log: DecisionLog | None = None) -> tuple[bool, RecoveryReport | None]:
     """What the driver's recovery and commit do: fence other drivers, roll the last decision forward,
     then abort and fence every open transaction of the prefix. Prints what it did; returns whether it
-    did anything, and the coordinator's report (None when the decision log does not exist). A participant that can no longer be committed is an error, unless
-    ``accept_data_loss``: then it is printed."""
+    did anything, and the coordinator's report (None when the decision log does not exist). A participant that
+    can no longer be committed is an error, unless ``accept_data_loss``: then it is printed. Given a
+    ``decision_log``, the recovery fences through it, which then holds the fence (for ``reset``)."""
     timeout_ms = resolve_transaction_timeout_ms(options)
-    decision_log = existing_decision_log(options)
+    decision_log = decision_log or existing_decision_log(options)
     out.set(prefix=options.prefix, rolled_forward=None, committed_participants=[], data_loss=None)
     if decision_log is None:  # no decision was ever taken: nothing to roll forward, nothing to prove
         out.line(f"nothing to roll forward: {_last_summary(options, decision_log, None)}")
         aborted = abort_lingering(session, options.prefix, timeout_ms, lambda: None)
         rolled, report = False, None
     else:
-        report = TwoPhaseCommitCoordinator(options, timeout_ms).recover(accept_data_loss)
+        report = TwoPhaseCommitCoordinator(options, timeout_ms).recover(accept_data_loss, decision_log)
         before, aborted = report.last_before, report.aborted
         rolled = before is not None and before.kind == "decision"
         if report.data_loss:

@@ -595,11 +595,12 @@ class TwoPhaseCommitCoordinator:
         abort_lingering(session, self._prefix, self._timeout_ms, lambda: _prove(decision_log, self._prefix, last), keep)
 
     # -- the operator's recovery ------------------------------------------------------------
-    def recover(self, accept_data_loss: bool = False) -> RecoveryReport:
+    def recover(self, accept_data_loss: bool = False, decision_log: DecisionLog | None = None) -> RecoveryReport:
         """What the CLI's ``recover`` does: fence other drivers, roll the prefix's last decision forward,
         then abort everything of the prefix left open. Run it only when no query uses the prefix.
-        Lost participants raise, unless ``accept_data_loss``: then they are reported."""
-        decision_log = self._log()
+        Lost participants raise, unless ``accept_data_loss``: then they are reported. Given a ``decision_log``,
+        it fences through that one, which then holds the fence (``reset`` appends through it)."""
+        decision_log = self._log() if decision_log is None else decision_log
         with self._marked(decision_log), nullcontext(self._session_of(self._options.connection)) as session:
             self._last_before_fencing(decision_log, session)  # a lost log is refused here too, before its fence forgets it
             before = decision_log.fenced_last(self._prefix)

@@ -6,8 +6,10 @@ orchestrator's earlier run) from harming the prefix's owner:
 - transactions are only ever aborted by their exact producer id and epoch, as they were seen;
 - lingering transactions are listed *before* the caller proves it still owns the prefix (a coordinator
   transaction that commits), and only what was listed is aborted. The owner fences the coordinator id
-  before its tasks run, so whatever a superseded driver lists was opened before the owner's tasks
-  existed, and once fenced its proof fails.
+  before it decides, and once fenced the proof fails;
+- the proof is taken again before every :data:`ABORTS_PER_PROOF` aborts: a stream's tasks open their
+  transactions before their driver fences, so a sweep may list a newer driver's prepared participants,
+  and that driver may decide them while the sweep is still aborting.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ log = logging.getLogger(__name__)
 
 _COMMITTED = (TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT)
 _PARALLELISM = 8
+ABORTS_PER_PROOF = _PARALLELISM
+"""Aborts a sweep sends (in parallel) after one proof of ownership; the next ones wait for a new proof."""
 VisibilityCheck = Callable[[Participant], bool]
 """True if the participant's records are visible to a read_committed reader."""
 
@@ -147,28 +151,33 @@ def abort_lingering(
     """Abort the open transactions of ``prefix`` except ``keep`` (failed and speculative attempts,
     zombies of earlier runs), each by its exact producer id and epoch, and fence them. They are listed
     first (or given as ``listed``: :func:`open_transactions`, taken after the moment from which the sweep must
-    see what is open); ``prove_ownership`` then runs (it must raise if this driver no longer owns the prefix);
-    only then is anything aborted. Returns the ids aborted."""
+    see what is open); ``prove_ownership`` (it must raise if this driver no longer owns the prefix) then runs
+    before every :data:`ABORTS_PER_PROOF` of them, and not at all when nothing lingers. Returns the ids aborted."""
     kept = set(keep) | {coordinator_transactional_id(prefix)}
     found = open_transactions(session, prefix) if listed is None else listed
     doomed = [d for d in found if d.transactional_id not in kept]
-    if not doomed:
-        return []
-    prove_ownership()
-
-    def fence(d: TxnDescription) -> str:
-        try:
-            # InitProducerId with the producer id and epoch seen: aborts that transaction and bumps the
-            # epoch (a zombie still writing is fenced), or fails if the id has moved on since.
-            session.init_producer_id(d.transactional_id, transaction_timeout_ms, d.producer_id, d.producer_epoch)
-            return d.transactional_id
-        except (TxnFencedError, TxnInvalidStateError) as err:
-            log.info("Not aborting %s: it moved on since it was listed (%s)", d.transactional_id, err)
-            return ""
-
-    with ThreadPoolExecutor(max_workers=_PARALLELISM) as pool:
-        aborted = [txn_id for txn_id in pool.map(fence, doomed) if txn_id]
+    aborted: list[str] = []
+    try:
+        with ThreadPoolExecutor(max_workers=_PARALLELISM) as pool:
+            for start in range(0, len(doomed), ABORTS_PER_PROOF):
+                prove_ownership()
+                batch = doomed[start:start + ABORTS_PER_PROOF]
+                aborted += [txn_id for txn_id in pool.map(lambda d: _fence(session, d, transaction_timeout_ms), batch) if txn_id]
+    finally:
+        if aborted:
+            log.warning("Aborted lingering transactions of prefix %s: %s", prefix, ", ".join(aborted))
     if aborted:
-        log.warning("Aborted lingering transactions of prefix %s: %s", prefix, ", ".join(aborted))
         session.wait_settled(aborted)
     return aborted
+
+
+def _fence(session: TransactionSession, d: TxnDescription, transaction_timeout_ms: int) -> str:
+    """Abort ``d`` by its producer id and epoch, and fence its id; its id, or "" if it moved on since it was listed."""
+    try:
+        # InitProducerId with the producer id and epoch seen: aborts that transaction and bumps the
+        # epoch (a zombie still writing is fenced), or fails if the id has moved on since.
+        session.init_producer_id(d.transactional_id, transaction_timeout_ms, d.producer_id, d.producer_epoch)
+        return d.transactional_id
+    except (TxnFencedError, TxnInvalidStateError) as err:
+        log.info("Not aborting %s: it moved on since it was listed (%s)", d.transactional_id, err)
+        return ""
