@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import ConfigResource
 
@@ -23,8 +23,6 @@ def record_digest(key: str | bytes | None, value: str | bytes | None) -> str:
     def raw(part: str | bytes | None) -> bytes:
         return b"\xff" if part is None else part.encode() if isinstance(part, str) else b"\x00" + part
     return hashlib.sha256(raw(key) + b"|" + raw(value)).hexdigest()[:16]
-
-
 
 
 class ProbeRemoved(Exception):
@@ -60,8 +58,14 @@ def _removed_by_cleanup(options: WriterOptions, position: Position) -> str | Non
     try:
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
         configs = admin_client(options.connection).describe_configs([resource], request_timeout=REQUEST_TIMEOUT_S)[resource].result(REQUEST_TIMEOUT_S)
-    except KafkaException:
-        return None  # not allowed to describe the topic: judged as before, by the record alone
+    except KafkaException as exc:
+        # Not allowed to describe the topic (or the broker did not answer): compaction cannot be ruled out, and
+        # a probe it removed looks just like an aborted one. Reading it as aborted would report committed
+        # output as lost, and its advice (re-run) would write it twice.
+        error = exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else str(exc)
+        return (f"the cleanup policy of {topic} cannot be read ({error}), so compaction may have removed the probe at "
+                f"offset {offset} (with DescribeConfigs on topic {topic}, the sink's principal can tell a "
+                "non-compacted topic's aborted participant from a removed one)")
     policy = configs["cleanup.policy"].value if "cleanup.policy" in configs else ""
     if policy and "compact" in policy:
         return f"{topic} is compacted (cleanup.policy={policy}), and compaction may have removed the probe at offset {offset}"
