@@ -160,6 +160,8 @@ class KafkaModel:
         """Coordinator id -> what its open transaction wrote to the log."""
         self.groups: dict[str, dict[tuple[str, int], tuple[int, str, int]]] = {}
         """group -> (topic, partition) -> (offset, metadata, committed at ms)."""
+        self.group_movers: dict[str, str] = {}
+        """group -> the prefix whose decision (or reset) last committed its offsets (kept when they expire)."""
         self.decision_fault: str | None = None
         """Injected into the next decision append: 'lost_response', 'not_landed', 'die_mid_write',
         'lost_response_recovered' (the response is lost and another driver finishes the decision)."""
@@ -293,6 +295,8 @@ class KafkaModel:
             self.log.extend(pending.records)
             self.archives.update(pending.archives)
             for group, offsets in pending.group_offsets.items():
+                if pending.records:
+                    self.group_movers[group] = pending.records[-1].prefix
                 stored = self.groups.setdefault(group, {})
                 for tp, (offset, metadata) in offsets.items():
                     stored[tp] = (offset, metadata, self.clock_ms)

@@ -37,6 +37,7 @@ import random
 import re
 from contextlib import ExitStack
 from dataclasses import dataclass
+from types import SimpleNamespace
 from unittest.mock import patch
 
 import hypothesis
@@ -52,7 +53,7 @@ import spark_kafka_eos.write.coordinator as coordinator_module
 import spark_kafka_eos.write.log_record as log_record_module
 import spark_kafka_eos.write.recovery as recovery_module
 import spark_kafka_eos.write.visibility as visibility_module
-from spark_kafka_eos.config.writer import parse_writer_options
+from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos.errors import KafkaEosCommittedDataLostError, KafkaEosError, KafkaEosOutputUnverifiableError
 from spark_kafka_eos.txn.session import TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
@@ -95,6 +96,13 @@ GAP_RESET_KEEPS_LOST_WRITE_ID = True
 """Gap: ``kafka-eos reset --accept-data-loss`` keeps the lost decision's writeId in the history, so a re-run of
 that writeId is taken for a replay: it writes nothing and reports success, with the records lost. False: such a
 writeId is not re-run."""
+PLAY_GROUP_EXPIRY_ACROSS_PREFIXES = False
+"""Finding: a prefix remembers only the group offsets it committed itself. Once the group's offsets expired
+(offsets.retention.minutes) or were deleted, a new query of *another* prefix on the group starts from the earliest
+offsets (startingOffsets=group) and its decisions write again what the first prefix wrote: duplicates, silently,
+though the decision log holds the first prefix's position. Shortest sequence: a micro-batch of prefix p, the group
+expires, micro-batch 0 of a new query of prefix q. False: once the group has no offsets, a new query uses the
+prefix that last moved the group."""
 GAP_HISTORY_LIMIT = True
 """Gap: a writeId older than the last HISTORY_LIMIT (1000) runs is forgotten; its re-run writes it again. True:
 HISTORY_LIMIT (and ARCHIVE_BATCH, where the log archives the oldest runs) is patched down so that the model gets
@@ -115,6 +123,9 @@ STEPS = int(os.environ.get("KAFKA_EOS_MODEL_STEPS", "40"))
 LONG_STEPS = int(os.environ.get("KAFKA_EOS_MODEL_LONG_STEPS", "60"))
 
 PREFIX = "p"
+"""The prefix of batch jobs and second drivers; a new stream's is drawn from PREFIXES."""
+PREFIXES = (PREFIX, "q")
+"""Prefixes that commit to the same consumer group: a new query of either resumes from the group."""
 GROUP = "g"
 PARTITIONS = 2
 ROWS_PER_BATCH = 10
@@ -168,6 +179,7 @@ class Attempt:
     outcome: str = "running"
     """success | committed (failed, saying IS COMMITTED) | nothing (failed, saying nothing is visible) | neutral"""
     message: str = ""
+    prefix: str = PREFIX
 
 
 @dataclass
@@ -182,6 +194,7 @@ class Query:
     """The last micro-batch in Spark's offset log."""
     alive: bool = False
     """Its driver has opened the writer (coordinator.prepare()) and runs micro-batches."""
+    prefix: str = PREFIX
 
 
 @dataclass
@@ -220,15 +233,23 @@ class OperatorModel(RuleBasedStateMachine):
         self.stack.enter_context(patch.object(consumer_group_module, "Consumer", group_consumer_class(self.model)))
         for name, seam in visibility_seams(self.model).items():  # the real visibility check reads the model
             self.stack.enter_context(patch.object(visibility_module, name, seam))
+        # Resuming from a group that another prefix's decision moved settles that decision (settle_group), with a
+        # decision log and coordinator of its own: the model's.
+        self.stack.enter_context(patch.object(coordinator_module, "cluster_metadata", self._cluster_metadata))
+        self.stack.enter_context(patch.object(coordinator_module, "DecisionLog", lambda options: ModelDecisionLog(self.model)))
+        self.stack.enter_context(patch.object(coordinator_module, "TwoPhaseCommitCoordinator", self._coordinator_of))
         if GAP_HISTORY_LIMIT:
             self.stack.enter_context(patch.object(log_record_module, "HISTORY_LIMIT", MODEL_HISTORY_LIMIT))
             if hasattr(log_record_module, "ARCHIVE_BATCH"):  # the history's oldest runs are archived, a batch at a time
                 self.stack.enter_context(patch.object(log_record_module, "ARCHIVE_BATCH", MODEL_ARCHIVE_BATCH))
-        self.options = parse_writer_options({"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "out",
-                                             "transactional.id.prefix": PREFIX, "consumerGroup": GROUP}, streaming=True)
+        self.options = {prefix: parse_writer_options({"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "out",
+                                                      "transactional.id.prefix": prefix, "consumerGroup": GROUP}, streaming=True)
+                        for prefix in PREFIXES}
         self.tags = itertools.count(1)
         self.attempts: list[Attempt] = []
         self.era = 0
+        self.era_of = dict.fromkeys(PREFIXES, 0)
+        """A prefix's era: the one its last acknowledged fresh start began (prefixes of the same era are compared)."""
         self.write_ids: list[str] = []
         self.batch_rows: dict[str, list[int]] = {}
         self.queries: list[Query] = []
@@ -237,23 +258,32 @@ class OperatorModel(RuleBasedStateMachine):
         """Epochs whose loss the sink reported (KafkaEosCommittedDataLostError)."""
         self.lost_accepted: set[str] = set()
         """Epochs a ``reset --accept-data-loss`` let go."""
-        self.log_lost = False
+        self.lost_log_of: set[str] = set()
+        """Prefixes that had records in a decision log that was deleted, until an operator's reset of each."""
+        self.deciding = PREFIX
         self.model.on_lost_response = self._another_driver_recovers
 
     def teardown(self) -> None:
         self.stack.close()
 
     # -- drivers ----------------------------------------------------------------------------
-    def coordinator(self, hooks: WriterHooks = NO_HOOKS) -> TwoPhaseCommitCoordinator:
+    def coordinator(self, hooks: WriterHooks = NO_HOOKS, prefix: str = PREFIX) -> TwoPhaseCommitCoordinator:
+        return self._coordinator_of(self.options[prefix], TRANSACTION_TIMEOUT_MS, hooks)
+
+    def _coordinator_of(self, options: WriterOptions, timeout_ms: int, hooks: WriterHooks = NO_HOOKS) -> TwoPhaseCommitCoordinator:
         return TwoPhaseCommitCoordinator(
-            self.options, TRANSACTION_TIMEOUT_MS, hooks,
+            options, timeout_ms, hooks,
             open_log=lambda options: ModelDecisionLog(self.model),  # type: ignore[arg-type,return-value]
             session_of=lambda connection: ModelSession(self.model),  # type: ignore[arg-type,return-value]
         )
 
+    def _cluster_metadata(self, connection: object, topic: str | None = None, timeout_s: float = 0) -> SimpleNamespace:
+        """The topics the model has: the decision log's, while it exists."""
+        return SimpleNamespace(topics={self.options[PREFIX].decision_log_topic: None} if self.model.log_exists else {})
+
     def _another_driver_recovers(self) -> None:
         with contextlib.suppress(KafkaEosError):
-            self._guarded(lambda: self.coordinator().recover())
+            self._guarded(lambda: self.coordinator(prefix=self.deciding).recover())
 
     def _guarded(self, call: object) -> object:
         """Run an operation; a reported data loss is remembered."""
@@ -274,8 +304,8 @@ class OperatorModel(RuleBasedStateMachine):
             self.check_not_told_success(epoch, str(lost))
         self.lost_epochs.add(epoch)
 
-    def _new_attempt(self, epoch: EpochId, data: list[str], what: str) -> Attempt:
-        attempt = Attempt(next(self.tags), str(epoch), self.era, frozenset(data), what, self.model.log_incarnation)
+    def _new_attempt(self, epoch: EpochId, data: list[str], what: str, prefix: str = PREFIX) -> Attempt:
+        attempt = Attempt(next(self.tags), str(epoch), self.era_of[prefix], frozenset(data), what, self.model.log_incarnation, prefix=prefix)
         self.attempts.append(attempt)
         return attempt
 
@@ -292,26 +322,27 @@ class OperatorModel(RuleBasedStateMachine):
             hooks = CrashAt(self.model, fault[1])
         elif fault is not None:
             self.model.decision_fault = fault[1]
+        self.deciding = attempt.prefix
         try:
-            self.coordinator(hooks).commit(epoch, tasks)
+            self.coordinator(hooks, attempt.prefix).commit(epoch, tasks)
         except (KafkaEosError, DriverCrash) as err:
             self.model.buried()
             self._fail(attempt, err)
             if isinstance(err, DriverCrash) and dies:
                 return False
             with contextlib.suppress(KafkaEosError):  # Spark logs abort's failure and raises the commit's
-                self._guarded(lambda: self.coordinator().abort(epoch, tasks))
+                self._guarded(lambda: self.coordinator(prefix=attempt.prefix).abort(epoch, tasks))
             return False
         finally:
             self.model.decision_fault = None
         attempt.outcome = "success"
-        self.check_nothing_open("a successful commit")
-        self.check_completed(str(epoch))
+        self.check_nothing_open("a successful commit", attempt.prefix)
+        self.check_completed(str(epoch), attempt.prefix)
         return True
 
     def _tasks(self, epoch: EpochId, rows_per_partition: list[int], attempt: Attempt,
                source: tuple[int, int] | None = None) -> list[TaskCommit]:
-        return [write_task(self.model, PREFIX, epoch, p, 0, n, attempt.tag, self.era, source)
+        return [write_task(self.model, attempt.prefix, epoch, p, 0, n, attempt.tag, attempt.era, source)
                 for p, n in enumerate(rows_per_partition)]
 
     def _batch_data(self, write_id: str) -> list[str]:
@@ -360,18 +391,23 @@ class OperatorModel(RuleBasedStateMachine):
         if query.alive:
             return True
         try:
-            self._guarded(lambda: self.coordinator().prepare())
+            self._guarded(lambda: self.coordinator(prefix=query.prefix).prepare())
         except KafkaEosError:
             return False
         query.alive = True
-        self.check_last_decision_finished("a stream's start")
+        self.check_last_decision_finished("a stream's start", query.prefix)
         return True
 
     def _query(self, data: st.DataObject, new: bool) -> Query:
         if new or not self.queries:
             offsets = self.model.group_offsets(GROUP)  # startingOffsets=group; from the start once they expired
             start = offsets.get(("in", 0), (0, ""))[0]
-            query = Query(f"q{len(self.queries)}", start)
+            mover = self.model.group_movers.get(GROUP)
+            if ("in", 0) not in offsets and mover is not None and not PLAY_GROUP_EXPIRY_ACROSS_PREFIXES:
+                prefix = mover
+            else:
+                prefix = data.draw(st.sampled_from(PREFIXES), label="prefix")
+            query = Query(f"q{len(self.queries)}", start, prefix=prefix)
             self.queries.append(query)
             return query
         return data.draw(st.sampled_from(self.queries), label="query")
@@ -393,7 +429,7 @@ class OperatorModel(RuleBasedStateMachine):
         # Spark replays a micro-batch over the same offsets; the rows it yields per partition are the same too.
         partition_rows = self._stream_rows(epoch, partition_rows)
         attempt = self._new_attempt(epoch, [record_id(epoch, p, i, source) for p, n in enumerate(partition_rows) for i in range(n)],
-                                    f"micro-batch {epoch.batch_id} of {query.query_id}")
+                                    f"micro-batch {epoch.batch_id} of {query.query_id}", query.prefix)
         try:
             tasks = self._tasks(epoch, partition_rows, attempt, source)
         except TaskFailed as err:
@@ -430,8 +466,10 @@ class OperatorModel(RuleBasedStateMachine):
     def second_driver_prepares(self, data: st.DataObject, stream: bool, partition_rows: list[int]) -> None:
         """Another driver's epoch is prepared and not yet committed: a batch job with a new writeId, or a query's
         driver that stalls (a zombie) while the orchestrator starts a new one."""
+        prefix = PREFIX
         if stream and self.queries:
             query = data.draw(st.sampled_from(self.queries), label="query")
+            prefix = query.prefix
             if not self._start_query(query):
                 return
             epoch, source = self._next_batch(query)
@@ -449,7 +487,7 @@ class OperatorModel(RuleBasedStateMachine):
                 self._fail(self._new_attempt(epoch, self._batch_data(write_id), what), err)
                 return
             assert judgement.verdict == Verdict.PROCEED, judgement  # type: ignore[attr-defined]
-        attempt = self._new_attempt(epoch, [record_id(epoch, p, i, source) for p, n in enumerate(partition_rows) for i in range(n)], what)
+        attempt = self._new_attempt(epoch, [record_id(epoch, p, i, source) for p, n in enumerate(partition_rows) for i in range(n)], what, prefix)
         try:
             tasks = self._tasks(epoch, partition_rows, attempt, source)
         except TaskFailed as err:
@@ -467,33 +505,34 @@ class OperatorModel(RuleBasedStateMachine):
     # -- rules: what Kafka forgets, and time ------------------------------------------------
     @rule(ms=st.sampled_from([1_000, 30_000, TRANSACTION_TIMEOUT_MS + 1_000, 8 * DAY_MS]))
     def clock_advances(self, ms: int) -> None:
-        if ms > DAY_MS and self.log_lost and not PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS:
+        if ms > DAY_MS and self.lost_log_of and not PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS:
             ms = TRANSACTION_TIMEOUT_MS + 1_000  # would expire the coordinator id with the log gone (the gap)
         self.model.advance(ms)
 
-    def _coordinator_state(self) -> str:
-        return self.model.describe(coordinator_transactional_id(PREFIX)).state
+    def _deletable_with(self, prefix: str) -> bool:
+        """The log may be deleted as far as ``prefix`` goes: its coordinator id shows what the known gaps need."""
+        state = self.model.describe(coordinator_transactional_id(prefix)).state
+        if state == TxnState.NOT_FOUND and not PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS:
+            return self.model.last(prefix) is None
+        return state in (TxnState.COMPLETE_COMMIT, TxnState.NOT_FOUND) or PLAY_LOG_LOSS_AFTER_A_CRASH_BETWEEN_FENCE_AND_COMMIT
 
     @precondition(lambda self: self.model.log_exists)
     @rule()
     def decision_log_deleted(self) -> None:
         """The log topic is deleted (or re-created empty): every record of it is gone."""
-        state = self._coordinator_state()
-        if state == TxnState.NOT_FOUND and not PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS:
+        if not all(self._deletable_with(prefix) for prefix in PREFIXES):
             return
-        if state not in (TxnState.COMPLETE_COMMIT, TxnState.NOT_FOUND) and not PLAY_LOG_LOSS_AFTER_A_CRASH_BETWEEN_FENCE_AND_COMMIT:
-            return
+        self.lost_log_of |= {prefix for prefix in PREFIXES if self.model.last(prefix) is not None}
         self.model.delete_log()
-        self.log_lost = True
 
-    @rule()
-    def coordinator_id_expires(self) -> None:
-        """transactional.id.expiration.ms passed for the prefix's coordinator id (7 days without a transaction)."""
-        if self.log_lost and not PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS:
+    @rule(prefix=st.sampled_from(PREFIXES))
+    def coordinator_id_expires(self, prefix: str) -> None:
+        """transactional.id.expiration.ms passed for a prefix's coordinator id (7 days without a transaction)."""
+        if prefix in self.lost_log_of and not PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS:
             return
-        meta = self.model.txns.get(coordinator_transactional_id(PREFIX))
+        meta = self.model.txns.get(coordinator_transactional_id(prefix))
         if meta is not None and meta.state != TxnState.ONGOING:
-            del self.model.txns[coordinator_transactional_id(PREFIX)]
+            del self.model.txns[coordinator_transactional_id(prefix)]
 
     @rule()
     def group_offsets_expire(self) -> None:
@@ -516,27 +555,31 @@ class OperatorModel(RuleBasedStateMachine):
         self.model.compact()
 
     # -- rules: the operator ----------------------------------------------------------------
-    @rule(accept_data_loss=st.booleans())
-    def operator_recovers(self, accept_data_loss: bool) -> None:
+    def _in_use(self, prefix: str) -> bool:
+        """A second driver's epoch of ``prefix`` is prepared: the operator's tools are run only when none is."""
+        return self.pending is not None and self.pending.attempt.prefix == prefix
+
+    @rule(accept_data_loss=st.booleans(), prefix=st.sampled_from(PREFIXES))
+    def operator_recovers(self, accept_data_loss: bool, prefix: str) -> None:
         """``kafka-eos recover`` (TwoPhaseCommitCoordinator.recover)."""
-        if self.pending is not None:
+        if self._in_use(prefix):
             return  # only when no query uses the prefix (the CLI says so)
         try:
-            report = self._guarded(lambda: self.coordinator().recover(accept_data_loss))
+            report = self._guarded(lambda: self.coordinator(prefix=prefix).recover(accept_data_loss))
         except KafkaEosError:
             return
         if report.data_loss:  # type: ignore[attr-defined]
             self._note_lost(KafkaEosCommittedDataLostError(report.data_loss))  # type: ignore[attr-defined]
-        self.check_nothing_open("recover")
-        self.check_decisions_finished("recover")
-        self.check_committed_claims_visible("recover")
+        self.check_nothing_open("recover", prefix)
+        self.check_decisions_finished("recover", prefix)
+        self.check_committed_claims_visible("recover", prefix)
 
-    @rule(accept_data_loss=st.booleans())
-    def operator_resets(self, accept_data_loss: bool) -> None:
+    @rule(accept_data_loss=st.booleans(), prefix=st.sampled_from(PREFIXES))
+    def operator_resets(self, accept_data_loss: bool, prefix: str) -> None:
         """``kafka-eos reset --yes [--accept-data-loss]`` (cli.reset_command), over the model."""
-        if self.pending is not None:
+        if self._in_use(prefix):
             return
-        before = self.model.last(PREFIX) if self.model.log_exists else None
+        before = self.model.last(prefix) if self.model.log_exists else None
         model = self.model
 
         def existing_decision_log(options: object) -> ModelDecisionLog | None:
@@ -546,10 +589,10 @@ class OperatorModel(RuleBasedStateMachine):
         with patch.object(cli_module, "existing_decision_log", existing_decision_log), \
                 patch.object(cli_module, "DecisionLog", lambda options: ModelDecisionLog(model)), \
                 patch.object(cli_module, "resolve_transaction_timeout_ms", lambda options: TRANSACTION_TIMEOUT_MS), \
-                patch.object(cli_module, "TwoPhaseCommitCoordinator", lambda options, timeout_ms: self.coordinator()), \
+                patch.object(cli_module, "TwoPhaseCommitCoordinator", lambda options, timeout_ms: self.coordinator(prefix=prefix)), \
                 contextlib.redirect_stdout(io.StringIO()) as printed:
             try:
-                code = self._guarded(lambda: cli_module.reset_command(self.options, ModelSession(model), args))  # type: ignore[arg-type]
+                code = self._guarded(lambda: cli_module.reset_command(self.options[prefix], ModelSession(model), args))  # type: ignore[arg-type]
             except KafkaEosError:
                 return
         if code != cli_module.EXIT_OK:
@@ -557,14 +600,15 @@ class OperatorModel(RuleBasedStateMachine):
         if "DATA LOSS accepted" in printed.getvalue() and before is not None:
             self.lost_accepted.add(before.epoch_id)
             self.lost_epochs.add(before.epoch_id)
-        if before is None:  # a fresh start, acknowledged: what a lost log decided may be written again
+        if before is None and prefix in self.lost_log_of:  # a fresh start, acknowledged: what a lost log decided may be written again
             self.era += 1
-            self.log_lost = False
+            self.era_of[prefix] = self.era
+            self.lost_log_of.discard(prefix)
             for query in self.queries:
-                query.alive = False
+                query.alive = query.alive and query.prefix != prefix
         if before is not None or CHECK_FRESH_START_RESET_ABORTS_OPEN:
-            self.check_nothing_open("reset")
-        self.check_decisions_finished("reset")
+            self.check_nothing_open("reset", prefix)
+        self.check_decisions_finished("reset", prefix)
 
     # -- invariants -------------------------------------------------------------------------
     @invariant()
@@ -590,26 +634,26 @@ class OperatorModel(RuleBasedStateMachine):
                 raise AssertionError(f"{attempt.what} ({attempt.epoch}, run {attempt.tag}) failed with {attempt.message!r}, "
                                      f"but records it wrote are visible\n{self._told()}")
 
-    def check_nothing_open(self, after: str) -> None:
-        left = self.model.open_ids(lambda t: belongs_to_prefix(PREFIX, t))
+    def check_nothing_open(self, after: str, prefix: str) -> None:
+        left = self.model.open_ids(lambda t: belongs_to_prefix(prefix, t))
         assert not left, f"after {after}, transactions of the prefix are still open: {left}\n{self._told()}"
 
-    def check_decisions_finished(self, after: str) -> None:
+    def check_decisions_finished(self, after: str, prefix: str) -> None:
         if not self.model.log_exists:
             return
         for record in self.model.log:
-            if record.kind != "decision" or record.epoch_id in self.lost_epochs:
+            if record.kind != "decision" or record.prefix != prefix or record.epoch_id in self.lost_epochs:
                 continue
             undone = [p.transactional_id for p in record.participants
                       if self.model.outcomes.get((p.transactional_id, p.producer_id, p.producer_epoch)) != "committed"]
             assert not undone, f"after {after}, decision {record.epoch_id} has participants not committed: {undone}\n{self._told()}"
 
-    def check_committed_claims_visible(self, after: str) -> None:
+    def check_committed_claims_visible(self, after: str, prefix: str) -> None:
         """A run told "IS COMMITTED" has all its records in the sink once its prefix is recovered, unless a loss was
         reported, or the log that held its decision is gone."""
         counts = self.model.sink_counts()
         for attempt in self.attempts:
-            if (attempt.outcome != "committed" or attempt.epoch in self.lost_epochs
+            if (attempt.outcome != "committed" or attempt.prefix != prefix or attempt.epoch in self.lost_epochs
                     or attempt.log_incarnation != self.model.log_incarnation):
                 continue
             wrong = {d: counts[(attempt.era, d)] for d in attempt.data_ids if counts[(attempt.era, d)] != 1}
@@ -631,17 +675,17 @@ class OperatorModel(RuleBasedStateMachine):
     def check_not_told_success(self, epoch: str, message: str) -> None:
         """A commit that returned leaves nothing behind that a later operation cannot tell."""
         told = [a.tag for a in self.attempts if a.epoch == epoch and a.outcome == "success"
-                and a.log_incarnation == self.model.log_incarnation and a.era == self.era]
+                and a.log_incarnation == self.model.log_incarnation and a.era == self.era_of[a.prefix]]
         assert not told, f"{epoch}: runs {told} were told it succeeded, and now it cannot be told: {message}\n{self._told()}"
 
-    def check_completed(self, epoch: str) -> None:
+    def check_completed(self, epoch: str, prefix: str) -> None:
         """Once a commit returns, its decision is complete: the process may end at once (no thread finishes it)."""
-        last = self.model.last(PREFIX) if self.model.log_exists else None
+        last = self.model.last(prefix) if self.model.log_exists else None
         assert last is None or last.kind != "decision" or last.epoch_id != epoch, (
             f"the commit of {epoch} returned with its decision not yet complete\n{self._told()}")
 
-    def check_last_decision_finished(self, after: str) -> None:
-        last = self.model.last(PREFIX) if self.model.log_exists else None
+    def check_last_decision_finished(self, after: str, prefix: str) -> None:
+        last = self.model.last(prefix) if self.model.log_exists else None
         if last is None or last.kind != "decision" or last.epoch_id in self.lost_epochs:
             return
         undone = [p.transactional_id for p in last.participants
