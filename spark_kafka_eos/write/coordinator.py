@@ -314,7 +314,7 @@ class TwoPhaseCommitCoordinator:
         refused = f"transactional.id.prefix '{self._prefix}' refused {epoch.describe()}"
         if epoch.kind == "batch":
             rows = last.batch_input_rows(epoch)
-            if rows is None or rows == epoch_input.rows:
+            if rows is None or rows == epoch_input.rows or _resumed_past(last, epoch, tasks):
                 return None
             return (f"{refused}: writeId {epoch.run_id} is committed over an input of {rows} rows, and this run's input "
                     f"has {epoch_input.rows} rows. Nothing of this run was written; what writeId {epoch.run_id} committed "
@@ -795,6 +795,22 @@ def _task_commits(messages: Sequence[WriterCommitMessage | None], epoch: EpochId
     if strangers:
         raise KafkaEosEpochAbortedError(f"Tasks of epoch(s) {strangers} were handed to the commit of {epoch}: a bug; nothing was committed.")
     return tasks
+
+
+def _resumed_past(last: LogRecord, epoch: EpochId, tasks: Sequence[TaskCommit]) -> bool:
+    """A re-run of the batch job ``last`` decided, which committed its source offsets to a consumerGroup, that read
+    only from where that decision moved the group (the orchestrator's retry of a job that resumes from its group):
+    not other input, but what came after it, which the group still points at for the next run."""
+    if last.epoch != epoch or not last.consumer_group or not last.offsets:
+        return False
+    decided_ends = {(t, p): o for t, p, o in last.offsets}
+    starts = _merged((task.source_starts for task in tasks), min)
+    if any(start < decided_ends.get(tp, start) for tp, start in starts.items()):
+        return False
+    if starts:
+        log.warning("%s is committed; this re-run read only records after the ones it decided, which it does not write: "
+                    "consumerGroup %s still points at them for the next run", epoch.describe(), last.consumer_group)
+    return True
 
 
 def _source_offsets(tasks: Sequence[TaskCommit]) -> tuple[tuple[str, int, int], ...]:

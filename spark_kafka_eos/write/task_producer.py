@@ -153,6 +153,20 @@ def write_task(
     )
 
 
+def count_task_input(epoch: EpochId, batches: Iterable[pa.RecordBatch], columns: InputColumns) -> TaskCommit:
+    """A task of a batch job whose ``writeId`` is already committed: it writes nothing, but counts its input (rows,
+    and the source offsets the rows carry), which the driver compares with what the job was decided over."""
+    identity = TaskIdentity.current()
+    positions = _SourcePositions()
+    rows = 0
+    for batch in batches:
+        rows += batch.num_rows
+        if columns.source_position and batch.num_rows:
+            positions.add(batch)
+    return TaskCommit(str(epoch), identity.spark_partition, identity.attempt_number, identity.task_attempt_id, None,
+                      source_offsets=positions.next_offsets(), source_starts=positions.first_offsets(), input_rows=rows)
+
+
 def epoch_already_decided(options: WriterOptions, epoch: EpochId) -> bool:
     """True if the prefix decided ``epoch`` or a later micro-batch of its run; False when it has no decision
     log yet. Raises when the log cannot be read: then nobody can tell."""

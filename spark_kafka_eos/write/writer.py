@@ -18,7 +18,7 @@ from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.hooks import WriterHooks
 from spark_kafka_eos.write.input_schema import InputColumns
 from spark_kafka_eos.write.log_record import EpochId
-from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
+from spark_kafka_eos.write.task_producer import count_task_input, write_task
 
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
@@ -84,11 +84,7 @@ class KafkaEosBatchWriter(_KafkaEosWriterBase, DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         if self.already_committed:
-            # Nothing is written, but the rows are counted: the re-run must prove it has the decided input.
-            identity = TaskIdentity.current()
-            rows = sum(batch.num_rows for batch in iterator)
-            return TaskCommit(str(self.epoch), identity.spark_partition, identity.attempt_number, identity.task_attempt_id,
-                              None, input_rows=rows)
+            return count_task_input(self.epoch, iterator, self.columns)
         return self._write(self.epoch, iterator)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
