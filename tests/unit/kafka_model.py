@@ -659,7 +659,8 @@ def write_task(model: KafkaModel, prefix: str, epoch: EpochId, spark_partition: 
                tag: int, era: int, source: tuple[int, int] | None = None, log_readable: bool = True) -> TaskCommit:
     """An executor task attempt, as task_producer.write_task does it: the first candidate id holding no open
     transaction, InitProducerId (fencing a zombie of it), ``rows`` records in a new transaction, flushed and left
-    open; then, if the prefix already decided the epoch (a straggler), its own transaction aborted."""
+    open; then, if the prefix already decided the epoch (a straggler), its own transaction aborted. ``source``: the
+    offsets [begin, end) of source partition ``spark_partition`` that a micro-batch's task reads."""
     if rows == 0:
         return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, None, input_rows=rows)
     candidates = task_transactional_id_candidates(prefix, epoch, spark_partition, attempt)
@@ -677,15 +678,11 @@ def write_task(model: KafkaModel, prefix: str, epoch: EpochId, spark_partition: 
     if already_decided(last, epoch):
         model.end_txn(state, commit=False)
         return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, None, input_rows=rows)
-    offsets: tuple[tuple[str, int, int], ...] = () if source is None else ((SOURCE_TOPIC, 0, source[1]),)
-    starts: tuple[tuple[str, int, int], ...] = () if source is None else ((SOURCE_TOPIC, 0, source[0]),)
+    offsets: tuple[tuple[str, int, int], ...] = () if source is None else ((SOURCE_TOPIC, spark_partition, source[1]),)
+    starts: tuple[tuple[str, int, int], ...] = () if source is None else ((SOURCE_TOPIC, spark_partition, source[0]),)
     return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, state,
                       tuple((t, p, n) for (t, p), n in sorted(counts.items())), offsets,
                       (probe.topic, probe.partition, probe.offset), starts, probe.digest, input_rows=rows)
-
-
-SOURCE_SPAN_PER_TASK = 5
-"""Source offsets each task of a micro-batch reads: task p reads from ``start + p * SOURCE_SPAN_PER_TASK``."""
 
 
 def record_id(epoch: EpochId, spark_partition: int, index: int, source: tuple[int, int] | None = None) -> str:
@@ -693,5 +690,5 @@ def record_id(epoch: EpochId, spark_partition: int, index: int, source: tuple[in
     micro-batch's records carry the source record they were made of, so that two runs that read the same input
     (a query that resumed from the group where another one stopped) are told apart from two that did not."""
     if source is not None:
-        return f"{SOURCE_TOPIC}-0@{source[0] + spark_partition * SOURCE_SPAN_PER_TASK + index}"
+        return f"{SOURCE_TOPIC}-{spark_partition}@{source[0] + index}"
     return f"{epoch}/{spark_partition}/{index}"

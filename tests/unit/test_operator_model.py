@@ -64,6 +64,7 @@ from spark_kafka_eos.write.ownership import Verdict
 from spark_kafka_eos.write.transactional_id import belongs_to_prefix, coordinator_transactional_id
 from tests.unit.kafka_model import (
     DAY_MS,
+    SOURCE_TOPIC,
     TRANSACTION_TIMEOUT_MS,
     DriverCrash,
     FakeTime,
@@ -97,12 +98,13 @@ GAP_RESET_KEEPS_LOST_WRITE_ID = True
 that writeId is taken for a replay: it writes nothing and reports success, with the records lost. False: such a
 writeId is not re-run."""
 PLAY_GROUP_EXPIRY_ACROSS_PREFIXES = False
-"""Finding: a prefix remembers only the group offsets it committed itself. Once the group's offsets expired
-(offsets.retention.minutes) or were deleted, a new query of *another* prefix on the group starts from the earliest
-offsets (startingOffsets=group) and its decisions write again what the first prefix wrote: duplicates, silently,
-though the decision log holds the first prefix's position. Shortest sequence: a micro-batch of prefix p, the group
-expires, micro-batch 0 of a new query of prefix q. False: once the group has no offsets, a new query uses the
-prefix that last moved the group."""
+"""Finding: a prefix remembers only the group offsets it committed itself; the group's compare-and-set compares
+with those. Once the group's offsets expired (offsets.retention.minutes) or were deleted, a query of *another*
+prefix decides over input the first prefix already decided: duplicates, silently, though the decision log holds
+the first prefix's position. Sequences: (a) a micro-batch of prefix p, the group expires, micro-batch 0 of a new
+query of prefix q (which starts from the earliest offsets); (b) queries of p and q both plan micro-batch 0 from
+the empty group, q's commits, 8 days pass, p's (replayed) commits too. False: once the group has no offsets, a new
+query uses the prefix that last moved it; and the group does not expire while queries of two prefixes use it."""
 GAP_HISTORY_LIMIT = True
 """Gap: a writeId older than the last HISTORY_LIMIT (1000) runs is forgotten; its re-run writes it again. True:
 HISTORY_LIMIT (and ARCHIVE_BATCH, where the log archives the oldest runs) is patched down so that the model gets
@@ -129,7 +131,9 @@ PREFIXES = (PREFIX, "q")
 GROUP = "g"
 PARTITIONS = 2
 ROWS_PER_BATCH = 10
-"""Source offsets a micro-batch consumes (tasks write at most 2 records each, from their own span of 5)."""
+"""Source offsets a micro-batch consumes of each source partition (its task p writes at most 2 records, from partition p)."""
+Sources = list[tuple[int, int]] | None
+"""A micro-batch's source offsets [begin, end) per source partition (None: a batch job, which has none)."""
 
 _NOTHING = re.compile(r"nothing (of (it|the replay) )?(is visible|was (committed|written|read or written))", re.IGNORECASE)
 _LOST_DECISION = re.compile(r"Decision (\S+) of prefix")
@@ -187,7 +191,8 @@ class Query:
     """A streaming query's checkpoint, as Spark keeps it."""
 
     query_id: str
-    start: int
+    starts: tuple[int, ...]
+    """Where it started in each source partition (task p of a micro-batch reads source partition p)."""
     committed: int = -1
     """The last micro-batch in Spark's commit log."""
     planned: int = -1
@@ -340,14 +345,17 @@ class OperatorModel(RuleBasedStateMachine):
         self.check_completed(str(epoch), attempt.prefix)
         return True
 
-    def _tasks(self, epoch: EpochId, rows_per_partition: list[int], attempt: Attempt,
-               source: tuple[int, int] | None = None) -> list[TaskCommit]:
-        return [write_task(self.model, attempt.prefix, epoch, p, 0, n, attempt.tag, attempt.era, source)
+    def _tasks(self, epoch: EpochId, rows_per_partition: list[int], attempt: Attempt, sources: Sources = None) -> list[TaskCommit]:
+        return [write_task(self.model, attempt.prefix, epoch, p, 0, n, attempt.tag, attempt.era, sources[p] if sources else None)
                 for p, n in enumerate(rows_per_partition)]
 
+    @staticmethod
+    def _data(epoch: EpochId, rows_per_partition: list[int], sources: Sources = None) -> list[str]:
+        """What the records of an epoch carry."""
+        return [record_id(epoch, p, i, sources[p] if sources else None) for p, n in enumerate(rows_per_partition) for i in range(n)]
+
     def _batch_data(self, write_id: str) -> list[str]:
-        epoch = EpochId.batch(write_id)
-        return [record_id(epoch, p, i) for p, n in enumerate(self.batch_rows[write_id]) for i in range(n)]
+        return self._data(EpochId.batch(write_id), self.batch_rows[write_id])
 
     def _run_batch(self, write_id: str, fault: tuple[str, str] | None, dies: bool, what: str) -> None:
         epoch = EpochId.batch(write_id)
@@ -400,23 +408,24 @@ class OperatorModel(RuleBasedStateMachine):
 
     def _query(self, data: st.DataObject, new: bool) -> Query:
         if new or not self.queries:
-            offsets = self.model.group_offsets(GROUP)  # startingOffsets=group; from the start once they expired
-            start = offsets.get(("in", 0), (0, ""))[0]
+            offsets = self.model.group_offsets(GROUP)  # startingOffsets=group; from the start where they expired
+            starts = tuple(offsets.get((SOURCE_TOPIC, p), (0, ""))[0] for p in range(PARTITIONS))
             mover = self.model.group_movers.get(GROUP)
-            if ("in", 0) not in offsets and mover is not None and not PLAY_GROUP_EXPIRY_ACROSS_PREFIXES:
+            expired = any((SOURCE_TOPIC, p) not in offsets for p in range(PARTITIONS))
+            if expired and mover is not None and not PLAY_GROUP_EXPIRY_ACROSS_PREFIXES:
                 prefix = mover
             else:
                 prefix = data.draw(st.sampled_from(PREFIXES), label="prefix")
-            query = Query(f"q{len(self.queries)}", start, prefix=prefix)
+            query = Query(f"q{len(self.queries)}", starts, prefix=prefix)
             self.queries.append(query)
             return query
         return data.draw(st.sampled_from(self.queries), label="query")
 
-    def _next_batch(self, query: Query) -> tuple[EpochId, tuple[int, int]]:
+    def _next_batch(self, query: Query) -> tuple[EpochId, Sources]:
         batch = query.planned if query.planned > query.committed else query.committed + 1
         query.planned = batch
-        begin = query.start + ROWS_PER_BATCH * batch
-        return EpochId.stream(query.query_id, batch), (begin, begin + ROWS_PER_BATCH)
+        begins = [start + ROWS_PER_BATCH * batch for start in query.starts]
+        return EpochId.stream(query.query_id, batch), [(begin, begin + ROWS_PER_BATCH) for begin in begins]
 
     @rule(data=st.data(), new=st.sampled_from([False, False, False, True]), fault=faults, dies=st.booleans(), partition_rows=rows)
     def stream_micro_batch(self, data: st.DataObject, new: bool, fault: tuple[str, str] | None, dies: bool,
@@ -425,13 +434,13 @@ class OperatorModel(RuleBasedStateMachine):
         query = self._query(data, new and len(self.queries) < 3)
         if not self._start_query(query):
             return
-        epoch, source = self._next_batch(query)
+        epoch, sources = self._next_batch(query)
         # Spark replays a micro-batch over the same offsets; the rows it yields per partition are the same too.
         partition_rows = self._stream_rows(epoch, partition_rows)
-        attempt = self._new_attempt(epoch, [record_id(epoch, p, i, source) for p, n in enumerate(partition_rows) for i in range(n)],
+        attempt = self._new_attempt(epoch, self._data(epoch, partition_rows, sources),
                                     f"micro-batch {epoch.batch_id} of {query.query_id}", query.prefix)
         try:
-            tasks = self._tasks(epoch, partition_rows, attempt, source)
+            tasks = self._tasks(epoch, partition_rows, attempt, sources)
         except TaskFailed as err:
             self._fail(attempt, err)
             query.alive = False
@@ -472,7 +481,7 @@ class OperatorModel(RuleBasedStateMachine):
             prefix = query.prefix
             if not self._start_query(query):
                 return
-            epoch, source = self._next_batch(query)
+            epoch, sources = self._next_batch(query)
             partition_rows = self._stream_rows(epoch, partition_rows)
             what = f"zombie driver of {query.query_id}, micro-batch {epoch.batch_id}"
             query.alive = False  # the orchestrator starts another driver of the query
@@ -480,16 +489,16 @@ class OperatorModel(RuleBasedStateMachine):
             write_id = f"w{len(self.write_ids)}"
             self.write_ids.append(write_id)
             self.batch_rows[write_id] = partition_rows
-            epoch, source, what = EpochId.batch(write_id), None, "second driver's batch job"
+            epoch, sources, what = EpochId.batch(write_id), None, "second driver's batch job"
             try:
                 judgement = self._guarded(lambda: self.coordinator().prepare(epoch))
             except KafkaEosError as err:
                 self._fail(self._new_attempt(epoch, self._batch_data(write_id), what), err)
                 return
             assert judgement.verdict == Verdict.PROCEED, judgement  # type: ignore[attr-defined]
-        attempt = self._new_attempt(epoch, [record_id(epoch, p, i, source) for p, n in enumerate(partition_rows) for i in range(n)], what, prefix)
+        attempt = self._new_attempt(epoch, self._data(epoch, partition_rows, sources), what, prefix)
         try:
-            tasks = self._tasks(epoch, partition_rows, attempt, source)
+            tasks = self._tasks(epoch, partition_rows, attempt, sources)
         except TaskFailed as err:
             self._fail(attempt, err)
             return
@@ -507,6 +516,8 @@ class OperatorModel(RuleBasedStateMachine):
     def clock_advances(self, ms: int) -> None:
         if ms > DAY_MS and self.lost_log_of and not PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS:
             ms = TRANSACTION_TIMEOUT_MS + 1_000  # would expire the coordinator id with the log gone (the gap)
+        if ms > DAY_MS and not self._group_may_expire():
+            ms = TRANSACTION_TIMEOUT_MS + 1_000
         self.model.advance(ms)
 
     def _deletable_with(self, prefix: str) -> bool:
@@ -534,9 +545,20 @@ class OperatorModel(RuleBasedStateMachine):
         if meta is not None and meta.state != TxnState.ONGOING:
             del self.model.txns[coordinator_transactional_id(prefix)]
 
+    def _group_may_expire(self) -> bool:
+        return PLAY_GROUP_EXPIRY_ACROSS_PREFIXES or len({q.prefix for q in self.queries}) < 2
+
+    @precondition(lambda self: self._group_may_expire())
     @rule()
     def group_offsets_expire(self) -> None:
         self.model.groups.pop(GROUP, None)
+
+    @precondition(lambda self: self._group_may_expire())
+    @rule(partition=st.integers(0, PARTITIONS - 1))
+    def group_offset_of_one_partition_expires(self, partition: int) -> None:
+        """Kafka expires a group's offsets per partition, offsets.retention.minutes after that partition's last
+        commit: a partition whose task wrote no rows commits no offset, and ages apart from the others."""
+        self.model.groups.get(GROUP, {}).pop((SOURCE_TOPIC, partition), None)
 
     @initialize(compacted=st.booleans(), describe_allowed=st.booleans())
     def sink_topic(self, compacted: bool, describe_allowed: bool) -> None:
