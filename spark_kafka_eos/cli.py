@@ -421,8 +421,13 @@ def _acknowledge_fresh_start(options: WriterOptions, session: TransactionSession
         return EXIT_NOTHING_DONE
     decision_log = DecisionLog(options)
     decision_log.ensure_topic()
+    now = decision_log.fenced_last(options.prefix)  # appended through this fence: nothing lands in between unseen
+    if now is not None:
+        out.line(f"reset refused: prefix {options.prefix} has a record now ({now.kind} {now.epoch_id}): a query started "
+                 "on it while reset ran. Nothing was reset. Fix: stop that query, then run reset again")
+        return EXIT_NOTHING_DONE
     reset = LogRecord("reset", options.prefix, f"reset:{_now_ms()}")
-    decision_log.append(reset)
+    _append_reset(decision_log, reset, None)
     out.line(f"appended reset record {reset.epoch_id} for prefix {options.prefix} to {options.decision_log_topic}: "
              "a fresh start, acknowledged")
     out.set(reset_record=reset.epoch_id)
