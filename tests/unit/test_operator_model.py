@@ -96,8 +96,11 @@ replay). False: the log is deleted only while the coordinator id shows a commit.
 PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS = False
 """Finding: when the coordinator id's state expired (transactional.id.expiration.ms, 7 days without an operation
 on the prefix) and the decision log is deleted, nothing is left that tells a re-run of a decided epoch from a new
-one: it is written twice. False: the log is not deleted while the coordinator id is expired, and the id does not
-expire (no clock jump past its expiration) while the log is lost."""
+one: it is written twice. Still so after issue 48's input identity (the query's own micro-batch 0 replayed after its
+driver died past its decision, with the log deleted, the group's offsets and the coordinator id expired); replay with
+True (unit tier): ``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQhR34gyeQIYjE6MjI4cgC5jCAhIGYFMR35QHIMjGDSEawAChy5gXwA4p0F3Q==``.
+False: the log is not deleted while the coordinator id is expired, and the id does not expire (no clock jump past
+its expiration) while the log is lost."""
 GAP_RESET_KEEPS_LOST_WRITE_ID = True
 """Gap: ``kafka-eos reset --accept-data-loss`` keeps the lost decision's writeId in the history, so a re-run of
 that writeId is taken for a replay: it writes nothing and reports success, with the records lost. False: such a
