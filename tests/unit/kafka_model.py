@@ -35,9 +35,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import ConfigResource
 
@@ -624,7 +625,7 @@ class SerialExecutor:
 
 def visibility_seams(model: KafkaModel) -> dict[str, object]:
     """Stand-ins for the reads of ``spark_kafka_eos.write.visibility``, over the model: its offset range read,
-    its point reader's watermarks and its admin client's DescribeConfigs (denied, when the model says so)."""
+    its point reader's watermarks, its admin client's DescribeConfigs (denied, when the model says so) and ListOffsets."""
 
     def read_offset_range(options: object, offsets: OffsetRange) -> Iterator[pa.RecordBatch]:
         found = model.read_committed(offsets.topic, offsets.partition, offsets.start, offsets.end)
@@ -644,6 +645,17 @@ def visibility_seams(model: KafkaModel) -> dict[str, object]:
             else:
                 answer.set_exception(KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)))
             return dict.fromkeys(resources, answer)
+
+        def list_offsets(self, request: Mapping[KafkaTopicPartition, object], isolation_level: IsolationLevel | None = None,
+                         request_timeout: float | None = None) -> dict[KafkaTopicPartition, Future[object]]:
+            """The latest offsets asked for: the last stable offset under read_committed, else the end."""
+            answers: dict[KafkaTopicPartition, Future[object]] = {}
+            for tp in request:
+                end = len(model.output.get((tp.topic, tp.partition), []))
+                answers[tp] = answer = Future()
+                answer.set_result(SimpleNamespace(offset=end if isolation_level == IsolationLevel.READ_UNCOMMITTED
+                                                  else model.stable_end(tp.topic, tp.partition)))
+            return answers
 
     reader, lock = PointReader(), threading.Lock()
     return {"read_offset_range": read_offset_range, "point_reader": lambda connection: (reader, lock),
