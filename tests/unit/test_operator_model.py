@@ -111,8 +111,9 @@ with those. Once the group's offsets expired (offsets.retention.minutes) or were
 prefix decides over input the first prefix already decided: duplicates, silently, though the decision log holds
 the first prefix's position. Sequences: (a) a micro-batch of prefix p, the group expires, micro-batch 0 of a new
 query of prefix q (which starts from the earliest offsets); (b) queries of p and q both plan micro-batch 0 from
-the empty group, q's commits, 8 days pass, p's (replayed) commits too. False: once the group has no offsets, a new
-query uses the prefix that last moved it; and the group does not expire while queries of two prefixes use it."""
+the empty group, q's commits, 8 days pass, p's (replayed) commits too. Replay (a) with True (unit tier):
+``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQhR34wCYKMIAEmBpgQM1iIEQBNggP2``. False: once the group has no offsets, a new query
+uses the prefix that last moved it; and the group does not expire while queries of two prefixes use it."""
 GAP_HISTORY_LIMIT = True
 """Gap: a writeId older than the last HISTORY_LIMIT (1000) runs is forgotten; its re-run writes it again. True:
 HISTORY_LIMIT (and ARCHIVE_BATCH, where the log archives the oldest runs) is patched down so that the model gets
