@@ -59,6 +59,7 @@ from spark_kafka_eos.write.hooks import AFTER_DECISION, BEFORE_DECISION, DURING_
 from spark_kafka_eos.write.log_record import EpochId, EpochInput, LogRecord, Participant, Position, history_with, memory_after
 from spark_kafka_eos.write.ownership import Judgement, Verdict, judge
 from spark_kafka_eos.write.recovery import (
+    ProbesNotStableError,
     VisibilityCheck,
     abort_lingering,
     abort_prepared,
@@ -566,13 +567,24 @@ class TwoPhaseCommitCoordinator:
         if record is None or record.kind != "decision":
             return record
         deadline = Deadline(budget_s)
-        self._roll_forward(session, record, deadline)
+        self._roll_forward(session, record, deadline, decision_log)
         return self._complete(decision_log, record, deadline)
 
-    def _roll_forward(self, session: TransactionSession, decision: LogRecord, deadline: Deadline) -> None:
-        """Commit every participant of ``decision``, retrying failures until ``deadline``."""
-        retry(lambda _: roll_forward(session, decision, self._visible), deadline,
-              lambda err: not isinstance(err, KafkaEosCommittedDataLostError), _PHASE2_BACKOFF,
+    def _roll_forward(self, session: TransactionSession, decision: LogRecord, deadline: Deadline,
+                      decision_log: DecisionLog | None = None) -> None:
+        """Commit every participant of ``decision``, retrying failures until ``deadline``. Given the ``decision_log``
+        (``decision`` is the prefix's last record, this driver fenced it): a participant whose probe lies above its
+        partition's last stable offset cannot be told until the transaction that pins it ends; the prefix's other
+        open transactions (a dead attempt's, say) are aborted then, in a sweep that proves ownership first."""
+        def attempt(_: Deadline) -> None:
+            try:
+                roll_forward(session, decision, self._visible)
+            except ProbesNotStableError:
+                if decision_log is not None:
+                    self._sweep(session, decision_log, decision, keep=[p.transactional_id for p in decision.participants])
+                raise
+
+        retry(attempt, deadline, lambda err: not isinstance(err, KafkaEosCommittedDataLostError), _PHASE2_BACKOFF,
               on_retry=lambda err, _: log.info("Phase 2 of %s failed (%s); retrying", decision.epoch_id, err))
 
     def _complete(self, decision_log: DecisionLog, decision: LogRecord, deadline: Deadline) -> LogRecord:

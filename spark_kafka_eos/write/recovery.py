@@ -18,7 +18,11 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from spark_kafka_eos.errors import KafkaEosCommittedDataLostError, KafkaEosOutputUnverifiableError
+from spark_kafka_eos.errors import (
+    KafkaEosCommitOutcomeUnknownError,
+    KafkaEosCommittedDataLostError,
+    KafkaEosOutputUnverifiableError,
+)
 from spark_kafka_eos.txn.session import (
     PreparedTxnState,
     TransactionSession,
@@ -30,7 +34,7 @@ from spark_kafka_eos.txn.session import (
 )
 from spark_kafka_eos.write.log_record import LogRecord, Participant
 from spark_kafka_eos.write.transactional_id import belongs_to_prefix, coordinator_transactional_id
-from spark_kafka_eos.write.visibility import ProbeRemoved
+from spark_kafka_eos.write.visibility import ProbeNotStable, ProbeRemoved
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +57,15 @@ def roll_forward(session: TransactionSession, decision: LogRecord, visible: Visi
         unsure += [f for f in pool.map(lambda p: _commit(session, p), open_ones) if f is not None]
     # An id reused since (librdkafka bumps the epoch for every new producer) says nothing about this
     # decision: its records tell.
-    lost, unverifiable = [], []
+    lost, unverifiable, unstable = [], [], []
     for p, d in unsure:
         try:
             if p.probe is None or not visible(p):
                 lost.append((p, d))
         except ProbeRemoved as removed:
             unverifiable.append((p, d, str(removed)))
+        except ProbeNotStable as pinned:
+            unstable.append((p, d, str(pinned)))
     unverifiable_note = "; ".join(f"{_describe(p, d)}: cannot be told, {why}" for p, d, why in unverifiable)
     if lost:
         all_lost = len(lost) == len(participants)
@@ -89,8 +95,21 @@ def roll_forward(session: TransactionSession, decision: LogRecord, visible: Visi
             f"only for what is missing; then `kafka-eos reset --prefix {decision.prefix} --yes --accept-data-loss` "
             "lets the prefix go on."
         )
+    if unstable:
+        raise ProbesNotStableError(
+            f"Decision {decision.epoch_id} of prefix '{decision.prefix}' was committed, and whether some of its "
+            "participants' output is visible cannot be told yet: "
+            + "; ".join(f"{_describe(p, d)}: {why}" for p, d, why in unstable)
+            + ". Nothing more was written. It is told once the transaction that pins the last stable offset ends: the "
+            f"prefix's own are aborted by `kafka-eos recover --prefix {decision.prefix}` (or by this run, which "
+            "retries), another producer's end by its commit or its transaction timeout; then re-run.")
     # No need to wait for the markers: once PrepareCommit is logged the coordinator finishes the
     # commit, and a task re-initialising the id waits for that (CONCURRENT_TRANSACTIONS, retried).
+
+
+class ProbesNotStableError(KafkaEosCommitOutcomeUnknownError):
+    """A roll-forward met probes above their partition's last stable offset: retried, after the prefix's other open
+    transactions are aborted (they may be what pins it)."""
 
 
 def _describe(p: Participant, d: TxnDescription) -> str:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import ConfigResource
+from confluent_kafka.admin import ConfigResource, OffsetSpec
 
 from spark_kafka_eos.cluster import admin_client, point_reader
 from spark_kafka_eos.config.reader import Subscription, internal_read_options
@@ -29,12 +29,21 @@ class ProbeRemoved(Exception):
     """The probe record is not in its partition any more, and not because its transaction was aborted."""
 
 
+class ProbeNotStable(Exception):
+    """The probe lies at or above its partition's last stable offset: an open transaction (of any producer) pins
+    the LSO below it, so a read_committed reader cannot see it yet, committed or not."""
+
+
 def committed_record_at(options: WriterOptions, position: Position, digest: str | None = None) -> bool:
     """True if a read_committed reader returns the record at ``position`` (and, given its ``digest``, it is
     that record): the transaction that wrote it committed. False if it is filtered out (aborted), or
     another record. Raises :class:`ProbeRemoved` when retention or compaction may have removed it: then
-    nothing can be told from it."""
+    nothing can be told from it; :class:`ProbeNotStable` while the partition's LSO is not past it."""
     topic, partition, offset = position
+    stable = _last_stable_offset(options, topic, partition)
+    if offset >= stable:
+        raise ProbeNotStable(f"{topic}-{partition}'s last stable offset is {stable}, at or below the probe at {offset}: "
+                             "an open transaction pins it")
     reader_options = internal_read_options(options.connection, Subscription("assign", partitions=((topic, partition),)),
                                            fail_on_data_loss=False)
     for batch in read_offset_range(reader_options, OffsetRange(topic, partition, offset, offset + 1)):
@@ -45,6 +54,13 @@ def committed_record_at(options: WriterOptions, position: Position, digest: str 
     if removed:
         raise ProbeRemoved(removed)
     return False
+
+
+def _last_stable_offset(options: WriterOptions, topic: str, partition: int) -> int:
+    request = {KafkaTopicPartition(topic, partition): OffsetSpec.latest()}
+    answers = admin_client(options.connection).list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED,
+                                                            request_timeout=REQUEST_TIMEOUT_S)
+    return int(next(iter(answers.values())).result(REQUEST_TIMEOUT_S).offset)
 
 
 def _removed_by_cleanup(options: WriterOptions, position: Position) -> str | None:

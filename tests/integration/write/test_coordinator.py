@@ -359,3 +359,33 @@ def test_planning_does_not_fence_a_decision_whose_participants_are_all_committed
     last = decision_log.last(options.prefix)
     assert last is not None and last.kind == "decision"
     assert committed_values(kafka, topic) == [b"a", b"b"]
+
+
+def test_a_committed_participant_above_a_pinned_stable_offset_is_rolled_forward_not_reported_lost(kafka: KafkaTestCluster) -> None:
+    """The operator model's find: a decided participant whose id moved on since (so only its probe can tell), while a
+    dead attempt's open transaction of the prefix pins the sink's LSO below that probe. A read_committed reader cannot
+    see the probe yet, committed or not: the recovery aborts what pins it (a sweep that proves ownership) and looks
+    again, instead of reporting committed records as LOST."""
+    topic = kafka.create_topic(1)
+    options = sink_options(kafka, topic)
+    # Opened first, and left open for minutes: it pins the LSO below what follows (its timeout is no way out here).
+    dead = write_task(options, stream_epoch(0), [pa.record_batch([pa.array(["dead"])], names=["value"])],
+                      task=TaskIdentity(1, 0, 1), transaction_timeout_ms=300_000)
+    task = prepare(options, 0, ["a"])
+    assert task.transaction is not None and dead.transaction is not None and task.probe is not None
+    decision_log = DecisionLog(options)
+    decision_log.ensure_topic()
+    decision_log.append(LogRecord("decision", options.prefix, str(stream_epoch(0)), (
+        Participant(task.transaction.transactional_id, task.transaction.producer_id, task.transaction.producer_epoch,
+                    task.spark_partition, task.records, task.probe, task.probe_digest),)))
+    with open_session(options.connection) as session:
+        session.commit(task.transaction)  # phase 2 done; no completion
+        session.wait_settled([task.transaction.transactional_id])
+        session.init_producer_id(task.transaction.transactional_id, TIMEOUT_MS)  # the id moved on: only the probe tells
+        stable = kafka.offsets(topic, OffsetSpec.latest())[0]
+        assert stable <= task.probe[2], "the fault fired: the dead attempt pins the LSO below the probe"
+    TwoPhaseCommitCoordinator(options, TIMEOUT_MS).prepare()
+    last = decision_log.last(options.prefix)
+    assert last is not None and (last.kind, last.epoch_id) == ("complete", str(stream_epoch(0)))
+    assert committed_values(kafka, topic) == [b"a"]
+    assert open_transactions(kafka, options.prefix) == []
