@@ -127,15 +127,13 @@ CHECK_FRESH_START_RESET_ABORTS_OPEN = True
 its reset record without recovering: what a crashed job left open stays open (and pins the sink's LSO) until
 its timeout or the prefix's next epoch. Shortest sequence: a batch job whose driver dies before its decision;
 reset. True: check that nothing is left open after it, as after every other reset."""
-CHECK_LOSS_ABOVE_STABLE_OFFSET = False
-"""Finding: a participant committed by a driver that died in phase 2 is reported LOST by the replay's roll-forward
-(its id reused since, so only its probe can tell) when an open transaction of an earlier attempt of the prefix (a
-dead driver's task) pins the sink partition's last stable offset below the probe: a read_committed read finds
-nothing there, and on a non-compacted topic with DescribeConfigs allowed ``committed_record_at`` says False (with
-DescribeConfigs denied, "cannot be told"). Its advice, reset --accept-data-loss and re-run, writes the records twice.
-Replay with True: ``KAFKA_EOS_MODEL_REPLAY=AXicTYxLEgAgCEKh2nsm7n+p8DNTuhB8KEABopanNsUp2EaCFJUJR9sCvbUj30FQ5+f4Mevd9AVA8AmS``
-with ``-m long``. False: a LOST participant whose probe lies at or above its partition's last stable offset is not
-checked."""
+CHECK_LOSS_ABOVE_STABLE_OFFSET = True
+"""Found by this model, fixed: a participant committed by a driver that died in phase 2 was reported LOST by the
+replay's roll-forward (its id reused since, so only its probe can tell) while an open transaction of an earlier
+attempt of the prefix pinned the sink partition's last stable offset below the probe. The visibility check now
+says "not yet" there, and the roll-forward aborts the prefix's other open transactions and looks again. Its
+sequence: ``KAFKA_EOS_MODEL_REPLAY=AXicTYxLEgAgCEKh2nsm7n+p8DNTuhB8KEABopanNsUp2EaCFJUJR9sCvbUj30FQ5+f4Mevd9AVA8AmS``
+with ``-m long``. True checks that no LOST participant is committed, wherever its probe lies."""
 
 EXAMPLES = int(os.environ.get("KAFKA_EOS_MODEL_EXAMPLES", "1000"))
 LONG_EXAMPLES = int(os.environ.get("KAFKA_EOS_MODEL_LONG_EXAMPLES", "12000"))
