@@ -31,8 +31,10 @@ class KafkaEosStreamReader(StreamReaderCore, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        tps = self.lookup.partitions(self.options.subscription, must_exist=False)
-        self._available_now_target = self.lookup.latest(tps)
+        def target() -> dict[tuple[str, int], int]:
+            return self.lookup.latest(self.lookup.partitions(self.options.subscription, must_exist=False))
+
+        self._available_now_target = self._planned("Trigger.AvailableNow target", target)
 
     def latestOffset(self, start: StreamOffset, limit: ReadLimit) -> StreamOffset:
         max_rows, min_rows = self._limits(limit)

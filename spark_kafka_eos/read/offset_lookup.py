@@ -20,7 +20,7 @@ from spark_kafka_eos.cluster import committed_offsets
 from spark_kafka_eos.config.connection import KafkaConnection
 from spark_kafka_eos.config.librdkafka import for_librdkafka
 from spark_kafka_eos.config.reader import PartitionKey, ReaderOptions, Subscription
-from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError, KafkaEosUnavailableError
+from spark_kafka_eos.errors import KafkaEosOptionError, KafkaEosUnavailableError
 from spark_kafka_eos.read.authorization import topic_authorization_error
 from spark_kafka_eos.retry import UNANSWERED, UNREACHABLE, Backoff, Deadline, kafka_codes, listed_offset, retry
 
@@ -33,6 +33,16 @@ INTERNAL_TOPIC_PREFIX = "__"
 """Every Kafka internal topic's name starts with it (Kafka's Topic.isInternal); user topics may too."""
 _RETRIABLE = kafka_codes(UNANSWERED | UNREACHABLE | {KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION},
                          or_flagged_retriable=True)
+_VANISHED = kafka_codes({KafkaError.UNKNOWN_TOPIC_OR_PART})
+
+
+class PartitionsVanished(Exception):
+    """A look-up answered UNKNOWN_TOPIC_OR_PART for partitions the listing just before named, after
+    fetchOffset.numRetries more tries: they were deleted while the driver planned. Internal: the reader plans
+    again from a new listing, whose missing partitions then go through failOnDataLoss (see
+    :meth:`~spark_kafka_eos.read.reader._KafkaReaderBase._planned`)."""
+
+
 class KafkaOffsetLookup:
     """Answers the planner's questions with an AdminClient (driver side only; not picklable)."""
 
@@ -59,7 +69,7 @@ class KafkaOffsetLookup:
             if t.error is None or t.error.code() == KafkaError.NO_ERROR
         }
         named = subscription.topics if subscription.kind == "subscribe" else tuple(t for t, _ in subscription.partitions)
-        self._check_authorized(sorted({t for t in named if t not in existing}))
+        self.check_authorized(sorted({t for t in named if t not in existing}))
         if subscription.kind == "subscribe":
             missing = [t for t in subscription.topics if t not in existing]
             if missing and must_exist:
@@ -111,9 +121,10 @@ class KafkaOffsetLookup:
 
         return self._retrying("describe topics", request)
 
-    def _check_authorized(self, topics: Sequence[str]) -> None:
+    def check_authorized(self, topics: Sequence[str]) -> None:
         """Topics the principal may not describe are left out of the cluster's metadata: ask for
-        each missing one by name, which says so, rather than take it for absent."""
+        each missing one by name, which says so, rather than take it for absent. (A pattern's topic
+        that the query reads and that its principal may no longer describe, too: see the stream reader.)"""
         refused = []
         for topic in topics:
             answer = self._retrying("describe topic", lambda: self._admin.list_topics(topic, timeout=self._timeout_s))
@@ -191,20 +202,22 @@ class KafkaOffsetLookup:
                 except TimeoutError:  # a future's result() that waited in vain: as librdkafka's own timeout
                     raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "no answer before the request timeout")) from None
             except KafkaException as exc:
-                if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                    raise KafkaEosDataLossError(
-                        f"A topic or partition vanished while planning ({what}): {exc.args[0].str()}. "
-                        "It was deleted, or its partitions changed; restart the query to re-plan."
-                    ) from None
                 if _RETRIABLE(exc):
                     self._authentication.check(self._admin)  # refused credentials look like an unreachable cluster
                 raise
 
         try:
-            return retry(attempt, Deadline(self._timeout_s), _RETRIABLE, Backoff(self._options.fetch_offset_retry_interval_ms / 1000.0),
+            # UNKNOWN_TOPIC_OR_PART is asked again too: a broker that has not yet learnt of a new topic says so.
+            return retry(attempt, Deadline(self._timeout_s), lambda exc: _RETRIABLE(exc) or _VANISHED(exc),
+                         Backoff(self._options.fetch_offset_retry_interval_ms / 1000.0),
                          attempts=self._options.fetch_offset_retries + 1,
                          on_retry=lambda exc, _: log.info("Retrying %s after %s", what, exc.args[0].str()))
         except KafkaException as exc:
+            if _VANISHED(exc):
+                # Not data loss yet, whatever failOnDataLoss says: the reader plans again from a new listing.
+                raise PartitionsVanished(
+                    f"A topic or partition vanished while planning ({what}; {tries} attempt(s)): {exc.args[0].str()}."
+                ) from None
             if not _RETRIABLE(exc):
                 raise
             raise KafkaEosUnavailableError(

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
 from spark_kafka_eos.config.reader import PartitionKey, ReaderOptions
+from spark_kafka_eos.errors import KafkaEosUnavailableError
 from spark_kafka_eos.read.data_loss import describe, moved_back_problem, report_data_loss
 from spark_kafka_eos.read.fetchers import check_consumer_config
-from spark_kafka_eos.read.offset_lookup import GroupGuard, KafkaOffsetLookup
+from spark_kafka_eos.read.offset_lookup import GroupGuard, KafkaOffsetLookup, PartitionsVanished
 from spark_kafka_eos.read.partition_reader import read_offset_ranges
 from spark_kafka_eos.read.planner import (
     OffsetRange,
@@ -41,11 +42,16 @@ from spark_kafka_eos.retry import Backoff, Deadline, wait_until
 from spark_kafka_eos.worker_gc import freeze_driver_call_heap, freeze_worker_heap
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 StreamOffset = dict[str, Any]
 
 # Key of the start offsets a run's first micro-batch was planned from; never a topic name.
 ORIGIN_KEY = "@origin"
+
+# How many times planning starts again from a new listing when partitions it listed vanish before their offsets are
+# looked up (a topic deleted meanwhile): the new listing lacks them, and failOnDataLoss decides.
+REPLANS = 3
 
 
 def to_stream_offset(offsets: Offsets) -> StreamOffset:
@@ -87,6 +93,22 @@ class _KafkaReaderBase:
         state.pop("_lookup", None)
         return state
 
+    def _planned(self, what: str, plan: Callable[[], T]) -> T:
+        """``plan()``, started again when a partition it listed vanished before its offsets were looked up
+        (UNKNOWN_TOPIC_OR_PART, asked fetchOffset.numRetries more times): the next listing no longer names it,
+        and failOnDataLoss decides what that means, as for any partition that vanished between two plans."""
+        for attempt in range(1, REPLANS + 1):
+            try:
+                return plan()
+            except PartitionsVanished as vanished:
+                last = vanished
+                log.info("kafka_eos %s: %s Planning again from a new listing (%d of %d).", what, vanished, attempt, REPLANS)
+        raise KafkaEosUnavailableError(
+            f"kafka_eos could not plan the {what} of {self.options.subscription.describe()}: {REPLANS} times Kafka at "
+            f"{self.options.bootstrap_servers} listed partitions that its offset look-ups then did not know ({last}) "
+            "Topics are being deleted or re-created; run the query again once they settle."
+        )
+
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, (OffsetRange, PackedRanges)):
             # Spark reads one placeholder partition when a plan has none: nothing to read.
@@ -104,6 +126,9 @@ class KafkaEosBatchReader(_KafkaReaderBase, DataSourceReader):
         self.group_guard = group_guard
 
     def partitions(self) -> Sequence[InputPartition]:
+        return self._planned("batch read", self._plan)
+
+    def _plan(self) -> Sequence[InputPartition]:
         opts, lookup = self.options, self.lookup
         assert opts.ending is not None
         tps = lookup.partitions(opts.subscription, must_exist=True)
@@ -149,19 +174,24 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         resolution of ``latest`` or ``earliest`` would skip what arrived or expired between.
         Across a restart, the first micro-batch's end offset keeps the first answer."""
         if self._initial is None:
-            opts, lookup = self.options, self.lookup
-            tps = lookup.partitions(opts.subscription, must_exist=opts.subscription.kind == "assign")
-            earliest, latest = lookup.earliest(tps), lookup.latest(tps)
-            start = resolve_bound(opts.starting, tps, earliest, latest, lookup, False, opts.timestamp_strategy)
-            self._initial = to_stream_offset(start)
-            log.info("kafka_eos stream of %s starts at %s", opts.subscription.describe(), self._initial)
+            self._initial = self._planned("initial offset", self._resolve_initial)
+            log.info("kafka_eos stream of %s starts at %s", self.options.subscription.describe(), self._initial)
         return self._initial
+
+    def _resolve_initial(self) -> StreamOffset:
+        opts, lookup = self.options, self.lookup
+        tps = lookup.partitions(opts.subscription, must_exist=opts.subscription.kind == "assign")
+        earliest, latest = lookup.earliest(tps), lookup.latest(tps)
+        return to_stream_offset(resolve_bound(opts.starting, tps, earliest, latest, lookup, False, opts.timestamp_strategy))
 
     def _next_end(self, start: StreamOffset, max_rows: int | None, min_rows: int | None, progress: bool = True) -> StreamOffset:
         """The end of the next micro-batch from ``start``: at most ``max_rows`` offsets, none past the LSO
         (or the Trigger.AvailableNow target); ``start`` itself when there is nothing new, or when
         ``min_rows`` asks to wait. ``progress``: ``start`` is the stream's position, to report to
         progressGroup."""
+        return self._planned("next micro-batch", lambda: self._plan_next_end(start, max_rows, min_rows, progress))
+
+    def _plan_next_end(self, start: StreamOffset, max_rows: int | None, min_rows: int | None, progress: bool) -> StreamOffset:
         # Spark plans from the end of the last committed micro-batch: that is the stream's progress.
         # (Spark calls commit() for a batch only when it plans the next one, so never for the last
         # batch of a Trigger.AvailableNow run.)
@@ -213,7 +243,7 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         """``start`` for the partitions that exist now. Vanished ones follow failOnDataLoss;
         partitions added since are read from their earliest offset, which is data loss when it
         is not 0 (their first records were deleted before the query saw them)."""
-        tps = self.lookup.partitions(self.options.subscription, must_exist=False)
+        tps = self._partitions_now(start)
         vanished = sorted(set(start) - set(tps))
         if vanished:
             report_data_loss(
@@ -233,6 +263,27 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
             self._added_reported.add((tp, first[tp]))
         current.update(first)
         return current
+
+    def _partitions_now(self, position: Collection[PartitionKey]) -> list[PartitionKey]:
+        """The partitions the subscription reads now. One metadata answer that lacks partitions of ``position``
+        is not taken for their deletion (a broker that has not caught up; the executor, too, doubts a vanished
+        partition for 10 s): the listing is asked again, fetchOffset.numRetries times (at least once)
+        fetchOffset.retryIntervalMs apart, and only what every answer lacks has vanished. A topic of
+        ``position`` that the principal may no longer describe (Kafka leaves it out of the metadata, as if it
+        were deleted: a subscribePattern's topic whose Describe ACL was removed) fails with the ACL to grant,
+        whatever failOnDataLoss says: taken for deleted, it would be skipped, then read again from its
+        earliest offset once the ACL is back."""
+        wanted = set(position)
+        listed = self.lookup.partitions(self.options.subscription, must_exist=False)
+        for _ in range(max(1, self.options.fetch_offset_retries)):
+            if wanted <= set(listed):
+                return listed
+            log.info("kafka_eos: %s not in the metadata; asking again before taking them for deleted",
+                     ", ".join(describe(tp) for tp in sorted(wanted - set(listed))))
+            time.sleep(self.options.fetch_offset_retry_interval_ms / 1000.0)
+            listed = self.lookup.partitions(self.options.subscription, must_exist=False)
+        self.lookup.check_authorized(sorted({topic for topic, _ in wanted - set(listed)}))
+        return listed
 
     def _restart_moved_back(self, position: Offsets, stable: Offsets) -> Offsets:
         """Partitions whose log now ends below ``position``, restarted at their earliest offset
@@ -263,13 +314,19 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
             # and throws the plan away: planning it from a first batch's recorded origin would report
             # records that retention deleted since that batch committed as lost.
             return []
+        return self._planned("micro-batch's partitions", lambda: self._plan_partitions(start, end))
+
+    def _plan_partitions(self, start: StreamOffset, end: StreamOffset) -> Sequence[InputPartition]:
         begin, finish = from_stream_offset(start), from_stream_offset(end)
+        # Only a run's first micro-batch (or its replay) starts at initialOffset(), which Spark resolves anew on a
+        # restart; an end offset that records the batch's start (its origin) says where it really began.
+        resolved_again = self._initial is not None and begin == from_stream_offset(self._initial) and ORIGIN_KEY not in end
         if self._initial is not None and begin == from_stream_offset(self._initial):
             # Spark plans from initialOffset() only for a run's first micro-batch (or its replay). Any other
             # start is the end of the micro-batch before: an end that carries an origin (a Trigger.AvailableNow
             # target Spark 4.0/4.1 asked for before a restart's replay) must not send the read back there.
             begin.update(origin_of(end))
-        existing = set(self.lookup.partitions(self.options.subscription, must_exist=False)) if finish else set()
+        existing = set(self._partitions_now(finish)) if finish else set()
         gone = sorted(set(finish) - existing)
         if gone:
             # Planned (perhaps before a restart) but deleted since: nothing of them can be read.
@@ -287,7 +344,8 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         log_end = self.lookup.log_end(behind) if behind else {}
         ranges = []
         for tp in readable:
-            start_at = self._start_behind_end(tp, first[tp], finish[tp], earliest[tp], log_end[tp]) if tp in behind else first[tp]
+            start_at = (self._start_behind_end(tp, first[tp], finish[tp], earliest[tp], log_end[tp], resolved_again)
+                        if tp in behind else first[tp])
             if start_at is None:
                 continue
             start_at = check_start_available(tp, start_at, earliest[tp], self.options.fail_on_data_loss)
@@ -311,10 +369,17 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
                 )
                 self._added_reported.add((tp, earliest[tp]))
 
-    def _start_behind_end(self, tp: PartitionKey, first: int, finish: int, earliest: int, log_end: int) -> int | None:
-        """Where to read ``tp`` from when a micro-batch ends before it starts; None: not at all."""
+    def _start_behind_end(self, tp: PartitionKey, first: int, finish: int, earliest: int, log_end: int,
+                          resolved_again: bool) -> int | None:
+        """Where to read ``tp`` from when a micro-batch ends before it starts; None: not at all.
+
+        A start that is the end of the batch before (every batch but a run's first, and a first one whose end
+        records its origin) is where the query stood when latestOffset planned this batch: an end below it
+        means latestOffset found the partition's log below that position and restarted it at its earliest
+        offset, whether that was this run (``_moved_back``) or a run before a restart, and whatever the log
+        has grown to since."""
         fail = self.options.fail_on_data_loss
-        if log_end < first or (tp, first) in self._moved_back:
+        if not resolved_again or log_end < first or (tp, first) in self._moved_back:
             # latestOffset found the partition's log below the position and restarted it.
             report_data_loss(
                 moved_back_problem(tp, first, finish, "this micro-batch was planned to end it at"), fail,

@@ -49,6 +49,11 @@ class Topics:
 
 @pytest.fixture(scope="module")
 def topics(kafka: KafkaTestCluster) -> Topics:
+    return make_topics(kafka)
+
+
+def make_topics(kafka: KafkaTestCluster) -> Topics:
+    """The topics the batch reads compare (also on a cluster after a rolling restart, test_reader_differential_cluster)."""
     prefix = f"diff{uuid.uuid4().hex[:6]}"
     t0 = int(time.time() * 1000) - 60_000
     txn, plain = kafka.create_topic(3, prefix=prefix), kafka.create_topic(2, prefix=prefix)
