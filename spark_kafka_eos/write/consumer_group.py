@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -31,12 +31,15 @@ def check_group_has_no_members(options: WriterOptions) -> None:
 
 def check_group_position(options: WriterOptions, starts: Mapping[tuple[str, int], int],
                          ends: Mapping[tuple[str, int], int],
-                         remembered: Mapping[tuple[str, int], int] | None = None) -> list[KafkaTopicPartition]:
+                         remembered: Mapping[tuple[str, int], int] | None = None,
+                         remembered_elsewhere: Callable[[], Mapping[tuple[str, int], int]] | None = None,
+                         ) -> list[KafkaTopicPartition]:
     """Compare-and-set, the compare half: raise unless the group stands at or before where this epoch
     started reading (``starts``: the first source offset it consumed per partition) and committing
     ``ends`` would not move it backwards. ``remembered``: where the prefix last committed the group, which
-    counts where the group has no offset (expired, or deleted). Returns the group's committed offsets, with
-    their metadata."""
+    counts where the group has no offset (expired, or deleted); so does ``remembered_elsewhere()`` (where other prefixes
+    last committed it), asked only when the group has no offset for a partition the prefix does not remember.
+    Returns the group's committed offsets, with their metadata."""
     group = options.consumer_group
     if group is None or not ends:
         return []
@@ -49,7 +52,11 @@ def check_group_position(options: WriterOptions, starts: Mapping[tuple[str, int]
     finally:
         reader.close()
     committed = {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
-    _refuse_forgotten(group, starts, committed, remembered or {})
+    known = dict(remembered or {})
+    if remembered_elsewhere is not None and any(tp not in committed and tp not in known for tp in starts):
+        for tp, offset in remembered_elsewhere().items():
+            known[tp] = max(offset, known.get(tp, offset))
+    _refuse_forgotten(group, starts, committed, known)
     behind = sorted((tp, o, committed[tp]) for tp, o in ends.items() if tp in committed and o < committed[tp])
     if behind:
         where = ", ".join(f"{t}-{p}: {o} < {c}" for (t, p), o, c in behind[:5])
@@ -86,7 +93,8 @@ def _refuse_forgotten(group: str, starts: Mapping[tuple[str, int], int], committ
         resume.setdefault(t, {})[str(p)] = committed.get((t, p), r)
     raise KafkaEosRunRefusedError(
         f"The epoch was aborted (nothing of it is visible): consumerGroup '{group}' has no committed offset for "
-        f"partitions this transactional.id.prefix committed it to before ({where}). Kafka expired them "
+        f"partitions this transactional.id.prefix (or another prefix of its decision log) committed it to before "
+        f"({where}). Kafka expired them "
         "(a group without members keeps its offsets offsets.retention.minutes, 7 days by default, after its last "
         "commit) or the group was deleted, so the job read again what an earlier decision wrote. It is safe to "
         f"re-run. Fix: re-run it with .option('startingOffsets', '{json.dumps(resume, separators=(',', ':'))}') "

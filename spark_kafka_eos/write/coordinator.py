@@ -238,7 +238,7 @@ class TwoPhaseCommitCoordinator:
                              starts=starts if self._options.consumer_group else ())
         group_offsets = _group_offsets(decision)
         if group_offsets:
-            self._abort_on_error(session, own, lambda: self._check_group(starts, group_offsets, last))
+            self._abort_on_error(session, own, lambda: self._check_group(starts, group_offsets, last, decision_log))
         self._hooks.at(BEFORE_DECISION, session, decision)
         self._decide(session, decision_log, decision, group_offsets, deadline_ms)
         self._hooks.at(AFTER_DECISION, session, decision)
@@ -271,14 +271,18 @@ class TwoPhaseCommitCoordinator:
                 "source_topic, source_partition and source_offset, or remove consumerGroup.")
         return positions
 
-    def _check_group(self, starts: Sequence[Position], group_offsets: dict[tuple[str, int], int], last: LogRecord | None) -> None:
+    def _check_group(self, starts: Sequence[Position], group_offsets: dict[tuple[str, int], int], last: LogRecord | None,
+                     decision_log: DecisionLog) -> None:
         """The group must stand where this epoch started (compare-and-set), and a decision of another
         prefix that moved it must be finished before this one builds on it. Where the group has no offset,
-        the one this prefix last committed to it stands in: Kafka may have expired it, or someone deleted it."""
-        assert self._options.consumer_group is not None
-        remembered = last.group_position(self._options.consumer_group) if last is not None else {}
-        committed = check_group_position(self._options, {(t, p): o for t, p, o in starts}, group_offsets, remembered)
-        settle_group(self._options.connection, self._options.consumer_group, committed,
+        the one this prefix last committed to it stands in: Kafka may have expired it, or someone deleted it; and
+        where this prefix never committed it, the offsets other prefixes of the log did (one scan of the log)."""
+        group = self._options.consumer_group
+        assert group is not None
+        remembered = last.group_position(group) if last is not None else {}
+        committed = check_group_position(self._options, {(t, p): o for t, p, o in starts}, group_offsets, remembered,
+                                         lambda: _group_positions_elsewhere(decision_log, group, self._prefix))
+        settle_group(self._options.connection, group, committed,
                      own=(self._options.decision_log_topic, self._prefix))
 
     def _refuse_unless_known(self, last: LogRecord | None, epoch: EpochId, session: TransactionSession,
@@ -807,6 +811,17 @@ def _task_commits(messages: Sequence[WriterCommitMessage | None], epoch: EpochId
     if strangers:
         raise KafkaEosEpochAbortedError(f"Tasks of epoch(s) {strangers} were handed to the commit of {epoch}: a bug; nothing was committed.")
     return tasks
+
+
+def _group_positions_elsewhere(decision_log: DecisionLog, group: str, prefix: str) -> dict[tuple[str, int], int]:
+    """Where the other prefixes of the decision log last committed ``group``, per partition (the highest)."""
+    records, _ = decision_log.records_since(0)
+    latest = {record.prefix: record for record in records if record.prefix != prefix}
+    positions: dict[tuple[str, int], int] = {}
+    for record in latest.values():
+        for tp, offset in record.group_position(group).items():
+            positions[tp] = max(offset, positions.get(tp, offset))
+    return positions
 
 
 def _resumed_past(last: LogRecord, epoch: EpochId, tasks: Sequence[TaskCommit]) -> bool:

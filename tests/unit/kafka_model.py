@@ -455,6 +455,11 @@ class ModelDecisionLog:
         self.model._alive()
         return self._last(prefix)
 
+    def records_since(self, since: int = 0) -> tuple[list[LogRecord], int]:
+        """Every committed record of every prefix, in log order (the model's log is not compacted)."""
+        self.model._alive()
+        return list(self.model.log[since:]), len(self.model.log)
+
     def _last(self, prefix: str) -> LogRecord | None:
         """The last committed record; an open coordinator transaction with records of the prefix is waited out
         (the index group's offset is unstable until it ends; the broker aborts it after its timeout)."""

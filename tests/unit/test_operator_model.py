@@ -106,14 +106,16 @@ GAP_RESET_KEEPS_LOST_WRITE_ID = True
 that writeId is taken for a replay: it writes nothing and reports success, with the records lost. False: such a
 writeId is not re-run."""
 PLAY_GROUP_EXPIRY_ACROSS_PREFIXES = False
-"""Finding: a prefix remembers only the group offsets it committed itself; the group's compare-and-set compares
-with those. Once the group's offsets expired (offsets.retention.minutes) or were deleted, a query of *another*
-prefix decides over input the first prefix already decided: duplicates, silently, though the decision log holds
-the first prefix's position. Sequences: (a) a micro-batch of prefix p, the group expires, micro-batch 0 of a new
-query of prefix q (which starts from the earliest offsets); (b) queries of p and q both plan micro-batch 0 from
-the empty group, q's commits, 8 days pass, p's (replayed) commits too. Replay (a) with True (unit tier):
-``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQhR34wCYKMIAEmBpgQM1iIEQBNggP2``. False: once the group has no offsets, a new query
-uses the prefix that last moved it; and the group does not expire while queries of two prefixes use it."""
+"""Found by this model, narrowed: a prefix compared the group's offsets only with those it committed itself, so once
+Kafka forgot them (offsets.retention.minutes, or a deleted group) a query of *another* prefix decided again input the
+first prefix had decided: duplicates, silently. Now the other prefixes of the decision log count too (one scan of
+the log, only while the group lacks an offset this prefix does not remember):
+integration/write/test_coordinator.py::test_a_group_another_prefix_committed_then_kafka_forgot_is_refused_not_read_again.
+Left, and why this stays False: when the decision log is deleted as well, nothing remembers the first prefix's
+position (as PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS). True plays it: ``KAFKA_EOS_MODEL_REPLAY`` of
+``AXicY2BgcAQhR34gyeQIYjFCBMAQyAMKM8CkmcHSjACH5QVA`` (unit tier; the log deleted, the group expired, a new query).
+False: once the group has no offsets, a new query uses the prefix that last moved it; and the group does not expire
+while queries of two prefixes use it."""
 GAP_HISTORY_LIMIT = True
 """Gap: a writeId older than the last HISTORY_LIMIT (1000) runs is forgotten; its re-run writes it again. True:
 HISTORY_LIMIT (and ARCHIVE_BATCH, where the log archives the oldest runs) is patched down so that the model gets

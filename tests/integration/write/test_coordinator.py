@@ -389,3 +389,35 @@ def test_a_committed_participant_above_a_pinned_stable_offset_is_rolled_forward_
     assert last is not None and (last.kind, last.epoch_id) == ("complete", str(stream_epoch(0)))
     assert committed_values(kafka, topic) == [b"a"]
     assert open_transactions(kafka, options.prefix) == []
+
+
+def test_a_group_another_prefix_committed_then_kafka_forgot_is_refused_not_read_again(kafka: KafkaTestCluster) -> None:
+    """The operator model's find: prefixes p and q commit one consumerGroup. p's decision moved it; Kafka then forgot
+    the group's offsets (expiry, or a clean-up script); q, resuming from the group, read from earliest again. b0050cf
+    compared only with the positions q itself remembered: the records p decided were written twice, silently."""
+    source, sink = kafka.create_topic(1, "src"), kafka.create_topic(1, "sink")
+    read = kafka.produce_plain(source, [Sent(0, None, f"in-{i}".encode()) for i in range(10)])
+    tag = uuid.uuid4().hex[:8]
+    group, log_topic = f"shared-{tag}", f"_decisions-{tag}"
+
+    def sink_of(prefix: str) -> WriterOptions:
+        return parse_writer_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": sink, "consumerGroup": group,
+                                     "transactional.id.prefix": f"{prefix}-{tag}", "decisionlogtopic": log_topic}, streaming=True)
+
+    def copy(options: WriterOptions, epoch: EpochId) -> TaskCommit:
+        rows = pa.record_batch([pa.array([s.value for s in read], pa.binary()), pa.array([source] * 10, pa.string()),
+                                pa.array([0] * 10, pa.int32()), pa.array(range(10), pa.int64())],
+                               names=["value", "source_topic", "source_partition", "source_offset"])
+        return write_task(options, epoch, [rows], task=TaskIdentity(0, 0, 0), transaction_timeout_ms=TIMEOUT_MS)
+
+    p, q = sink_of("p"), sink_of("q")
+    TwoPhaseCommitCoordinator(p, TIMEOUT_MS).commit(EpochId.stream("query-p", 0), [copy(p, EpochId.stream("query-p", 0))])
+    assert kafka.group_offsets(group, source) == {0: 10}
+    kafka.admin.delete_consumer_groups([group])[group].result(30)
+    assert kafka.group_offsets(group, source) == {0: -1001}, "the fault fired: Kafka forgot the group"
+
+    epoch_q = EpochId.stream("query-q", 0)
+    with pytest.raises(KafkaEosRunRefusedError, match="has no committed offset .*another prefix of its decision log.*from 0, committed to 10"):
+        TwoPhaseCommitCoordinator(q, TIMEOUT_MS).commit(epoch_q, [copy(q, epoch_q)])
+    assert committed_values(kafka, sink) == sorted(s.value or b"" for s in read)
+    assert open_transactions(kafka, q.prefix) == []
