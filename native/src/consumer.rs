@@ -206,6 +206,9 @@ impl RangeConsumer {
                 Taken::TimestampOverflow(offset, timestamp_ms) => {
                     return Err(PyOverflowError::new_err((offset, timestamp_ms)))
                 }
+                Taken::UnparsableHeaders(offset, reason) => {
+                    return Err(PyValueError::new_err(("headers", offset, reason)))
+                }
             }
         }
         Ok((last, false, None))
@@ -305,6 +308,8 @@ enum Taken {
     Error((i32, String, i64, bool)),
     /// A record timestamp (ms) that Spark's microseconds cannot hold: (offset, timestamp).
     TimestampOverflow(i64, i64),
+    /// A record whose headers librdkafka cannot parse: (offset, librdkafka's reason).
+    UnparsableHeaders(i64, String),
 }
 
 impl RangeConsumer {
@@ -360,7 +365,14 @@ impl RangeConsumer {
         let key_ptr = (*message).key;
         let key = (!key_ptr.is_null()).then(|| bytes(key_ptr, (*message).key_len));
         let value = (!payload.is_null()).then(|| bytes(payload, len));
-        let headers = if self.include_headers { record_headers(message) } else { Vec::new() };
+        let headers = if self.include_headers {
+            match record_headers(message) {
+                Ok(headers) => headers,
+                Err(err) => return Taken::UnparsableHeaders(offset, c_text(error_text(err))),
+            }
+        } else {
+            Vec::new()
+        };
         let size = key.map_or(0, <[u8]>::len)
             + value.map_or(0, <[u8]>::len)
             + headers.iter().map(|(name, value)| name.len() + value.map_or(0, <[u8]>::len)).sum::<usize>();
@@ -408,12 +420,18 @@ unsafe fn bytes<'a>(data: *const c_void, len: usize) -> &'a [u8] {
     }
 }
 
-/// A record's headers as (name, value) pairs, in order; empty when it has none.
-unsafe fn record_headers<'a>(message: *mut rd::rd_kafka_message_t) -> Vec<Header<'a>> {
+/// A record's headers as (name, value) pairs, in order; empty when it has none; librdkafka's error code when
+/// it cannot parse them (Java's consumer, so Spark's source, fails on such a record: never a silent null).
+unsafe fn record_headers<'a>(message: *mut rd::rd_kafka_message_t) -> Result<Vec<Header<'a>>, c_int> {
     let mut headers = ptr::null_mut();
     let mut pairs = Vec::new();
-    if rd::rd_kafka_message_headers(message, &mut headers) != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
-        return pairs;
+    // Read as a plain integer: the enum does not declare every code librdkafka may return.
+    let err = rd::rd_kafka_message_headers(message, &mut headers) as c_int;
+    if err == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__NOENT as c_int {
+        return Ok(pairs);
+    }
+    if err != NO_ERROR {
+        return Err(err);
     }
     let mut index = 0;
     loop {
@@ -421,7 +439,7 @@ unsafe fn record_headers<'a>(message: *mut rd::rd_kafka_message_t) -> Vec<Header
         if rd::rd_kafka_header_get_all(headers, index, &mut name, &mut value, &mut size)
             != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
         {
-            return pairs;
+            return Ok(pairs);
         }
         let name = CStr::from_ptr(name).to_bytes();
         pairs.push((name, (!value.is_null()).then(|| bytes(value, size))));

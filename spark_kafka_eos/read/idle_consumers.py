@@ -68,6 +68,15 @@ class IdleConsumers:
         if reaper is not None:
             reaper.start()
 
+    def discard(self, key: Hashable | None) -> int:
+        """Close every idle consumer made with ``key``'s configuration (one of them was found stale: the others,
+        kept from the same reads, are likely to be too); how many."""
+        with self._lock:
+            dropped = [idle for idle in self._idle if idle.key == key]
+            self._idle = [idle for idle in self._idle if idle.key != key]
+        _close(dropped)
+        return len(dropped)
+
     def _expired(self) -> list[_Idle]:
         """Remove and return the consumers idle past the limit (the caller holds the lock)."""
         now = time.monotonic()

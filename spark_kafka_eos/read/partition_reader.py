@@ -18,6 +18,16 @@ planned end, is confirmed against the leader's watermarks for :data:`CONFIRM_S` 
 metadata lags behind added partitions; a new leader's high watermark can lag its predecessor's). A
 batch librdkafka cannot decode (CRC mismatch, decompression failure) fails the task, as Spark's consumer does.
 
+A range that makes no progress at all for :data:`STALE_KEPT_S` asks the partition's leader whether it is there,
+as for a partition reported unknown. A consumer kept from an earlier read (``read/idle_consumers.py``) that makes no progress at all for
+:data:`STALE_KEPT_S` is replaced by a new one: a topic deleted and re-created since that consumer read it starts
+again at leader epoch 0, below the epoch librdkafka remembers of it, and librdkafka ignores the new topic's metadata
+as stale while every fetch answers UNKNOWN_LEADER_EPOCH. The other consumers kept with its settings are closed too,
+and a pack's later ranges of the topic start on new ones.
+
+An error event at or past a range's end concerns no offset of the range: the range is complete (everything below
+the event was delivered before it).
+
 A read that stops moving fails after ``kafkaConsumer.pollTimeoutMs`` (see ``read/progress.py``).
 """
 
@@ -37,6 +47,7 @@ from spark_kafka_eos.read.authorization import topic_authorization_error
 from spark_kafka_eos.read.data_loss import moved_back_problem, report_data_loss
 from spark_kafka_eos.read.fetchers import open_fetcher
 from spark_kafka_eos.read.fetchers.range_fetcher import FetchError, RangeFetcher
+from spark_kafka_eos.read.idle_consumers import IDLE_CONSUMERS
 from spark_kafka_eos.read.planner import OffsetRange, deleted_offsets
 from spark_kafka_eos.read.progress import FetchProgress, StallWatch
 
@@ -50,6 +61,10 @@ CONFIRM_S = 10.0
 """How long a partition reported unknown, or a log ending before the planned end, must stay so (the
 leader's watermarks asked about once a second) before it counts as lost."""
 _CONFIRM_EVERY_S = 1.0
+STALE_KEPT_S = 2.0
+"""How long a consumer kept from an earlier read may make no progress at all (no record, no position moved, no
+partition-EOF event) before it is replaced by a new one. A new consumer costs a connection and a metadata request
+(tens of ms), so a false suspicion (a leader election under way) costs little."""
 _MAX_MESSAGES_PER_POLL = 10_000
 _POLL_TIMEOUT_S = 0.05
 
@@ -70,10 +85,11 @@ def read_offset_ranges(options: ReaderOptions, ranges: Sequence[OffsetRange]) ->
     :data:`READ_AHEAD` ranges have their consumer assigned at a time (each range its own consumer)."""
     waiting = deque(r for r in ranges if r.size > 0)
     assigned: deque[_RangeReader] = deque()
+    pack = _Pack()
     try:
         while waiting or assigned:
             while waiting and len(assigned) < READ_AHEAD:
-                assigned.append(_RangeReader.assigned(options, waiting.popleft()))
+                assigned.append(_RangeReader.assigned(options, waiting.popleft(), pack))
             reader = assigned[0]
             yield from reader.batches()
             assigned.popleft()
@@ -84,9 +100,19 @@ def read_offset_ranges(options: ReaderOptions, ranges: Sequence[OffsetRange]) ->
         raise
 
 
+class _Pack:
+    """What the range readers of one task learn for each other: the topics whose kept consumers were found stale,
+    and the topics found gone (with when their doubt began), so that the pack's later ranges of a deleted topic
+    settle their doubt at once instead of waiting :data:`CONFIRM_S` each, one after another."""
+
+    def __init__(self) -> None:
+        self.stale_topics: set[str] = set()
+        self.gone_since: dict[str, float] = {}
+
+
 class _RangeReader:
     @classmethod
-    def assigned(cls, options: ReaderOptions, offset_range: OffsetRange) -> _RangeReader:
+    def assigned(cls, options: ReaderOptions, offset_range: OffsetRange, pack: _Pack | None = None) -> _RangeReader:
         """A reader of ``offset_range`` whose consumer is assigned at its start: it fetches from now on."""
         fetch_progress = FetchProgress(offset_range.topic, offset_range.partition)
         fetcher = open_fetcher(options, offset_range, fetch_progress.on_statistics)
@@ -95,10 +121,14 @@ class _RangeReader:
         except BaseException:
             fetcher.close()
             raise
-        return cls(options, offset_range, fetcher, fetch_progress)
+        return cls(options, offset_range, fetcher, fetch_progress, pack)
 
-    def __init__(self, options: ReaderOptions, offset_range: OffsetRange, fetcher: RangeFetcher, fetch_progress: FetchProgress) -> None:
+    def __init__(
+        self, options: ReaderOptions, offset_range: OffsetRange, fetcher: RangeFetcher, fetch_progress: FetchProgress,
+        pack: _Pack | None = None,
+    ) -> None:
         self._options = options
+        self._pack = pack or _Pack()
         self._range = offset_range
         self._fetcher = fetcher
         self._fetch_progress = fetch_progress
@@ -123,8 +153,16 @@ class _RangeReader:
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         end = self._range.end
+        topic = self._range.topic
         per_poll = min(self._options.max_records_per_batch, _MAX_MESSAGES_PER_POLL)
         watch = StallWatch(self._options.poll_timeout_ms / 1000.0, time.monotonic())
+        if self._fetcher.reused and topic in self._pack.stale_topics:
+            yield from self._replace_consumer("another range of this task found its kept consumer stale")
+        if topic in self._pack.gone_since and self._doubt is None:
+            # Another range of this task found the topic gone: ask this partition's leader at once.
+            self._doubt = _Doubt(_VANISHED_KIND, f"topic {topic} found gone by another range of this task",
+                                 self._pack.gone_since[topic], shared=True)
+        moved, moved_at = self._position, time.monotonic()
         while self._position < end:
             # Ask for no more than the range holds: a fetch waits for the whole count (or the
             # timeout), and markers or aborted records in the range make it return fewer.
@@ -135,8 +173,15 @@ class _RangeReader:
             if step.past_end:
                 self._position = end
             yield from self._fetcher.batches(flush=False)
-            if step.error is not None:
-                self._on_error(step.error)
+            error = step.error
+            if error is not None and self._position < end:
+                if error.offset is not None and error.offset >= end and not error.fatal:
+                    # About offsets past the range (a corrupt batch, an offset reset right after its end): everything
+                    # below it was delivered before it, so the range is complete.
+                    log.debug("Reading %s: %s at offset %d, past the range: the range is complete", self._name, error.reason, error.offset)
+                    self._position = end
+                else:
+                    self._on_error(error)
             if self._position < end and not self._fetcher.pending():
                 # Markers and aborted records are not returned, but they move the position. So do records
                 # delivered but still pending behind an error event: only ask once they are taken.
@@ -144,6 +189,18 @@ class _RangeReader:
                 self._position = max(self._position, position if self._eof_at is None else min(position, self._eof_at))
             if self._position < end and self._doubt is not None:
                 self._settle_doubt(time.monotonic())
+            now = time.monotonic()
+            if self._position != moved or self._eof_at is not None:
+                moved, moved_at = self._position, now
+            elif self._position < end and now - moved_at > STALE_KEPT_S:
+                if self._fetcher.reused:
+                    yield from self._replace_consumer(f"it made no progress at offset {self._position} for {STALE_KEPT_S:g}s")
+                if self._doubt is None:
+                    # No event either (librdkafka tells a consumer that an assigned topic does not exist only once its
+                    # topic.metadata.propagation.max.ms passed, if at all): ask the leader whether the partition is there.
+                    self._doubt = _Doubt(_VANISHED_KIND, f"no progress at offset {self._position} for {STALE_KEPT_S:g}s", now)
+                    self._doubt.next_check = now
+                moved_at = time.monotonic()
             if self._position < end and watch.stalled(self._position, self._fetch_progress.next_offset, time.monotonic()):
                 raise KafkaEosReadError(
                     f"Reading {self._name} made no progress at offset {self._position} for "
@@ -151,6 +208,22 @@ class _RangeReader:
                     f"{self._options.bootstrap_servers} are reachable from the executors."
                 )
         yield from self._fetcher.batches(flush=True)
+
+    def _replace_consumer(self, why: str) -> list[pa.RecordBatch]:
+        """Read on with a new consumer instead of the kept one (see the module's docstring); the old one's batches."""
+        old = self._fetcher
+        log.info(
+            "Reading %s on a consumer kept from an earlier read: %s; reading on with a new consumer (a topic deleted and "
+            "re-created since the kept one read it has a lower leader epoch than it remembers, which librdkafka ignores)",
+            self._name, why,
+        )
+        self._pack.stale_topics.add(self._range.topic)
+        built = old.batches(flush=True)
+        old.close()
+        IDLE_CONSUMERS.discard(old.key)
+        self._fetcher = open_fetcher(self._options, self._range, self._fetch_progress.on_statistics, fresh=True)
+        self._fetcher.assign(self._position)
+        return built
 
     def _on_error(self, error: FetchError) -> None:
         code = error.code
@@ -164,7 +237,9 @@ class _RangeReader:
             self._skip_lost_offsets(error)
         elif code in _VANISHED:
             if self._doubt is None or self._doubt.kind != _VANISHED_KIND:
-                self._doubt = _Doubt(_VANISHED_KIND, error.reason, time.monotonic())
+                gone_since = self._pack.gone_since.get(self._range.topic)
+                self._doubt = _Doubt(_VANISHED_KIND, error.reason, time.monotonic() if gone_since is None else gone_since,
+                                     shared=gone_since is not None)
         elif code in _UNDECODABLE:
             raise KafkaEosReadError(
                 f"Reading {self._name} failed at offset {error.offset if error.offset is not None else self._position}: "
@@ -233,14 +308,19 @@ class _RangeReader:
             if code not in _VANISHED and code != KafkaErrorCode.UNKNOWN_TOPIC_ID:
                 return  # not an answer (a timeout, a broker away): librdkafka retries, the stall limit bounds it
             high = None
+        if high is not None and doubt.shared:
+            # The partition answers: another range's finding about the topic does not hold here; its own clock starts.
+            doubt.since, doubt.shared = now, False
         if high is not None and high > self._position:
             self._doubt = None  # the records are there: librdkafka fetches them
+            self._pack.gone_since.pop(self._range.topic, None)
             return
         if high is not None and high >= self._range.end:
             return
         if now - doubt.since < CONFIRM_S:
             return
         if high is None:
+            self._pack.gone_since.setdefault(self._range.topic, doubt.since)
             report_data_loss(
                 f"{self._name}: the topic or partition is gone ({doubt.reason}; its leader has not known it for "
                 f"{CONFIRM_S:g}s) at offset {self._position}.",
@@ -264,6 +344,8 @@ _VANISHED_KIND = "vanished"
 class _Doubt:
     """A sign that the rest of the range may be gone, to confirm with the leader before it counts."""
 
-    def __init__(self, kind: str, reason: str, since: float) -> None:
+    def __init__(self, kind: str, reason: str, since: float, shared: bool = False) -> None:
         self.kind, self.reason, self.since = kind, reason, since
+        self.shared = shared
+        """``since`` is when another range of the task began to doubt the topic, which it then found gone."""
         self.next_check = since + _CONFIRM_EVERY_S

@@ -91,6 +91,16 @@ def timestamp_out_of_range(topic: str, partition: int, offset: int, timestamp_ms
     )
 
 
+def unparsable_headers(topic: str, partition: int, offset: int, reason: str) -> KafkaEosReadError:
+    """The error of a record whose headers librdkafka cannot parse (Spark's own source fails on it too)."""
+    return KafkaEosReadError(
+        f"The record at offset {offset} of {topic}-{partition} has headers librdkafka cannot parse ({reason}); Spark's "
+        "Kafka source fails on it too, and a null headers column would lose them silently. Nothing of this read was "
+        "returned. Fix: find out what wrote it (kafka-dump-log --print-data-log on its segment); read without "
+        "includeHeaders, or from past that offset (startingOffsets)."
+    )
+
+
 class ConstantColumns:
     """The topic and partition columns of one partition's batches: built once, at the largest size asked
     for so far, and sliced (no copy) for each batch."""

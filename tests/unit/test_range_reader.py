@@ -29,6 +29,8 @@ class ReplayFetcher:
         self._pending: deque[Delivery] = deque()
         self._taken: list[int] = []
         self._position = 0
+        self.reused = False
+        self.key = None
 
     def assign(self, offset: int) -> None:
         self._position = offset

@@ -47,6 +47,8 @@ class ScriptedFetcher:
     """The leader's log start offset."""
     delivered: list[int] = field(default_factory=list)
     _position: int = 0
+    reused: bool = False
+    key: None = None
 
     def assign(self, offset: int) -> None:
         self._position = offset
@@ -161,3 +163,14 @@ def test_offsets_deleted_below_the_position_are_named_in_order(monkeypatch: pyte
         read(fetcher, 8, monkeypatch)
     fetcher = ScriptedFetcher(deque([0, 1, out_of_range(2), 5, 6, 7]), Clock(), high=8, low=5)
     assert read(fetcher, 8, monkeypatch, fail_on_data_loss=False) == [0, 1, 5, 6, 7]
+
+
+def test_an_undecodable_batch_just_past_the_range_leaves_the_complete_range_complete(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records 0-4, a marker at 5, then a corrupt batch at 6: the range [0, 6) is complete (issue 49 item 4); a range
+    that holds offset 6 still fails on it."""
+    corrupt = FetchError(KafkaError._BAD_MSG, "MessageSet at offset 6 failed CRC32C check", 6, False)
+    fetcher = ScriptedFetcher(deque([0, 1, 2, 3, 4, corrupt]), Clock(), high=8, position_past_errors=False)
+    assert read(fetcher, 6, monkeypatch) == [0, 1, 2, 3, 4]
+    fetcher = ScriptedFetcher(deque([0, 1, 2, 3, 4, corrupt]), Clock(), high=8, position_past_errors=False)
+    with pytest.raises(KafkaEosReadError, match=r"t-0 \[0, 7\) failed at offset 6: librdkafka cannot decode"):
+        read(fetcher, 7, monkeypatch)

@@ -20,20 +20,22 @@ from spark_kafka_eos.read.progress import statistics_interval_ms
 from spark_kafka_eos.read.record_batch import RecordBatchBuilder
 
 
-def open_fetcher(options: ReaderOptions, offset_range: OffsetRange, on_statistics: Callable[[str], None]) -> RangeFetcher:
+def open_fetcher(
+    options: ReaderOptions, offset_range: OffsetRange, on_statistics: Callable[[str], None], fresh: bool = False,
+) -> RangeFetcher:
     """By ``readEngine``: the compiled fetcher (``auto``: where it is installed and can run the
-    configuration), else the pure-Python one."""
+    configuration), else the pure-Python one; on a consumer kept from an earlier read, unless ``fresh``."""
     topic, partition = offset_range.topic, offset_range.partition
     config = for_librdkafka({**options.consumer_config(), "statistics.interval.ms": statistics_interval_ms(options.poll_timeout_ms)})
     if options.read_engine != "python":
         native = open_native_fetcher(
             config, topic, partition, options.include_headers, options.max_records_per_batch, options.max_bytes_per_batch,
-            on_statistics, required=options.read_engine == "native",
+            on_statistics, required=options.read_engine == "native", fresh=fresh,
         )
         if native is not None:
             return native
     builder = RecordBatchBuilder(topic, partition, options.include_headers, options.max_records_per_batch, options.max_bytes_per_batch)
-    return open_confluent_fetcher(config, topic, partition, builder, on_statistics, _consumer)
+    return open_confluent_fetcher(config, topic, partition, builder, on_statistics, _consumer, fresh=fresh)
 
 
 def _consumer(config: dict[str, Any]) -> Consumer:

@@ -59,16 +59,18 @@ class KeptConsumer:
 
 def open_confluent_fetcher(
     config: Mapping[str, Any], topic: str, partition: int, builder: RecordBatchBuilder, on_statistics: Callable[[str], None],
-    make_consumer: Callable[[dict[str, Any]], Consumer],
+    make_consumer: Callable[[dict[str, Any]], Consumer], fresh: bool = False,
 ) -> ConfluentFetcher:
-    """A fetcher of ``topic``-``partition`` on an idle consumer of ``config``, or on a new one (``make_consumer``)."""
+    """A fetcher of ``topic``-``partition`` on an idle consumer of ``config`` (unless ``fresh``), or on a new one
+    (``make_consumer``)."""
     key = consumer_key("python", config)
-    kept = IDLE_CONSUMERS.take(key)
+    kept = None if fresh else IDLE_CONSUMERS.take(key)
+    reused = kept is not None
     if kept is None:
         route = StatisticsRoute()
         kept = KeptConsumer(make_consumer({**config, "stats_cb": route}), route)
     kept.route.target = on_statistics
-    return ConfluentFetcher(kept, topic, partition, builder, key)
+    return ConfluentFetcher(kept, topic, partition, builder, key, reused)
 
 
 class ConfluentFetcher:
@@ -76,6 +78,7 @@ class ConfluentFetcher:
 
     def __init__(
         self, kept: KeptConsumer, topic: str, partition: int, builder: RecordBatchBuilder, key: Hashable | None = None,
+        reused: bool = False,
     ) -> None:
         self._kept = kept
         self._consumer = kept.consumer
@@ -84,6 +87,8 @@ class ConfluentFetcher:
         self._full: list[pa.RecordBatch] = []
         self._pending: deque[Message] = deque()
         self._key = key
+        self.key = key
+        self.reused = reused
 
     def assign(self, offset: int) -> None:
         self._kept.know_topic(self._topic)

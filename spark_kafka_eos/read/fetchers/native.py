@@ -21,7 +21,7 @@ import pyarrow as pa
 from spark_kafka_eos.compiled import forward_logs, open_compiled, raise_compiled_error
 from spark_kafka_eos.read.fetchers.range_fetcher import FetchError, FetchStep
 from spark_kafka_eos.read.idle_consumers import IDLE_CONSUMERS, consumer_key
-from spark_kafka_eos.read.record_batch import ConstantColumns, timestamp_out_of_range
+from spark_kafka_eos.read.record_batch import ConstantColumns, timestamp_out_of_range, unparsable_headers
 from spark_kafka_eos.schema import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE, arrow_record_schema
 
 log = logging.getLogger(__name__)
@@ -29,24 +29,26 @@ log = logging.getLogger(__name__)
 
 def open_native_fetcher(
     config: Mapping[str, Any], topic: str, partition: int, include_headers: bool, max_records: int, max_bytes: int,
-    on_statistics: Callable[[str], None], required: bool,
+    on_statistics: Callable[[str], None], required: bool, fresh: bool = False,
 ) -> NativeFetcher | None:
-    """A compiled fetcher for ``config`` (what :func:`for_librdkafka` made); None where it cannot run it,
-    unless ``required`` (``readEngine=native``), which makes that an error."""
+    """A compiled fetcher for ``config`` (what :func:`for_librdkafka` made), on an idle consumer kept from an earlier
+    read unless ``fresh``; None where it cannot run it, unless ``required`` (``readEngine=native``), which makes that
+    an error."""
     def make(native: ModuleType, settings: list[tuple[str, str]]) -> Any:
         return native.RangeConsumer(
             settings, topic, partition, include_headers, max_records, max_bytes, (CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE)
         )
 
     key = consumer_key("native", config, include_headers, max_records, max_bytes)
-    consumer = IDLE_CONSUMERS.take(key)
+    consumer = None if fresh else IDLE_CONSUMERS.take(key)
+    reused = consumer is not None
     if consumer is not None:
         consumer.retarget(topic, partition)
     else:
         consumer = open_compiled(config, make, "readEngine", "read", required)
         if consumer is None:
             return None
-    return NativeFetcher(consumer, topic, partition, include_headers, on_statistics, key)
+    return NativeFetcher(consumer, topic, partition, include_headers, on_statistics, key, reused)
 
 
 class NativeFetcher:
@@ -54,13 +56,15 @@ class NativeFetcher:
 
     def __init__(
         self, consumer: Any, topic: str, partition: int, include_headers: bool, on_statistics: Callable[[str], None],
-        key: Hashable | None = None,
+        key: Hashable | None = None, reused: bool = False,
     ) -> None:
         self._consumer = consumer
         self._schema = arrow_record_schema(include_headers)
         self._constant = ConstantColumns(topic, partition)
         self._on_statistics = on_statistics
         self._key = key
+        self.key = key
+        self.reused = reused
 
     def assign(self, offset: int) -> None:
         raise_compiled_error(self._consumer.assign(offset))
@@ -71,6 +75,11 @@ class NativeFetcher:
         except OverflowError as overflow:
             offset, timestamp_ms = overflow.args
             raise timestamp_out_of_range(self._constant.topic, self._constant.partition, offset, timestamp_ms) from None
+        except ValueError as bad:
+            if len(bad.args) != 3 or bad.args[0] != "headers":
+                raise
+            _, offset, reason = bad.args
+            raise unparsable_headers(self._constant.topic, self._constant.partition, offset, reason) from None
         finally:
             self._hand_over_callbacks()
         if error is None:

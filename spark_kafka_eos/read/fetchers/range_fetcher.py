@@ -9,6 +9,7 @@ one over confluent-kafka (:mod:`~spark_kafka_eos.read.fetchers.confluent`) and t
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -38,6 +39,11 @@ class FetchStep:
 class RangeFetcher(Protocol):
     """A consumer of one partition that builds record batches of Spark's Kafka schema. A failing call (assign,
     position, watermarks) raises :class:`~spark_kafka_eos.client_errors.ClientCallError`."""
+
+    reused: bool
+    """Whether its client was kept from an earlier read (:mod:`~spark_kafka_eos.read.idle_consumers`)."""
+    key: Hashable | None
+    """What it is kept by (None: never kept)."""
 
     def assign(self, offset: int) -> None:
         """Fetch from ``offset`` on (again, after an offset reset stopped the fetcher)."""
