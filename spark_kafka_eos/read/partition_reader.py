@@ -330,7 +330,7 @@ class _RangeReader:
             report_data_loss(
                 moved_back_problem((self._range.topic, self._range.partition), self._range.end, high,
                                    f"the range read ends at offset {self._range.end}, and its leader has reported for "
-                                   f"{CONFIRM_S:g}s that its log ends at")
+                                   f"{CONFIRM_S:g}s that its last stable offset (the end of what a read_committed reader sees) is")
                 + f" Offsets {high} to {self._range.end - 1} of {self._name} do not exist.",
                 self._options.fail_on_data_loss, "Skipping what is left of the range",
             )

@@ -61,7 +61,8 @@ class RangeFetcher(Protocol):
         """librdkafka's consume position: past delivered records, markers and aborted records."""
 
     def watermarks(self, timeout_s: float) -> tuple[int, int]:
-        """The partition's low and high watermarks, from its leader."""
+        """The partition's low watermark and, read_committed, its last stable offset (the end of what the range can
+        read; the high watermark only where no transaction is open), from its leader."""
 
     def close(self) -> None:
         """Leave the partition and free the client."""
