@@ -93,8 +93,8 @@ def _refuse_forgotten(group: str, starts: Mapping[tuple[str, int], int], committ
         resume.setdefault(t, {})[str(p)] = committed.get((t, p), r)
     raise KafkaEosRunRefusedError(
         f"The epoch was aborted (nothing of it is visible): consumerGroup '{group}' has no committed offset for "
-        f"partitions this transactional.id.prefix (or another prefix of its decision log) committed it to before "
-        f"({where}). Kafka expired them "
+        f"partitions this transactional.id.prefix committed it to before ({where}). (A partition this prefix never "
+        "committed counts where another prefix of its decision log did.) Kafka expired them "
         "(a group without members keeps its offsets offsets.retention.minutes, 7 days by default, after its last "
         "commit) or the group was deleted, so the job read again what an earlier decision wrote. It is safe to "
         f"re-run. Fix: re-run it with .option('startingOffsets', '{json.dumps(resume, separators=(',', ':'))}') "

@@ -18,7 +18,7 @@ from spark_kafka_eos.read.planner import OffsetRange
 from tests.harness.kafka import Sent
 from tests.harness.local_cluster import LocalCluster
 
-pytestmark = [pytest.mark.kafka]
+pytestmark = [pytest.mark.kafka, pytest.mark.long]  # a three-broker cluster restarted: make test-all
 
 ENGINES = ["native", "python"]
 POLL_TIMEOUT_MS = 40_000

@@ -40,7 +40,7 @@ from tests.integration.read.test_reader_differential import (
 if TYPE_CHECKING:
     from tests.harness.local_cluster import LocalCluster
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.long]  # a three-broker cluster, rolling restart: make test-all
 
 # The data-loss cases whose topic lives on (a re-created topic starts again at leader epoch 0: issue 49 item 1,
 # test_reader_cluster_consumers).
