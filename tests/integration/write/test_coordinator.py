@@ -417,7 +417,8 @@ def test_a_group_another_prefix_committed_then_kafka_forgot_is_refused_not_read_
     assert kafka.group_offsets(group, source) == {0: -1001}, "the fault fired: Kafka forgot the group"
 
     epoch_q = EpochId.stream("query-q", 0)
-    with pytest.raises(KafkaEosRunRefusedError, match=r"has no committed offset .*from 0, committed to 10\)\. \(A partition this prefix never committed counts where another prefix"):
+    forgotten = r"has no committed offset .*from 0, committed to 10\)\. \(A partition this prefix never committed counts where another prefix"
+    with pytest.raises(KafkaEosRunRefusedError, match=forgotten):
         TwoPhaseCommitCoordinator(q, TIMEOUT_MS).commit(epoch_q, [copy(q, epoch_q)])
     assert committed_values(kafka, sink) == sorted(s.value or b"" for s in read)
     assert open_transactions(kafka, q.prefix) == []
