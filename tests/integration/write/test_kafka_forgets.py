@@ -124,7 +124,10 @@ def test_a_decision_log_deleted_after_an_operation_that_committed_nothing_is_an_
     assert values(kafka, sink) == sorted(tagged("d1"))
 
     kafka.delete_topic(decision_log)
-    with pytest.raises(Exception, match=f"'{decision_log}' .*has no record of transactional.id.prefix '{prefix}'.*kafka-eos reset"):
+    # The advice says that after the reset a restart on the old checkpoint, or an earlier writeId, is written again.
+    lost = (f"'{decision_log}' .*has no record of transactional.id.prefix '{prefix}'.*kafka-eos reset.*--yes`, and start the query "
+            r"on a new checkpoint \(or a batch job under a new writeId\).*an earlier writeId all of it")
+    with pytest.raises(Exception, match=lost):
         batch_write(rows(spark, "d1"), kafka, sink, prefix, writeId="d1", decisionLogTopic=decision_log)
     assert values(kafka, sink) == sorted(tagged("d1"))
     assert open_transactions(kafka, prefix) == []
