@@ -91,22 +91,28 @@ def _random_cluster_id() -> str:
             return candidate
 
 
+def listener_properties(name: str, protocol: str, port: int) -> dict[str, str]:
+    """The broker properties of a listener ``name`` with security ``protocol`` on ``port`` beside the PLAINTEXT
+    and CONTROLLER ones, whose ports stay the ``{port}`` and ``{controller_port}`` that :class:`LocalKafka` fills."""
+    return {
+        "listeners": f"PLAINTEXT://127.0.0.1:{{port}},{name}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{{controller_port}}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{{port}},{name}://127.0.0.1:{port}",
+        "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,{name}:{protocol}",
+    }
+
+
 def conf_with_listener(data_dir: Path, name: str, protocol: str, port: int, settings: str) -> Path:
     """A conf directory under ``data_dir``: the project's broker settings plus a listener ``name`` with
     security ``protocol`` on ``port`` and its ``settings`` (properties). For brokers with a SASL or
     OAUTHBEARER listener beside the PLAINTEXT one."""
-    listeners = f"""
-listeners=PLAINTEXT://127.0.0.1:{{port}},{name}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{{controller_port}}
-advertised.listeners=PLAINTEXT://127.0.0.1:{{port}},{name}://127.0.0.1:{port}
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,{name}:{protocol}
-"""
+    listeners = listener_properties(name, protocol, port)
     conf_dir = Path(data_dir) / "conf"
     conf_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy(DEFAULT_CONF_DIR / "kafka-log4j2.properties", conf_dir)
     template = (DEFAULT_CONF_DIR / "kafka-broker.properties").read_text()
-    replaced = ("listeners=", "advertised.listeners=", "listener.security.protocol.map=")
-    kept = [line for line in template.splitlines() if not line.startswith(replaced)]
-    (conf_dir / "kafka-broker.properties").write_text("\n".join(kept) + listeners + settings)
+    kept = [line for line in template.splitlines() if line.split("=", 1)[0] not in listeners]
+    added = [f"{key}={value}" for key, value in listeners.items()]
+    (conf_dir / "kafka-broker.properties").write_text("\n".join(kept + added) + "\n" + settings)
     return conf_dir
 
 
@@ -162,7 +168,8 @@ class LocalKafka(StartStop):
         overrides: Mapping[str, str] | None = None,
         request_log: bool = False,
     ) -> None:
-        """``cluster_id`` and ``overrides`` (properties that replace the template's) let several
+        """``cluster_id`` and ``overrides`` (properties that replace the template's; their ``{port}``,
+        ``{controller_port}`` and ``{data_dir}`` are filled as the template's are) let several
         nodes form one cluster (see tests/harness/local_cluster.py). With ``request_log``, the broker
         writes a line for every request it completes to :attr:`request_log_file` (Kafka's request logger)."""
         self.data_dir = Path(data_dir).resolve()
@@ -216,14 +223,14 @@ class LocalKafka(StartStop):
 
     def _write_properties(self) -> Path:
         template = (self.conf_dir / "kafka-broker.properties").read_text()
-        text = (
-            template.replace("{port}", str(self.port))
+        kept = [line for line in template.splitlines() if line.split("=", 1)[0].strip() not in self.overrides]
+        text = "\n".join(kept + [f"{key}={value}" for key, value in self.overrides.items()]) + "\n"
+        path = self.data_dir / "server.properties"
+        path.write_text(
+            text.replace("{port}", str(self.port))
             .replace("{controller_port}", str(self.controller_port))
             .replace("{data_dir}", str(self.data_dir))
         )
-        kept = [line for line in text.splitlines() if line.split("=", 1)[0].strip() not in self.overrides]
-        path = self.data_dir / "server.properties"
-        path.write_text("\n".join(kept + [f"{key}={value}" for key, value in self.overrides.items()]) + "\n")
         return path
 
     def _cluster_id(self) -> str:
