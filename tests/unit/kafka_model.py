@@ -673,11 +673,14 @@ class _ConfigEntry:
 
 
 def write_task(model: KafkaModel, prefix: str, epoch: EpochId, spark_partition: int, attempt: int, rows: int,
-               tag: int, era: int, source: tuple[int, int] | None = None, log_readable: bool = True) -> TaskCommit:
+               tag: int, era: int, source: tuple[int, int] | None = None, log_readable: bool = True,
+               source_columns: bool = True, namespace: str = "") -> TaskCommit:
     """An executor task attempt, as task_producer.write_task does it: the first candidate id holding no open
     transaction, InitProducerId (fencing a zombie of it), ``rows`` records in a new transaction, flushed and left
     open; then, if the prefix already decided the epoch (a straggler), its own transaction aborted. ``source``: the
-    offsets [begin, end) of source partition ``spark_partition`` that a micro-batch's task reads."""
+    offsets [begin, end) of source partition ``spark_partition`` that a micro-batch's task reads; ``source_columns``:
+    whether its rows carry them (the source_topic/partition/offset columns), so that its commit message names them.
+    ``namespace``: see :func:`record_id`."""
     if rows == 0:
         return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, None, input_rows=rows)
     candidates = task_transactional_id_candidates(prefix, epoch, spark_partition, attempt)
@@ -687,7 +690,8 @@ def write_task(model: KafkaModel, prefix: str, epoch: EpochId, spark_partition: 
     txn_id = free[0]
     pid, producer_epoch = model.init_producer_id(txn_id, TRANSACTION_TIMEOUT_MS)
     state = PreparedTxnState(txn_id, pid, producer_epoch)
-    written = [model.produce(state, (spark_partition + i) % OUTPUT_PARTITIONS, record_id(epoch, spark_partition, i, source), tag, era)
+    written = [model.produce(state, (spark_partition + i) % OUTPUT_PARTITIONS,
+                             record_id(epoch, spark_partition, i, source, namespace), tag, era)
                for i in range(rows)]
     counts = Counter((r.topic, r.partition) for r in written)
     probe = written[0]
@@ -695,17 +699,24 @@ def write_task(model: KafkaModel, prefix: str, epoch: EpochId, spark_partition: 
     if already_decided(last, epoch):
         model.end_txn(state, commit=False)
         return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, None, input_rows=rows)
-    offsets: tuple[tuple[str, int, int], ...] = () if source is None else ((SOURCE_TOPIC, spark_partition, source[1]),)
-    starts: tuple[tuple[str, int, int], ...] = () if source is None else ((SOURCE_TOPIC, spark_partition, source[0]),)
+    carried = source if source_columns else None
+    offsets: tuple[tuple[str, int, int], ...] = () if carried is None else ((SOURCE_TOPIC, spark_partition, carried[1]),)
+    starts: tuple[tuple[str, int, int], ...] = () if carried is None else ((SOURCE_TOPIC, spark_partition, carried[0]),)
     return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, state,
                       tuple((t, p, n) for (t, p), n in sorted(counts.items())), offsets,
                       (probe.topic, probe.partition, probe.offset), starts, probe.digest, input_rows=rows)
 
 
-def record_id(epoch: EpochId, spark_partition: int, index: int, source: tuple[int, int] | None = None) -> str:
-    """What the ``index``-th record of a partition of an epoch carries: the same in every attempt of the epoch. A
-    micro-batch's records carry the source record they were made of, so that two runs that read the same input
-    (a query that resumed from the group where another one stopped) are told apart from two that did not."""
+def record_id(epoch: EpochId, spark_partition: int, index: int, source: tuple[int, int] | None = None,
+              namespace: str = "") -> str:
+    """What the ``index``-th record of a partition of an epoch carries: the same in every attempt of the epoch over
+    the same input. A micro-batch's records carry the source record they were made of, so that two runs that read
+    the same input (a query that resumed from the group where another one stopped) are told apart from two that did
+    not; its rows are the last ones of its range [begin, end) (the query filters the rest out), so that a range that
+    ends elsewhere yields other records even with as many rows. ``namespace`` sets apart the data of one batch job
+    version (corrected data under the same writeId) or of one query that commits no consumer group."""
     if source is not None:
-        return f"{SOURCE_TOPIC}-{spark_partition}@{source[0] + index}"
-    return f"{epoch}/{spark_partition}/{index}"
+        found = f"{SOURCE_TOPIC}-{spark_partition}@{source[1] - 1 - index}"
+    else:
+        found = f"{epoch}/{spark_partition}/{index}"
+    return f"{namespace}:{found}" if namespace else found

@@ -16,7 +16,19 @@ After every step, from what each run attempt was *told*:
   in the log has all its participants committed, unless its loss was reported (KafkaEosCommittedDataLostError);
 - a participant reported LOST is not committed (its advice, re-run it, would write it twice), and an epoch whose
   commit returned is complete at once (the process may end right after: no thread finishes it) and is never
-  later "cannot be told" (KafkaEosOutputUnverifiableError).
+  later "cannot be told" (KafkaEosOutputUnverifiableError);
+- a run told it succeeded for an epoch that another run decided read the decided input (CHECK_REPLAY_HAS_THE_DECIDED_INPUT):
+  a replay over other input must be refused, before anything of it is visible ("nothing of this run ...").
+
+Input that varies between an epoch and its replay (issue 48): a query's checkpoint is Spark's offset log
+(``Query.ranges``, read by the real ``epoch_input.stream_input`` when the sink can read it), its rows carry source
+columns or not, and a query with neither commits no consumer group. The operator deletes a micro-batch's offset
+file (and maybe changes maxOffsetsPerTrigger): Spark plans it again over a longer or shorter range (micro-batch 0:
+from the group); a decided one must be refused, and the refusal's fix (the file put back as it was decided) replays
+it, which succeeds without writing. A replay may yield other rows from the same range (a query that is not a function
+of its input): the decided output stands. A batch job's writeId is re-run over corrected data (another version of its
+rows): refused once committed (``confirm_rerun``, called as KafkaEosBatchWriter does), a normal run if never; a second
+driver's older data committed after it is refused too. The success checks follow what the decided run wrote.
 
 The bounded run is in the normal suite: KAFKA_EOS_MODEL_EXAMPLES sequences of up to KAFKA_EOS_MODEL_STEPS steps
 (1000 and 40 by default: ~50 s on 2 cores). The long tier plays KAFKA_EOS_MODEL_LONG_EXAMPLES (12000) sequences of
@@ -37,11 +49,12 @@ import argparse
 import contextlib
 import io
 import itertools
+import json
 import os
 import random
 import re
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from unittest.mock import patch
 
@@ -55,11 +68,13 @@ import spark_kafka_eos.cli as cli_module
 import spark_kafka_eos.retry as retry_module
 import spark_kafka_eos.write.consumer_group as consumer_group_module
 import spark_kafka_eos.write.coordinator as coordinator_module
+import spark_kafka_eos.write.epoch_input as epoch_input_module
 import spark_kafka_eos.write.log_record as log_record_module
 import spark_kafka_eos.write.recovery as recovery_module
 import spark_kafka_eos.write.visibility as visibility_module
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos.errors import KafkaEosCommittedDataLostError, KafkaEosError, KafkaEosOutputUnverifiableError
+from spark_kafka_eos.read.reader import ORIGIN_KEY
 from spark_kafka_eos.txn.session import TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
@@ -122,6 +137,11 @@ HISTORY_LIMIT (and ARCHIVE_BATCH, where the log archives the oldest runs) is pat
 there within a few steps."""
 MODEL_HISTORY_LIMIT = 3
 MODEL_ARCHIVE_BATCH = 2
+PLAY_RERUN_OVER_OTHER_DATA_WITH_AS_MANY_ROWS = False
+"""Limit (epoch_input: where no source offsets are known, the input is known by its row count alone): a batch job's
+writeId re-run over corrected data with as many rows in all, or a micro-batch re-planned over other offsets with as
+many rows by a query whose offset log the sink cannot read and whose rows carry no source columns, is taken for its
+replay: told success, its data never written. False: such a re-run (re-plan) yields another row count."""
 
 # -- findings of this model not yet fixed: False skips the one check they fail -------------------------------
 CHECK_FRESH_START_RESET_ABORTS_OPEN = True
@@ -136,6 +156,28 @@ attempt of the prefix pinned the sink partition's last stable offset below the p
 says "not yet" there, and the roll-forward aborts the prefix's other open transactions and looks again. Its
 sequence: ``KAFKA_EOS_MODEL_REPLAY=AXicTYxLEgAgCEKh2nsm7n+p8DNTuhB8KEABopanNsUp2EaCFJUJR9sCvbUj30FQ5+f4Mevd9AVA8AmS``
 with ``-m long``. True checks that no LOST participant is committed, wherever its probe lies."""
+PLAY_REPLAN_TOLD_BY_SOURCE_COLUMNS_ONLY = False
+"""Finding (issue 48's input identity): a micro-batch re-planned over other offsets (offsets/<batch> deleted, maybe with
+another maxOffsetsPerTrigger) by a query whose offset log the sink cannot read (checkpointLocation not an option of
+the writer: spark.sql.streaming.checkpointLocation; or an unreadable store) is compared by its row count alone, although
+its rows carry source columns and the decision has their offsets (``LogRecord.offsets``): ``_replay_difference``
+looks at those only for a decision without ``input`` (older records). With as many rows it is taken for the replay:
+told success, the re-planned range's records never written (the query goes on from its end: skipped; or, shorter,
+read again). Shortest sequence (unit tier, with True): micro-batch 0 decided over [0, 10) of each partition, its
+offsets/0 deleted, re-planned from the group over 5 offsets with as many rows:
+``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQhRyEgyegIYoFJIE8AxGFgZHDkgajhBJNCYNVgdQCnxwWj``. False: such a re-plan of a
+query whose offset log the sink cannot read yields another row count, as for a query whose rows carry no source columns."""
+CHECK_RERUN_INPUT_OF_OLD_WRITE_IDS = False
+"""Finding (issue 48's input identity): a decision keeps the input rows of the prefix's last HISTORY_LIMIT (1000) batch
+jobs only (``LogRecord.batch_inputs``), while it still recognises older writeIds as committed (their history entries,
+kept up to HISTORY_LIMIT + ARCHIVE_BATCH, then the history archive): a re-run of such a writeId over corrected data is
+told success (``confirm_rerun`` finds no input to compare: ``batch_input_rows`` is None), its data never written.
+Shortest sequence (unit tier, with True): four batch jobs of one row each, then the first writeId re-run over no rows:
+``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQhRwEQwQhk8kBE+MGiICF8UoJQJhACAPKqBsU=``. False: a batch re-run told success
+whose writeId's input the prefix's last record no longer keeps is taken for the replay it claims to be."""
+CHECK_REPLAY_HAS_THE_DECIDED_INPUT = True
+"""A run told success for an epoch another run decided read the decided input (a micro-batch the same source ranges,
+a batch job the same data): a replay over other input is refused, not taken for the replay."""
 
 EXAMPLES = int(os.environ.get("KAFKA_EOS_MODEL_EXAMPLES", "1000"))
 LONG_EXAMPLES = int(os.environ.get("KAFKA_EOS_MODEL_LONG_EXAMPLES", "12000"))
@@ -149,11 +191,12 @@ PREFIXES = (PREFIX, "q")
 GROUP = "g"
 PARTITIONS = 2
 ROWS_PER_BATCH = 10
-"""Source offsets a micro-batch consumes of each source partition (its task p writes at most 2 records, from partition p)."""
+"""Source offsets a micro-batch consumes of each source partition (its task p writes at most 2 records, from partition p;
+the last ones of its range), until an operator changes maxOffsetsPerTrigger (RANGE_LENGTHS)."""
 Sources = list[tuple[int, int]] | None
 """A micro-batch's source offsets [begin, end) per source partition (None: a batch job, which has none)."""
 
-_NOTHING = re.compile(r"nothing (of (it|the replay) )?(is visible|was (committed|written|read or written))", re.IGNORECASE)
+_NOTHING = re.compile(r"nothing (of (it|the replay|this run) )?(is visible|was (committed|written|read or written))", re.IGNORECASE)
 _LOST_DECISION = re.compile(r"Decision (\S+) of prefix")
 
 FAULTS = (
@@ -169,6 +212,9 @@ FAULTS = (
 )
 faults = st.sampled_from(FAULTS)
 rows = st.lists(st.integers(0, 2), min_size=PARTITIONS, max_size=PARTITIONS)
+RANGE_LENGTHS = (5, ROWS_PER_BATCH, 15)
+"""maxOffsetsPerTrigger after an operator's change (or the records that arrived meanwhile): a re-planned range's length."""
+CHECKPOINTS = "/ckpt/"
 
 
 class CrashAt(WriterHooks):
@@ -202,6 +248,12 @@ class Attempt:
     """success | committed (failed, saying IS COMMITTED) | nothing (failed, saying nothing is visible) | neutral"""
     message: str = ""
     prefix: str = PREFIX
+    options: WriterOptions | None = None
+    """A stream's writer options (its checkpoint, its consumerGroup), None for the prefix's."""
+    rows: tuple[int, ...] = ()
+    """The rows its tasks were handed, per partition."""
+    input: object = None
+    """What it read, as the model knows it: a micro-batch's source ranges, a batch job's data."""
 
 
 @dataclass
@@ -218,6 +270,16 @@ class Query:
     alive: bool = False
     """Its driver has opened the writer (coordinator.prepare()) and runs micro-batches."""
     prefix: str = PREFIX
+    source_columns: bool = True
+    """Its rows carry the reader's source_topic/partition/offset columns (the commit messages name their offsets)."""
+    offset_log: bool = True
+    """The sink can read its checkpoint's offset log (checkpointLocation is an option of the writer, and readable)."""
+    length: int = ROWS_PER_BATCH
+    """How many offsets of each source partition Spark plans a micro-batch over (maxOffsetsPerTrigger)."""
+    ranges: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    """Spark's offset log: micro-batch -> its source range [begin, end) per partition."""
+    unpinned: set[int] = field(default_factory=set)
+    """Micro-batches whose next run yields other rows from the same range (a query that is not a function of its input)."""
 
 
 @dataclass
@@ -261,6 +323,8 @@ class OperatorModel(RuleBasedStateMachine):
         self.stack.enter_context(patch.object(coordinator_module, "cluster_metadata", self._cluster_metadata))
         self.stack.enter_context(patch.object(coordinator_module, "DecisionLog", lambda options: ModelDecisionLog(self.model)))
         self.stack.enter_context(patch.object(coordinator_module, "TwoPhaseCommitCoordinator", self._coordinator_of))
+        # Spark's offset log, read by the real epoch_input.stream_input: the model's queries' (Query.ranges).
+        self.stack.enter_context(patch.object(epoch_input_module, "_read_text", self._read_checkpoint))
         if GAP_HISTORY_LIMIT:
             self.stack.enter_context(patch.object(log_record_module, "HISTORY_LIMIT", MODEL_HISTORY_LIMIT))
             if hasattr(log_record_module, "ARCHIVE_BATCH"):  # the history's oldest runs are archived, a batch at a time
@@ -275,6 +339,12 @@ class OperatorModel(RuleBasedStateMachine):
         """A prefix's era: the one its last acknowledged fresh start began (prefixes of the same era are compared)."""
         self.write_ids: list[str] = []
         self.batch_rows: dict[str, list[int]] = {}
+        self.batch_version: dict[str, int] = {}
+        """writeId -> the version of the data its job reads now (corrected data is a new version)."""
+        self.decided: dict[tuple[str, int, str], Attempt] = {}
+        """(prefix, log incarnation, epoch) -> the run whose commit wrote the epoch's decision."""
+        self.pinned_rows: dict[tuple[str, tuple[tuple[int, int], ...]], list[int]] = {}
+        """(micro-batch, its ranges) -> the rows a deterministic query yields from them."""
         self.queries: list[Query] = []
         self.pending: Pending | None = None
         self.lost_epochs: set[str] = set()
@@ -290,8 +360,65 @@ class OperatorModel(RuleBasedStateMachine):
         self.stack.close()
 
     # -- drivers ----------------------------------------------------------------------------
-    def coordinator(self, hooks: WriterHooks = NO_HOOKS, prefix: str = PREFIX) -> TwoPhaseCommitCoordinator:
-        return self._coordinator_of(self.options[prefix], TRANSACTION_TIMEOUT_MS, hooks)
+    def coordinator(self, hooks: WriterHooks = NO_HOOKS, prefix: str = PREFIX, options: WriterOptions | None = None) -> TwoPhaseCommitCoordinator:
+        return self._coordinator_of(options or self.options[prefix], TRANSACTION_TIMEOUT_MS, hooks)
+
+    def _options_of(self, query: Query) -> WriterOptions:
+        """A query's writer options: its checkpointLocation when the sink can read its offset log; no consumerGroup
+        when neither its rows nor its offset log can say what it consumed (the sink refuses a group then)."""
+        options = self.options[query.prefix]
+        if query.offset_log:
+            options = replace(options, checkpoint_location=f"{CHECKPOINTS}{query.query_id}")
+        elif not query.source_columns:
+            options = replace(options, consumer_group=None)
+        return options
+
+    @staticmethod
+    def _namespace(query: Query) -> str:
+        """A query that commits no consumerGroup is not resumed from by the next one: its data is its own."""
+        return "" if query.offset_log or query.source_columns else query.query_id
+
+    def _read_checkpoint(self, location: str) -> str:
+        """A file of a query's offset log, as Spark writes it (``v1``, its metadata, one line per source); for
+        micro-batch 0, with the origin kafka_eos's source records."""
+        found = re.fullmatch(re.escape(CHECKPOINTS) + r"(q\d+)/offsets/(\d+)", location)
+        query = next((q for q in self.queries if found and q.query_id == found.group(1)), None)
+        if found is None or query is None or int(found.group(2)) not in query.ranges:
+            raise FileNotFoundError(location)
+        batch = int(found.group(2))
+        source: dict[str, object] = {SOURCE_TOPIC: {str(p): end for p, (_, end) in enumerate(query.ranges[batch])}}
+        if batch == 0:
+            source[ORIGIN_KEY] = {SOURCE_TOPIC: {str(p): begin for p, (begin, _) in enumerate(query.ranges[batch])}}
+        return "\n".join(["v1", json.dumps({"batchWatermarkMs": 0, "batchTimestampMs": batch}), json.dumps(source)])
+
+    def _decider(self, prefix: str, epoch: str) -> Attempt | None:
+        return self.decided.get((prefix, self.model.log_incarnation, epoch))
+
+    def _records_of(self, prefix: str, epoch: str) -> tuple[int, int]:
+        """(decisions, records) of ``epoch`` in the decision log."""
+        found = [r.kind for r in self.model.log if r.prefix == prefix and r.epoch_id == epoch]
+        return found.count("decision"), len(found)
+
+    def _settle_success(self, attempt: Attempt) -> None:
+        """A run told success for an epoch another run decided: what is in the sink is the decided output, and the
+        run must have read the decided input (else it had to be refused)."""
+        decider = self._decider(attempt.prefix, attempt.epoch)
+        if decider is None or decider is attempt or attempt.epoch in self.lost_epochs:
+            return
+        if decider.input == attempt.input:
+            attempt.data_ids = decider.data_ids  # the decided output stands (rows may differ: a non-deterministic query)
+            return
+        last = self.model.last(attempt.prefix) if self.model.log_exists else None
+        if (not CHECK_RERUN_INPUT_OF_OLD_WRITE_IDS and attempt.input is not None and isinstance(attempt.input, frozenset)
+                and last is not None and last.batch_input_rows(EpochId.parse(attempt.epoch)) is None):
+            hypothesis.event("an old writeId's re-run over other data told success (CHECK_RERUN_INPUT_OF_OLD_WRITE_IDS)")
+            attempt.data_ids = decider.data_ids
+            return
+        hypothesis.event("a replay over other input told success")
+        assert not CHECK_REPLAY_HAS_THE_DECIDED_INPUT, (
+            f"{attempt.what} ({attempt.epoch}, run {attempt.tag}, input {attempt.input}, rows {attempt.rows}) was told it "
+            f"succeeded, but run {decider.tag} decided the epoch over other input ({decider.input}, rows {decider.rows})"
+            f"\n{self._told()}")
 
     def _coordinator_of(self, options: WriterOptions, timeout_ms: int, hooks: WriterHooks = NO_HOOKS) -> TwoPhaseCommitCoordinator:
         return TwoPhaseCommitCoordinator(
@@ -327,8 +454,11 @@ class OperatorModel(RuleBasedStateMachine):
             self.check_not_told_success(epoch, str(lost))
         self.lost_epochs.add(epoch)
 
-    def _new_attempt(self, epoch: EpochId, data: list[str], what: str, prefix: str = PREFIX) -> Attempt:
-        attempt = Attempt(next(self.tags), str(epoch), self.era_of[prefix], frozenset(data), what, self.model.log_incarnation, prefix=prefix)
+    def _new_attempt(self, epoch: EpochId, data: list[str], what: str, prefix: str = PREFIX, query: Query | None = None,
+                     rows: list[int] | None = None, sources: Sources = None) -> Attempt:
+        attempt = Attempt(next(self.tags), str(epoch), self.era_of[prefix], frozenset(data), what, self.model.log_incarnation, prefix=prefix,
+                          options=None if query is None else self._options_of(query), rows=tuple(rows or ()),
+                          input=frozenset(data) if sources is None else tuple(sources))
         self.attempts.append(attempt)
         return attempt
 
@@ -346,48 +476,70 @@ class OperatorModel(RuleBasedStateMachine):
         elif fault is not None:
             self.model.decision_fault = fault[1]
         self.deciding = attempt.prefix
+        before = self._records_of(attempt.prefix, str(epoch))
         try:
-            self.coordinator(hooks, attempt.prefix).commit(epoch, tasks)
+            self.coordinator(hooks, attempt.prefix, attempt.options).commit(epoch, tasks)
         except (KafkaEosError, DriverCrash) as err:
             self.model.buried()
             self._fail(attempt, err)
             if isinstance(err, DriverCrash) and dies:
                 return False
             with contextlib.suppress(KafkaEosError):  # Spark logs abort's failure and raises the commit's
-                self._guarded(lambda: self.coordinator(prefix=attempt.prefix).abort(epoch, tasks))
+                self._guarded(lambda: self.coordinator(prefix=attempt.prefix, options=attempt.options).abort(epoch, tasks))
             return False
         finally:
             self.model.decision_fault = None
+            after = self._records_of(attempt.prefix, str(epoch))
+            if after[0] > before[0] or (before[1] == 0 and after[1] > 0):
+                self.decided[(attempt.prefix, self.model.log_incarnation, str(epoch))] = attempt
         attempt.outcome = "success"
+        self._settle_success(attempt)
         self.check_nothing_open("a successful commit", attempt.prefix)
         self.check_completed(str(epoch), attempt.prefix)
         return True
 
-    def _tasks(self, epoch: EpochId, rows_per_partition: list[int], attempt: Attempt, sources: Sources = None) -> list[TaskCommit]:
-        return [write_task(self.model, attempt.prefix, epoch, p, 0, n, attempt.tag, attempt.era, sources[p] if sources else None)
+    def _tasks(self, epoch: EpochId, rows_per_partition: list[int], attempt: Attempt, sources: Sources = None,
+               query: Query | None = None, namespace: str = "") -> list[TaskCommit]:
+        return [write_task(self.model, attempt.prefix, epoch, p, 0, n, attempt.tag, attempt.era, sources[p] if sources else None,
+                           source_columns=query is None or query.source_columns, namespace=namespace)
                 for p, n in enumerate(rows_per_partition)]
 
     @staticmethod
-    def _data(epoch: EpochId, rows_per_partition: list[int], sources: Sources = None) -> list[str]:
+    def _data(epoch: EpochId, rows_per_partition: list[int], sources: Sources = None, namespace: str = "") -> list[str]:
         """What the records of an epoch carry."""
-        return [record_id(epoch, p, i, sources[p] if sources else None) for p, n in enumerate(rows_per_partition) for i in range(n)]
+        return [record_id(epoch, p, i, sources[p] if sources else None, namespace)
+                for p, n in enumerate(rows_per_partition) for i in range(n)]
+
+    def _batch_namespace(self, write_id: str) -> str:
+        version = self.batch_version.get(write_id, 0)
+        return f"v{version}" if version else ""
 
     def _batch_data(self, write_id: str) -> list[str]:
-        return self._data(EpochId.batch(write_id), self.batch_rows[write_id])
+        return self._data(EpochId.batch(write_id), self.batch_rows[write_id], namespace=self._batch_namespace(write_id))
 
     def _run_batch(self, write_id: str, fault: tuple[str, str] | None, dies: bool, what: str) -> None:
         epoch = EpochId.batch(write_id)
-        attempt = self._new_attempt(epoch, self._batch_data(write_id), what)
+        attempt = self._new_attempt(epoch, self._batch_data(write_id), what, rows=self.batch_rows[write_id])
         try:
             judgement = self._guarded(lambda: self.coordinator().prepare(epoch))
         except KafkaEosError as err:
             self._fail(attempt, err)
             return
         if judgement.verdict == Verdict.REPLAY:  # type: ignore[attr-defined]
-            attempt.outcome = "success"  # KafkaEosBatchWriter: already committed, writes nothing
+            # KafkaEosBatchWriter: already committed, its tasks write nothing and count their input
+            # (task_producer.count_task_input); its commit() is confirm_rerun, whose refusal fails the job (abort() is a no-op).
+            counted = [TaskCommit(str(epoch), p, 0, 100 + p, None, input_rows=n) for p, n in enumerate(self.batch_rows[write_id])]
+            try:
+                self._guarded(lambda: self.coordinator().confirm_rerun(epoch, counted))
+            except KafkaEosError as err:
+                hypothesis.event("a batch re-run refused: other input")
+                self._fail(attempt, err)
+                return
+            attempt.outcome = "success"
+            self._settle_success(attempt)
             return
         try:
-            tasks = self._tasks(epoch, self.batch_rows[write_id], attempt)
+            tasks = self._tasks(epoch, self.batch_rows[write_id], attempt, namespace=self._batch_namespace(write_id))
         except TaskFailed as err:
             self._fail(attempt, err)
             return
@@ -411,13 +563,30 @@ class OperatorModel(RuleBasedStateMachine):
         write_id = data.draw(st.sampled_from(self._rerunnable()), label="write_id")
         self._run_batch(write_id, fault, dies, "batch job re-run")
 
+    @precondition(lambda self: bool(self._rerunnable()))
+    @rule(data=st.data(), fault=faults, dies=st.booleans(), partition_rows=rows)
+    def batch_job_rerun_over_other_data(self, data: st.DataObject, fault: tuple[str, str] | None, dies: bool,
+                                        partition_rows: list[int]) -> None:
+        """A writeId re-run over corrected (other) data: a new run if the writeId was never committed, else refused."""
+        write_id = data.draw(st.sampled_from(self._rerunnable()), label="write_id")
+        # Another row count than every earlier run of the writeId (any of them may be, or become, the decided one).
+        taken = {sum(a.rows) for a in self.attempts if a.epoch == str(EpochId.batch(write_id))}
+        if sum(partition_rows) in taken and not PLAY_RERUN_OVER_OTHER_DATA_WITH_AS_MANY_ROWS:
+            free = [total for total in range(2 * PARTITIONS + 1) if total not in taken]
+            if not free:
+                return
+            partition_rows = [min(free[0], 2), free[0] - min(free[0], 2)]
+        self.batch_rows[write_id] = partition_rows
+        self.batch_version[write_id] = self.batch_version.get(write_id, 0) + 1
+        self._run_batch(write_id, fault, dies, "batch job re-run over other data")
+
     # -- rules: streams ---------------------------------------------------------------------
     def _start_query(self, query: Query) -> bool:
         """The query's driver starts (or restarts): it opens the writer, which recovers the prefix."""
         if query.alive:
             return True
         try:
-            self._guarded(lambda: self.coordinator(prefix=query.prefix).prepare())
+            self._guarded(lambda: self.coordinator(prefix=query.prefix, options=self._options_of(query)).prepare())
         except KafkaEosError:
             return False
         query.alive = True
@@ -434,16 +603,47 @@ class OperatorModel(RuleBasedStateMachine):
                 prefix = mover
             else:
                 prefix = data.draw(st.sampled_from(PREFIXES), label="prefix")
-            query = Query(f"q{len(self.queries)}", starts, prefix=prefix)
+            source_columns = data.draw(st.sampled_from([True, True, False]), label="source_columns")
+            offset_log = data.draw(st.booleans(), label="offset_log")
+            query = Query(f"q{len(self.queries)}", starts, prefix=prefix, source_columns=source_columns, offset_log=offset_log)
             self.queries.append(query)
             return query
         return data.draw(st.sampled_from(self.queries), label="query")
 
     def _next_batch(self, query: Query) -> tuple[EpochId, Sources]:
+        """The micro-batch Spark runs next: the last one of its offset log if its commit log lacks it (a replay, over the
+        same ranges), else a new one, planned from where the one before ended (offsets/<batch> written first)."""
         batch = query.planned if query.planned > query.committed else query.committed + 1
         query.planned = batch
-        begins = [start + ROWS_PER_BATCH * batch for start in query.starts]
-        return EpochId.stream(query.query_id, batch), [(begin, begin + ROWS_PER_BATCH) for begin in begins]
+        if batch not in query.ranges:
+            begins = list(query.starts) if batch == 0 else [end for _, end in query.ranges[batch - 1]]
+            query.ranges[batch] = [(begin, begin + query.length) for begin in begins]
+        return EpochId.stream(query.query_id, batch), list(query.ranges[batch])
+
+    def _stream_rows(self, query: Query, epoch: EpochId, sources: Sources, drawn: list[int]) -> list[int] | None:
+        """The rows of a micro-batch: the same from the same ranges (unless the query is not a function of its input).
+        None: the model has no row count left that tells this range from the micro-batch's others (see
+        PLAY_RERUN_OVER_OTHER_DATA_WITH_AS_MANY_ROWS); the micro-batch is not run."""
+        assert sources is not None
+        key = (str(epoch), tuple(sources))
+        unpinned = epoch.batch_id in query.unpinned
+        if key in self.pinned_rows and not unpinned:
+            return self.pinned_rows[key]
+        rows_alone = not query.source_columns or not PLAY_REPLAN_TOLD_BY_SOURCE_COLUMNS_ONLY
+        if not query.offset_log and rows_alone and not PLAY_RERUN_OVER_OTHER_DATA_WITH_AS_MANY_ROWS:
+            # Known by its row count alone: another count than every other range of the micro-batch (run or planned).
+            taken = {sum(a.rows) for a in self.attempts if a.epoch == str(epoch) and a.input != tuple(sources)}
+            taken |= {sum(r) for (e, ranges), r in self.pinned_rows.items() if e == str(epoch) and ranges != tuple(sources)}
+            if sum(drawn) in taken:
+                free = [total for total in range(2 * PARTITIONS + 1) if total not in taken]
+                if not free:
+                    return None
+                drawn = [min(free[0], 2), free[0] - min(free[0], 2)]
+        if unpinned:
+            query.unpinned.discard(epoch.batch_id or 0)
+            return drawn
+        self.pinned_rows[key] = drawn
+        return drawn
 
     @rule(data=st.data(), new=st.sampled_from([False, False, False, True]), fault=faults, dies=st.booleans(), partition_rows=rows)
     def stream_micro_batch(self, data: st.DataObject, new: bool, fault: tuple[str, str] | None, dies: bool,
@@ -454,11 +654,14 @@ class OperatorModel(RuleBasedStateMachine):
             return
         epoch, sources = self._next_batch(query)
         # Spark replays a micro-batch over the same offsets; the rows it yields per partition are the same too.
-        partition_rows = self._stream_rows(epoch, partition_rows)
-        attempt = self._new_attempt(epoch, self._data(epoch, partition_rows, sources),
-                                    f"micro-batch {epoch.batch_id} of {query.query_id}", query.prefix)
+        stream_rows = self._stream_rows(query, epoch, sources, partition_rows)
+        if stream_rows is None:
+            return
+        partition_rows, namespace = stream_rows, self._namespace(query)
+        attempt = self._new_attempt(epoch, self._data(epoch, partition_rows, sources, namespace),
+                                    f"micro-batch {epoch.batch_id} of {query.query_id}", query.prefix, query, partition_rows, sources)
         try:
-            tasks = self._tasks(epoch, partition_rows, attempt, sources)
+            tasks = self._tasks(epoch, partition_rows, attempt, sources, query, namespace)
         except TaskFailed as err:
             self._fail(attempt, err)
             query.alive = False
@@ -468,16 +671,59 @@ class OperatorModel(RuleBasedStateMachine):
         else:
             query.alive = False  # the query fails; it is restarted from its checkpoint
 
-    def _stream_rows(self, epoch: EpochId, drawn: list[int]) -> list[int]:
-        known: dict[str, list[int]] = self.__dict__.setdefault("_stream_rows_of", {})
-        return known.setdefault(str(epoch), drawn)
-
     @precondition(lambda self: any(q.committed >= 0 and q.committed == q.planned for q in self.queries))
-    @rule(data=st.data())
-    def spark_replays_the_last_micro_batch(self, data: st.DataObject) -> None:
-        """The driver died after the sink's commit and before Spark's commit log: the restart replays it."""
+    @rule(data=st.data(), other_rows=st.sampled_from([False, False, False, True]))
+    def spark_replays_the_last_micro_batch(self, data: st.DataObject, other_rows: bool) -> None:
+        """The driver died after the sink's commit and before Spark's commit log: the restart replays it (``other_rows``:
+        the query is not a function of its input, a join with a changing table: the same ranges yield other rows)."""
         query = data.draw(st.sampled_from([q for q in self.queries if q.committed >= 0 and q.committed == q.planned]), label="query")
+        if other_rows:
+            query.unpinned.add(query.committed)
         query.committed -= 1
+        query.alive = False
+
+    def _stopped(self, query: Query) -> bool:
+        """No zombie driver of the query holds a prepared epoch (the operator edits a stopped query's checkpoint)."""
+        return self.pending is None or not self.pending.what.startswith(f"zombie driver of {query.query_id},")
+
+    @precondition(lambda self: any(q.planned >= 0 and self._stopped(q) for q in self.queries))
+    @rule(data=st.data(), length=st.sampled_from(RANGE_LENGTHS))
+    def operator_deletes_the_last_offset_file(self, data: st.DataObject, length: int) -> None:
+        """To reprocess the last micro-batch, the operator deletes its offsets/<batch> (and commits/<batch>) and restarts
+        the query, maybe with another maxOffsetsPerTrigger (``length``; or more records arrived): Spark plans the
+        micro-batch again from where the one before ended (micro-batch 0: from the group, startingOffsets=group), over
+        another range. Decided, it must be refused as it stands: nothing of it visible."""
+        query = data.draw(st.sampled_from([q for q in self.queries if q.planned >= 0 and self._stopped(q)]), label="query")
+        batch = query.planned
+        del query.ranges[batch]
+        query.planned, query.committed = batch - 1, min(query.committed, batch - 1)
+        query.length = length
+        if batch == 0:
+            offsets = self.model.group_offsets(GROUP)
+            query.starts = tuple(offsets.get((SOURCE_TOPIC, p), (0, ""))[0] for p in range(PARTITIONS))
+        query.alive = False
+
+    def _misplanned(self, query: Query) -> int | None:
+        """The micro-batch of the query that Spark runs next if it is decided over other ranges than its offset log has."""
+        batch = query.planned if query.planned > query.committed else query.committed + 1
+        decider = self._decider(query.prefix, str(EpochId.stream(query.query_id, batch)))
+        if decider is None or decider.input is None or decider.input == tuple(query.ranges.get(batch, ())):
+            return None
+        return batch
+
+    @precondition(lambda self: any(self._misplanned(q) is not None and self._stopped(q) for q in self.queries))
+    @rule(data=st.data())
+    def operator_puts_the_offset_file_back(self, data: st.DataObject) -> None:
+        """The refusal's fix: offsets/<batch> put back as it was decided (the refusal names its source lines); Spark
+        replays the micro-batch over what was decided, which succeeds and writes nothing again."""
+        query = data.draw(st.sampled_from([q for q in self.queries if self._misplanned(q) is not None and self._stopped(q)]),
+                          label="query")
+        batch = self._misplanned(query)
+        assert batch is not None
+        decider = self._decider(query.prefix, str(EpochId.stream(query.query_id, batch)))
+        assert decider is not None and isinstance(decider.input, tuple)
+        query.ranges[batch] = list(decider.input)
+        query.planned, query.committed = batch, min(query.committed, batch - 1)
         query.alive = False
 
     @precondition(lambda self: bool(self.queries))
@@ -493,14 +739,17 @@ class OperatorModel(RuleBasedStateMachine):
     def second_driver_prepares(self, data: st.DataObject, stream: bool, partition_rows: list[int]) -> None:
         """Another driver's epoch is prepared and not yet committed: a batch job with a new writeId, or a query's
         driver that stalls (a zombie) while the orchestrator starts a new one."""
-        prefix = PREFIX
+        prefix, query, namespace = PREFIX, None, ""
         if stream and self.queries:
             query = data.draw(st.sampled_from(self.queries), label="query")
-            prefix = query.prefix
+            prefix, namespace = query.prefix, self._namespace(query)
             if not self._start_query(query):
                 return
             epoch, sources = self._next_batch(query)
-            partition_rows = self._stream_rows(epoch, partition_rows)
+            stream_rows = self._stream_rows(query, epoch, sources, partition_rows)
+            if stream_rows is None:
+                return
+            partition_rows = stream_rows
             what = f"zombie driver of {query.query_id}, micro-batch {epoch.batch_id}"
             query.alive = False  # the orchestrator starts another driver of the query
         else:
@@ -514,9 +763,10 @@ class OperatorModel(RuleBasedStateMachine):
                 self._fail(self._new_attempt(epoch, self._batch_data(write_id), what), err)
                 return
             assert judgement.verdict == Verdict.PROCEED, judgement  # type: ignore[attr-defined]
-        attempt = self._new_attempt(epoch, self._data(epoch, partition_rows, sources), what, prefix)
+        attempt = self._new_attempt(epoch, self._data(epoch, partition_rows, sources, namespace), what, prefix, query,
+                                    partition_rows, sources)
         try:
-            tasks = self._tasks(epoch, partition_rows, attempt, sources)
+            tasks = self._tasks(epoch, partition_rows, attempt, sources, query, namespace)
         except TaskFailed as err:
             self._fail(attempt, err)
             return
@@ -714,9 +964,11 @@ class OperatorModel(RuleBasedStateMachine):
         assert not committed, f"decision {epoch}: reported LOST, but these participants are committed: {committed}\n{message}\n{self._told()}"
 
     def check_not_told_success(self, epoch: str, message: str) -> None:
-        """A commit that returned leaves nothing behind that a later operation cannot tell."""
+        """A commit that returned leaves nothing behind that a later operation cannot tell (runs told success before
+        the decision was written, which wrote nothing and recorded nothing, are not about it)."""
         told = [a.tag for a in self.attempts if a.epoch == epoch and a.outcome == "success"
-                and a.log_incarnation == self.model.log_incarnation and a.era == self.era_of[a.prefix]]
+                and a.log_incarnation == self.model.log_incarnation and a.era == self.era_of[a.prefix]
+                and a.tag >= getattr(self._decider(a.prefix, epoch), "tag", 0)]
         assert not told, f"{epoch}: runs {told} were told it succeeded, and now it cannot be told: {message}\n{self._told()}"
 
     def check_completed(self, epoch: str, prefix: str) -> None:
