@@ -8,7 +8,11 @@
     kafka-eos exporter --bootstrap-servers B [--group G ...] [--port 9464]
 
 Every command takes ``--json``: one JSON object on stdout instead of the text (with ``exit_code``, and ``error``
-when it failed).
+when it failed). Client settings (security, secrets) come, lowest first, from ``--command-config FILE`` (a Java
+properties file, as Kafka's tools take), ``KAFKA_EOS_KAFKA_*`` environment variables and ``--kafka KEY=VALUE``
+(:mod:`spark_kafka_eos.config.command_config`). ``--timeout`` bounds each request (an unreachable cluster fails
+within it); librdkafka's and kafka-python's own logs stay off stderr unless ``--verbose``. ``--json``,
+``--command-config``, ``--timeout`` and ``--verbose`` go anywhere on the line.
 
 (``python -m spark_kafka_eos.cli`` where the package is importable but its command is not installed.)
 
@@ -25,11 +29,14 @@ Options are parsed by :func:`parse_writer_options`, as the sink parses them; sec
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import logging
+import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -37,6 +44,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 from spark_kafka_eos.client_errors import ClientCallError
 from spark_kafka_eos.cluster import open_session
+from spark_kafka_eos.config.command_config import CommandConfigError, environment_settings, file_settings
+from spark_kafka_eos.config.librdkafka import LIBRDKAFKA_LOGGER
 from spark_kafka_eos.config.reader import (
     PartitionKey,
     parse_reader_options,
@@ -140,18 +149,63 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as done:  # argparse: 0 after --help, 2 on a usage error (already printed)
         return done.code if isinstance(done.code, int) else EXIT_ERROR
     args.out = Output(args.command.__name__.removesuffix("_command"), args.json)
+    secrets: dict[str, str] = dict(args.kafka)
     try:
-        if getattr(args, "prefix", None) is None:  # lag, list, exporter: the cluster, no prefix
-            return args.out.finish(args.command(args))
-        options = writer_options(args)
-        with open_session(options.connection) as session:
-            command: Command = args.command
-            return args.out.finish(command(options, session, args))
+        with _client_logs(args.verbose):
+            args.settings = secrets = client_settings(args)
+            if getattr(args, "prefix", None) is None:  # lag, list, exporter: the cluster, no prefix
+                return args.out.finish(args.command(args))
+            options = writer_options(args)
+            with open_session(options.connection) as session:
+                command: Command = args.command
+                return args.out.finish(command(options, session, args))
     except Exception as err:  # every failure is one line on stderr, never a traceback
-        error = scrub(_error_text(err), dict(args.kafka))
+        error = scrub(_error_text(err), secrets)
         print(f"error: {error}", file=sys.stderr)
         args.out.set(error=error)
         return args.out.finish(_EXIT_BY_OUTCOME[err.outcome] if isinstance(err, KafkaEosCommitError) else EXIT_ERROR)
+
+
+_CLIENT_LOGGERS = (LIBRDKAFKA_LOGGER, logging.getLogger("kafka"))
+DEFAULT_TIMEOUT_S = 30.0
+
+
+@contextmanager
+def _client_logs(verbose: bool) -> Iterator[None]:
+    """librdkafka's and kafka-python's own log lines: off (the command's error says what failed, in one line), or
+    with ``--verbose`` on stderr from INFO up."""
+    before = [(logger, logger.level, logger.disabled) for logger in _CLIENT_LOGGERS]
+    handler = logging.StreamHandler(sys.stderr) if verbose else None
+    for logger in _CLIENT_LOGGERS:
+        logger.disabled = not verbose
+        if handler is not None:
+            logger.setLevel(logging.INFO)
+            logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        for logger, level, disabled in before:
+            logger.setLevel(level)
+            logger.disabled = disabled
+            if handler is not None:
+                logger.removeHandler(handler)
+
+
+def client_settings(args: argparse.Namespace) -> dict[str, str]:
+    """The client settings of this run: ``--command-config`` file, then ``KAFKA_EOS_KAFKA_*`` variables, then
+    ``--kafka``, each over the one before; ``--timeout`` as the request timeout unless one of them set it."""
+    settings: dict[str, str] = {}
+    if args.command_config:
+        try:
+            settings.update(file_settings(args.command_config))
+        except CommandConfigError as err:
+            raise KafkaEosCliError(str(err)) from None
+    settings.update(environment_settings(os.environ))
+    settings.update(dict(args.kafka))
+    if args.timeout <= 0:
+        raise KafkaEosCliError(f"--timeout must be above 0 seconds, not {args.timeout:g}")
+    settings.setdefault("socket.timeout.ms", str(int(args.timeout * 1000)))
+    return settings
 
 
 PROGRAM = "kafka-eos"
@@ -163,8 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
     cluster = argparse.ArgumentParser(add_help=False)
     cluster.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT[,...]", help="the Kafka cluster")
     cluster.add_argument("--kafka", action="append", default=[], type=_setting, metavar="KEY=VALUE",
-                         help="a librdkafka client setting, as the sink's kafka.* options (security etc.); repeatable")
-    cluster.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+                         help="a librdkafka client setting, as the sink's kafka.* options (security etc.); repeatable; "
+                         "over --command-config and KAFKA_EOS_KAFKA_* variables (which keep secrets off the command line)")
+    _add_anywhere_options(cluster, argparse.SUPPRESS)
     log_topic = argparse.ArgumentParser(add_help=False, parents=[cluster])
     log_topic.add_argument("--decision-log-topic", metavar="TOPIC",
                            help="the sink's decisionLogTopic option (default: _kafka_eos_decisions)")
@@ -173,6 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROGRAM, epilog=_EPILOG,
                                      description="Inspect and repair a transactional id prefix of the kafka_eos sink.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"{PROGRAM} {_installed_version()}")
+    _add_anywhere_options(parser, None)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     inspect_parser = _add_command(commands, common, inspect_command, "show the prefix's last decision-log record, "
                                   "its open transactions and, per --topic, last stable offset vs high watermark")
@@ -199,6 +256,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _installed_version() -> str:
+    """The installed distribution's version (``spark_kafka_eos.__version__`` when it was built; the package's
+    ``__init__`` is the public API, which no module imports back)."""
+    try:
+        return importlib.metadata.version("spark-kafka-eos")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
+def _add_anywhere_options(parser: argparse.ArgumentParser, suppressed: str | None) -> None:
+    """Options taken before or after the command: the command's parser must not put back their defaults over what
+    the main parser read (``argparse.SUPPRESS``)."""
+    def default(value: object) -> object:
+        return suppressed if suppressed is not None else value
+
+    parser.add_argument("--json", action="store_true", default=default(False), help="print one JSON object instead of text")
+    parser.add_argument("--command-config", metavar="FILE", default=default(None),
+                        help="client settings in a Java properties file, as Kafka's tools take (PLAIN and SCRAM "
+                        "sasl.jaas.config lines become sasl.username and sasl.password)")
+    parser.add_argument("--timeout", type=float, metavar="SECONDS", default=default(DEFAULT_TIMEOUT_S),
+                        help=f"each request's timeout: an unreachable cluster fails within it (default {DEFAULT_TIMEOUT_S:g}; "
+                        "a socket.timeout.ms client setting wins)")
+    parser.add_argument("--verbose", action="store_true", default=default(False),
+                        help="also print librdkafka's and kafka-python's own log lines on stderr")
+
+
 def _add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser,
                  command: Command | ClusterCommand, summary: str) -> argparse.ArgumentParser:
     name = command.__name__.removesuffix("_command")
@@ -210,7 +293,7 @@ def _add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 def writer_options(args: argparse.Namespace) -> WriterOptions:
     """The sink's options for this prefix (a placeholder for the cluster commands), parsed as the sink parses them."""
-    settings: dict[str, str] = dict(args.kafka)
+    settings: dict[str, str] = dict(getattr(args, "settings", None) or client_settings(args))
     if "bootstrap.servers" in settings:
         raise KafkaEosCliError("give the brokers with --bootstrap-servers, not --kafka bootstrap.servers=...")
     options = {f"kafka.{key}": value for key, value in settings.items()}
@@ -260,7 +343,7 @@ def inspect_command(options: WriterOptions, session: TransactionSession, args: a
 
 def lag_command(args: argparse.Namespace) -> int:
     """Per partition: the group's offset, the LSO, the high watermark and the lag (LSO - group offset)."""
-    options = {f"kafka.{key}": value for key, value in dict(args.kafka).items()}
+    options = {f"kafka.{key}": value for key, value in args.settings.items()}
     options.update({"kafka.bootstrap.servers": args.bootstrap_servers, "subscribe": ",".join(args.topic)})
     reader_options = parse_reader_options(options, streaming=False)
     lookup = KafkaOffsetLookup(reader_options)
@@ -318,6 +401,8 @@ def exporter_command(args: argparse.Namespace) -> int:
             collector.close()
         args.out.set(samples=[{"name": s.name, "labels": s.labels, "value": s.value}
                               for family in collector.last_scrape for s in family.samples])
+        if collector.last_error is not None:  # the scrape says kafka_eos_exporter_up 0; the exit code says it too
+            raise KafkaEosCliError(f"the scrape could not read the cluster: {collector.last_error}")
         return EXIT_OK
     serve(collector, args.port, args.address, lambda: args.out.line(
         f"serving kafka_eos metrics of {options.decision_log_topic} on http://{args.address}:{args.port}/metrics"))

@@ -87,6 +87,8 @@ class KafkaEosCollector:
         self._catalog = PrefixCatalog(options)
         self._lock = threading.Lock()
         self.last_scrape: list[Any] = []
+        self.last_error: str | None = None
+        """Why the last scrape could not read the cluster (None: it could)."""
         self._session: TransactionSession | None = None
 
     def _txn_session(self) -> TransactionSession:
@@ -107,10 +109,10 @@ class KafkaEosCollector:
             began = time.monotonic()
             try:
                 families = self._families()
-                up = 1.0
+                up, self.last_error = 1.0, None
             except Exception as err:  # noqa: BLE001 - a failed scrape is a metric, not a crash of the exporter
                 log.warning("A kafka_eos scrape failed: %s", err)
-                families, up = [], 0.0
+                families, up, self.last_error = [], 0.0, str(err)
                 self.close()  # the next scrape starts a new session
             families.append(GaugeMetricFamily("kafka_eos_exporter_up", "1 when the last scrape read the cluster", value=up))
             families.append(GaugeMetricFamily("kafka_eos_exporter_scrape_duration_seconds", "time the last scrape took",
