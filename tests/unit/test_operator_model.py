@@ -175,6 +175,16 @@ told success (``confirm_rerun`` finds no input to compare: ``batch_input_rows`` 
 Shortest sequence (unit tier, with True): four batch jobs of one row each, then the first writeId re-run over no rows:
 ``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQhRwEQwQhk8kBE+MGiICF8UoJQJhACAPKqBsU=``. False: a batch re-run told success
 whose writeId's input the prefix's last record no longer keeps is taken for the replay it claims to be."""
+CHECK_INPUT_OF_ARCHIVED_STREAM_RUNS = False
+"""Finding (issue 48's input identity; the same root as CHECK_RERUN_INPUT_OF_OLD_WRITE_IDS): a micro-batch that the
+prefix recognises from its history archive (``_judge``: a query the prefix was reset away from, then HISTORY_LIMIT +
+ARCHIVE_BATCH other runs on the prefix) is a REPLAY whose input is not checked at all (``_replay_difference``: "recognised
+from an archived history, whose inputs are not kept"): re-planned over other offsets (offsets/<batch> deleted) and
+restarted, it is told success, its records aborted as duplicates, never written. Shortest sequence (long tier: ``-m
+long``, with True): micro-batch 0 of a query (no rows) decided, its offsets/0 deleted, the prefix reset, four batch
+jobs (its run archived), the query restarted over 5 offsets with one row:
+``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQiRkchEAMBgTxOsAw3RAEUMjI4MhHN4YfqY8TFxKUayS0AzVEPhA==``. False: such a run told
+success is taken for the replay it claims to be."""
 CHECK_REPLAY_HAS_THE_DECIDED_INPUT = True
 """A run told success for an epoch another run decided read the decided input (a micro-batch the same source ranges,
 a batch job the same data): a replay over other input is refused, not taken for the replay."""
@@ -399,19 +409,20 @@ class OperatorModel(RuleBasedStateMachine):
         found = [r.kind for r in self.model.log if r.prefix == prefix and r.epoch_id == epoch]
         return found.count("decision"), len(found)
 
-    def _settle_success(self, attempt: Attempt) -> None:
+    def _settle_success(self, attempt: Attempt, last: LogRecord | None) -> None:
         """A run told success for an epoch another run decided: what is in the sink is the decided output, and the
-        run must have read the decided input (else it had to be refused)."""
+        run must have read the decided input (else it had to be refused). ``last``: the prefix's last record before it ran."""
         decider = self._decider(attempt.prefix, attempt.epoch)
         if decider is None or decider is attempt or attempt.epoch in self.lost_epochs:
             return
         if decider.input == attempt.input:
             attempt.data_ids = decider.data_ids  # the decided output stands (rows may differ: a non-deterministic query)
             return
-        last = self.model.last(attempt.prefix) if self.model.log_exists else None
-        if (not CHECK_RERUN_INPUT_OF_OLD_WRITE_IDS and attempt.input is not None and isinstance(attempt.input, frozenset)
-                and last is not None and last.batch_input_rows(EpochId.parse(attempt.epoch)) is None):
-            hypothesis.event("an old writeId's re-run over other data told success (CHECK_RERUN_INPUT_OF_OLD_WRITE_IDS)")
+        epoch = EpochId.parse(attempt.epoch)
+        if last is not None and (
+                (not CHECK_RERUN_INPUT_OF_OLD_WRITE_IDS and epoch.kind == "batch" and last.batch_input_rows(epoch) is None)
+                or (not CHECK_INPUT_OF_ARCHIVED_STREAM_RUNS and epoch.kind == "stream" and last.epoch != epoch)):
+            hypothesis.event("a run the last record keeps no input of, over other input, told success (known finding)")
             attempt.data_ids = decider.data_ids
             return
         hypothesis.event("a replay over other input told success")
@@ -477,6 +488,7 @@ class OperatorModel(RuleBasedStateMachine):
             self.model.decision_fault = fault[1]
         self.deciding = attempt.prefix
         before = self._records_of(attempt.prefix, str(epoch))
+        last = self.model.last(attempt.prefix) if self.model.log_exists else None
         try:
             self.coordinator(hooks, attempt.prefix, attempt.options).commit(epoch, tasks)
         except (KafkaEosError, DriverCrash) as err:
@@ -493,7 +505,7 @@ class OperatorModel(RuleBasedStateMachine):
             if after[0] > before[0] or (before[1] == 0 and after[1] > 0):
                 self.decided[(attempt.prefix, self.model.log_incarnation, str(epoch))] = attempt
         attempt.outcome = "success"
-        self._settle_success(attempt)
+        self._settle_success(attempt, last)
         self.check_nothing_open("a successful commit", attempt.prefix)
         self.check_completed(str(epoch), attempt.prefix)
         return True
@@ -529,6 +541,7 @@ class OperatorModel(RuleBasedStateMachine):
             # KafkaEosBatchWriter: already committed, its tasks write nothing and count their input
             # (task_producer.count_task_input); its commit() is confirm_rerun, whose refusal fails the job (abort() is a no-op).
             counted = [TaskCommit(str(epoch), p, 0, 100 + p, None, input_rows=n) for p, n in enumerate(self.batch_rows[write_id])]
+            last = self.model.last(PREFIX) if self.model.log_exists else None
             try:
                 self._guarded(lambda: self.coordinator().confirm_rerun(epoch, counted))
             except KafkaEosError as err:
@@ -536,7 +549,7 @@ class OperatorModel(RuleBasedStateMachine):
                 self._fail(attempt, err)
                 return
             attempt.outcome = "success"
-            self._settle_success(attempt)
+            self._settle_success(attempt, last)
             return
         try:
             tasks = self._tasks(epoch, self.batch_rows[write_id], attempt, namespace=self._batch_namespace(write_id))
