@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 # suite mostly waits on Kafka and the JVMs, so two workers keep a 2-core machine busy. PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= 2
 
-.PHONY: help venv native lint-native java kafka-jars kafka-start kafka-stop cluster-start cluster-stop lint docs docs-check test test-all unit demo bench-read bench-write bench-latency bench-memory soak clean
+.PHONY: help venv native wheels lint-native java kafka-jars kafka-start kafka-stop cluster-start cluster-stop lint docs docs-check test test-all unit demo bench-read bench-write bench-latency bench-memory soak clean
 
 help:
 	@echo "make test         install everything, start a local Kafka, run the tests but the long tier (Spark's Kafka source is the readers' oracle)"
@@ -24,6 +24,7 @@ help:
 	@echo "make cluster-start start a 3-broker KRaft cluster on 127.0.0.1:$(CLUSTER_PORT)-$$(($(CLUSTER_PORT)+2)) (make cluster-stop stops it)"
 	@echo "make unit         run only the tests that need no broker"
 	@echo "make native       build the compiled read and write paths (native/, Rust) and install the wheel into the venv (make venv does)"
+	@echo "make wheels       the package's sdist and wheel and the compiled paths' self-contained wheel, into dist/ (pip install 'spark-kafka-eos[native]' takes both)"
 	@echo "make lint         ruff (pyflakes, pycodestyle, isort, pyupgrade) and mypy; with cargo, native/'s rustfmt, clippy and cargo test too; make test runs it first"
 	@echo "make docs         serve the docs site (docs/, mkdocs.yml) on http://127.0.0.1:8000; make test builds it with mkdocs build --strict"
 	@echo "make bench-read   batch read throughput at 2M and 4M records: kafka_eos (both read paths) vs Spark's Kafka source, the raw client and the Arrow ceiling"
@@ -121,6 +122,16 @@ cluster-stop:
 unit: $(VENV)/.installed
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
+# Prometheus's promtool (its `check metrics` lints the exporter's scrapes in the tests), built from the Go module proxy.
+PROMTOOL_VERSION := v0.316.0
+PROMTOOL := .cache/promtool/promtool
+REQUIRE_GO = command -v go >/dev/null 2>&1 || { echo "error: Go is required to build $(1) from the Go module proxy. Install it, e.g. apt-get install golang" >&2; exit 1; }
+
+$(PROMTOOL):
+	@$(call REQUIRE_GO,Prometheus's promtool)
+	@echo ">> building Prometheus's promtool $(PROMTOOL_VERSION) from the Go module proxy into $(dir $(PROMTOOL)) (once: a few minutes)"
+	@GOBIN=$(CURDIR)/$(dir $(PROMTOOL)) go install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
+
 # Spark's own Kafka connector: the benchmarks' peer and the differential reader tests' oracle.
 SPARK_KAFKA_JARS := .cache/spark-kafka/jars
 
@@ -152,7 +163,7 @@ docs-check: $(VENV)/.installed
 	@echo ">> building the docs site strictly (mkdocs build --strict) into .cache/site"
 	@NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
-test: lint docs-check venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
+test: lint docs-check venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved $(PROMTOOL)
 	@echo ">> running tests but the long tier (a local Kafka is started on a free loopback port unless KAFKA_EOS_BOOTSTRAP_SERVERS is set)"
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --max-worker-restart=0 -m "not long" --durations=25 $(PYTEST_ARGS)
 
@@ -160,14 +171,26 @@ test: lint docs-check venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 # tests/conftest.py): make test runs the compiled ones, and the range-, task-level and differential tests on both.
 ENGINE_SUITES := tests/integration/read tests/integration/write tests/integration/security
 
-test-all: lint docs-check venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
+test-all: lint docs-check venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved $(PROMTOOL)
 	@echo ">> running every test, the long tier too (the soak, leader kills, benchmark smoke and memory probes, the wheel build)"
 	$(PY) -m pytest --durations=25 $(PYTEST_ARGS)
 	@echo ">> the reader's and writer's suites again, on the pure-Python paths (--engine=python)"
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --max-worker-restart=0 -m "not long" --engine=python $(ENGINE_SUITES) $(PYTEST_ARGS)
 
-demo: venv kafka-jars
+# Without cargo the demo runs the pure-Python read and write paths; with it, make native builds the compiled ones first.
+demo: $(VENV)/.installed kafka-jars
+	@if command -v cargo >/dev/null 2>&1; then $(MAKE) --no-print-directory native; \
+	else echo ">> cargo not found: the demo runs the pure-Python read and write paths (make native adds the compiled ones)"; fi
 	$(PY) notebooks/demo.py
+
+# The wheels a user installs, into dist/: the package (and its sdist), and the compiled paths' self-contained wheel
+# (librdkafka linked in, OpenSSL bundled; abi3, manylinux). pip install 'spark-kafka-eos[native]' takes both.
+wheels: $(VENV)/.native
+	@echo ">> building the package's sdist and wheel, and the compiled paths' wheel, into dist/"
+	@rm -rf dist
+	@$(PY) -m build --sdist --wheel --outdir dist . >/dev/null
+	@cp $(NATIVE_WHEELS)/*.whl dist/
+	@ls -1 dist
 
 $(SPARK_KAFKA_JARS)/.resolved: conf/spark-kafka-connector-pom.xml
 	@$(call REQUIRE_MAVEN,Spark's Kafka connector)

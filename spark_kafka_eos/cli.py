@@ -5,7 +5,7 @@
     kafka-eos reset   --bootstrap-servers B --prefix P [--yes]
     kafka-eos lag     --bootstrap-servers B --group G --topic T [--topic T ...]
     kafka-eos list    --bootstrap-servers B [--decision-log-topic T]
-    kafka-eos exporter --bootstrap-servers B [--group G ...] [--port 9464]
+    kafka-eos exporter --bootstrap-servers B [--group G ...] [--port 10464]
 
 Every command takes ``--json``: one JSON object on stdout instead of the text (with ``exit_code``, and ``error``
 when it failed). Client settings (security, secrets) come, lowest first, from ``--command-config FILE`` (a Java
@@ -393,7 +393,7 @@ def lag_lines(group: str, rows: Sequence[tuple[PartitionKey, int | None, int, in
 def exporter_command(args: argparse.Namespace) -> int:
     """Serve the metrics until interrupted (``--once``: print one scrape)."""
     options = writer_options(args)
-    collector = KafkaEosCollector(options, args.group)
+    collector = KafkaEosCollector(options, args.group, args.scrape_timeout)
     if args.once:
         try:
             args.out.line(scrape_once(collector).rstrip("\n"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from spark_kafka_eos.config.reader import PartitionKey, Subscription, internal_read_options
 from spark_kafka_eos.config.writer import WriterOptions
@@ -25,6 +25,7 @@ from spark_kafka_eos.write.log_record import LogRecord
 from spark_kafka_eos.write.transactional_id import belongs_to_prefix
 
 PrefixState = Literal["complete", "decided-not-finished", "reset"]
+PREFIX_STATES: tuple[PrefixState, ...] = get_args(PrefixState)
 """``decided-not-finished``: the last record is a decision without its completion (phase 2 may still be running,
 or a driver died after deciding: the next run or ``kafka-eos recover`` rolls it forward)."""
 

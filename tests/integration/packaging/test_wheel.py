@@ -1,10 +1,13 @@
 """``python -m build`` gives an sdist and a wheel; the wheel, installed into a fresh virtualenv of the
 oldest Python the package declares (3.10), reads and writes with ``format("kafka_eos")`` and no
-registration call, with nothing from the repository on its path."""
+registration call, with nothing from the repository on its path. ``make wheels`` adds the compiled paths' wheel,
+which installs (``pip install 'spark-kafka-eos[native]'``) and runs with no Rust toolchain on PATH."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -56,4 +59,43 @@ def test_the_wheel_alone_reads_and_writes(kafka: KafkaTestCluster, tmp_path: Pat
     assert result["read"] == 20
     assert run([str(python), "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"]).stdout.strip() == OLDEST_PYTHON
     assert result["version"] == metadata_version(sdist.name)
+    assert sorted(r.value for r in kafka.read_committed(sink)) == sorted(b"v%d" % i for i in range(20))
+
+
+def without_toolchain(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with no directory on PATH that holds cargo or rustc (a Databricks cluster, a user's laptop)."""
+    path = os.pathsep.join(d for d in env.get("PATH", "").split(os.pathsep)
+                           if d and not any(Path(d, tool).exists() for tool in ("cargo", "rustc")))
+    assert shutil.which("cargo", path=path) is None and shutil.which("rustc", path=path) is None
+    return {**env, "PATH": path, "CARGO_HOME": "/nonexistent", "RUSTUP_HOME": "/nonexistent"}
+
+
+def test_make_wheels_gives_a_compiled_wheel_that_installs_and_runs_without_a_toolchain(kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    run(["make", "--no-print-directory", "-s", "wheels"], cwd=PROJECT)
+    dist = tmp_path / "dist"
+    shutil.copytree(PROJECT / "dist", dist)
+    [package] = sorted(dist.glob("spark_kafka_eos-*.whl"))
+    [compiled] = sorted(dist.glob("spark_kafka_eos_native-*.whl"))
+    assert "-abi3-manylinux" in compiled.name, compiled.name  # one wheel for every CPython from 3.10, a manylinux tag
+    shipped = zipfile.ZipFile(compiled).namelist()
+    assert not [n for n in shipped if n.endswith(".so") and "rdkafka" in n], shipped  # librdkafka linked in, not beside
+
+    env = without_toolchain(CLEAN_ENV)
+    venv = tmp_path / "venv"
+    run([str(find_python(OLDEST_PYTHON)), "-m", "venv", str(venv)])
+    python = venv / "bin" / "python"
+    installed = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--find-links", str(dist), f"{package}[spark,native]"],
+                               capture_output=True, text=True, timeout=900, env=env)
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+
+    source, sink = kafka.create_topic(2), kafka.create_topic(2)
+    kafka.produce_plain(source, [Sent(i % 2, b"k%d" % i, b"v%d" % i) for i in range(20)])
+    script = tmp_path / "wheel_job.py"
+    script.write_text((PROJECT / "tests" / "harness" / "wheel_job.py").read_text())
+    job = subprocess.run([str(python), str(script), kafka.bootstrap_servers, source, sink, "native"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=900, env=env)
+    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+    result = json.loads([line for line in job.stdout.splitlines() if line.startswith("{")][-1])
+    assert result["native"] and result["native"].startswith(str(venv)), result  # the compiled paths, from the wheel
+    assert result["read"] == 20
     assert sorted(r.value for r in kafka.read_committed(sink)) == sorted(b"v%d" % i for i in range(20))

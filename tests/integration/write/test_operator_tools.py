@@ -4,6 +4,7 @@ what Kafka says (the transactions it lists, its offsets) and by a scrape of the 
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ import time
 import urllib.request
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -28,6 +30,9 @@ from spark_kafka_eos.write.log_record import EpochId, LogRecord
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import open_transactions_by_kafka
 from tests.integration.write.test_cli import leave_open, prepared_participant
+
+PROMTOOL = Path(__file__).resolve().parents[3] / ".cache" / "promtool" / "promtool"
+"""Prometheus's promtool, built by make from the Go module proxy."""
 
 pytestmark = pytest.mark.kafka
 RECORDS = 30
@@ -148,19 +153,37 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def scrape(port: int, deadline_s: float = 60.0) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of one scrape of /metrics, by name and labels; waits for the exporter to listen."""
+def scrape_text(port: int, deadline_s: float = 60.0) -> str:
+    """One scrape of /metrics that read the cluster (a first read slower than the scrape timeout answers up 0, and
+    the next scrape has its figures); waits for the exporter to listen."""
     deadline = time.monotonic() + deadline_s
     while True:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
-                text = response.read().decode()
-            break
+                text = str(response.read().decode())
+            if "kafka_eos_exporter_up 1.0" in text:
+                return text
         except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no scrape of port {port} read the cluster within {deadline_s} s")
+        time.sleep(0.2)
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a scrape, by name and labels."""
     return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return samples(scrape_text(port))
+
+
+def promtool_check_metrics(text: str) -> None:
+    """Prometheus's own linter of an exposition (``promtool check metrics``): nothing to say."""
+    assert PROMTOOL.exists(), f"{PROMTOOL} is missing: make test builds it (Go module proxy)"
+    checked = subprocess.run([str(PROMTOOL), "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0 and not checked.stdout.strip() and not checked.stderr.strip(), checked.stdout + checked.stderr
 
 
 def test_the_exporter_serves_open_transactions_pinned_partitions_and_group_lag_over_http(
@@ -181,7 +204,9 @@ def test_the_exporter_serves_open_transactions_pinned_partitions_and_group_lag_o
         [sys.executable, "-m", "spark_kafka_eos.cli", *decision_log.argv("exporter", "--port", str(port), "--group", group)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
-        metrics = scrape(port)
+        text = scrape_text(port)
+        promtool_check_metrics(text)
+        metrics = samples(text)
         decided, lingering = (("prefix", decision_log.decided),), (("prefix", decision_log.lingering),)
         pinned = (("partition", "0"), ("prefix", decision_log.decided), ("topic", decision_log.sink))
         assert metrics[("kafka_eos_exporter_up", ())] == 1
@@ -195,7 +220,12 @@ def test_the_exporter_serves_open_transactions_pinned_partitions_and_group_lag_o
         assert 0 <= age < timeout and abs(age + headroom - timeout) < 1e-6
         assert metrics[("kafka_eos_group_lag", (("group", group), ("partition", "0"), ("topic", source)))] == 3
         assert metrics[("kafka_eos_group_lag", (("group", sink_group), ("partition", "0"), ("topic", source)))] == 1
-        assert metrics[("kafka_eos_group_lag_total", (("group", sink_group),))] == 1
+        assert metrics[("kafka_eos_group_sum_lag", (("group", sink_group),))] == 1
+        assert metrics[("kafka_eos_prefix_state", (("prefix", decision_log.decided), ("state", "decided-not-finished")))] == 1
+        assert metrics[("kafka_eos_prefix_state", (("prefix", decision_log.decided), ("state", "complete")))] == 0
+        assert metrics[("kafka_eos_build_info", (("version", importlib.metadata.version("spark-kafka-eos")),))] == 1
+        # No label whose value changes with each epoch or owner: a prefix's series stay the same series.
+        assert not {label for _, labels in metrics for label, _ in labels} & {"owner", "last_epoch", "epoch", "query_id", "write_id"}
 
         assert main(decision_log.argv("recover", "--prefix", decision_log.decided)) == 0
         assert main(decision_log.argv("recover", "--prefix", decision_log.lingering)) == 0
@@ -212,3 +242,32 @@ def test_the_exporter_serves_open_transactions_pinned_partitions_and_group_lag_o
         out, err = exporter.communicate(timeout=30)
     assert exporter.returncode == 0, err
     assert f"serving kafka_eos metrics of {decision_log.topic} on http://127.0.0.1:{port}/metrics" in out
+
+
+def test_an_exporter_that_cannot_reach_the_cluster_answers_within_its_scrape_timeout() -> None:
+    """Served: each scrape answers within --scrape-timeout with kafka_eos_exporter_up 0 (Prometheus gives up a scrape
+    after 10 s), the read that hangs goes on alone; --once exits 2. The exposition passes promtool."""
+    port = free_port()
+    exporter = subprocess.Popen(
+        [sys.executable, "-m", "spark_kafka_eos.cli", "exporter", "--bootstrap-servers", "127.0.0.1:1", "--port", str(port),
+         "--scrape-timeout", "2", "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(2):
+            deadline, answered = time.monotonic() + 60, None
+            while answered is None:
+                try:
+                    began = time.monotonic()
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+                        answered, took = str(response.read().decode()), time.monotonic() - began
+                except OSError:
+                    assert time.monotonic() < deadline, "the exporter never listened"
+                    time.sleep(0.2)
+            assert "kafka_eos_exporter_up 0.0" in answered and took < 9, (took, answered)
+            promtool_check_metrics(answered)
+    finally:
+        exporter.send_signal(signal.SIGINT)
+        exporter.communicate(timeout=30)
+    once = subprocess.run([sys.executable, "-m", "spark_kafka_eos.cli", "exporter", "--bootstrap-servers", "127.0.0.1:1",
+                           "--once", "--scrape-timeout", "2"], capture_output=True, text=True, timeout=120)
+    assert once.returncode == 2 and "kafka_eos_exporter_up 0.0" in once.stdout, once.stdout + once.stderr
+    assert once.stderr.startswith("error: the scrape could not read the cluster") and len(once.stderr.splitlines()) == 1, once.stderr
