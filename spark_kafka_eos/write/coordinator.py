@@ -782,9 +782,11 @@ def _judge(decision_log: DecisionLog, last: LogRecord | None, epoch: EpochId) ->
     if not remembered:
         return judgement
     latest = remembered[-1]
-    if epoch.kind == "batch" or latest == epoch:
+    if epoch.kind == "batch":
         return Judgement(Verdict.REPLAY)
-    if latest.batch_id is not None and epoch.batch_id is not None and epoch.batch_id < latest.batch_id:
+    # A micro-batch's input is kept only while it is the prefix's last record: an archived one can no longer be
+    # proven the same input, so its replay is refused as ownership.judge refuses a remembered one.
+    if latest.batch_id is not None and epoch.batch_id is not None and epoch.batch_id <= latest.batch_id:
         return Judgement(Verdict.REFUSE, f"it decided {latest.describe()} (an archived run), and this is that query again at "
                                          f"micro-batch {epoch.batch_id}: a replay that can no longer be recognised")
     return judgement

@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from spark_kafka_eos.cli import main as cli
 from spark_kafka_eos.cluster import cached_session
 from spark_kafka_eos.config.writer import parse_writer_options
-from spark_kafka_eos.errors import CommitOutcome, commit_outcome
+from spark_kafka_eos.errors import CommitOutcome, KafkaEosRunRefusedError, commit_outcome
 from spark_kafka_eos.txn.session import TransactionSession, TxnState
 from spark_kafka_eos.write import log_record
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
@@ -310,6 +310,34 @@ def test_a_write_id_older_than_the_history_a_record_carries_is_recognised_from_i
     last = DecisionLog(options).last(prefix)
     assert last is not None and len(last.archives) == 2 and "batch:hour-0" not in dict(last.runs())
     assert values(kafka, sink) == sorted(v for hour in range(8) for v in tagged(f"hour-{hour}", 10))
+    assert open_transactions(kafka, prefix) == []
+
+
+def test_a_micro_batch_replayed_after_its_run_was_archived_is_refused_not_taken_for_a_replay(
+        kafka: KafkaTestCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the operator model (CHECK_INPUT_OF_ARCHIVED_STREAM_RUNS): a query decided micro-batch 0, its prefix
+    was reset and went on with batch jobs until that run was archived; the query restarted on its checkpoint, whose
+    offsets/0 was lost, so Spark planned micro-batch 0 again over other input. An archived run keeps no input to
+    compare with: b0050cf took it for a replay (told success, its records aborted as duplicates: lost). Refused."""
+    monkeypatch.setattr(log_record, "HISTORY_LIMIT", 3)
+    monkeypatch.setattr(log_record, "ARCHIVE_BATCH", 2)
+    sink, prefix = kafka.create_topic(1, "sink"), f"archived-{uuid.uuid4().hex[:6]}"
+    options = sink_options(kafka, sink, prefix)
+    first = EpochId.stream(f"query-{uuid.uuid4().hex[:6]}", 0)
+    coordinator = TwoPhaseCommitCoordinator(options, 60_000)
+    assert coordinator.prepare(first).verdict == Verdict.PROCEED
+    coordinator.commit(first, prepared(options, first, tagged("first", 5), partitions=1))
+    assert cli(["reset", "--bootstrap-servers", kafka.bootstrap_servers, "--prefix", prefix, "--yes"]) == 0
+    for day in range(5):
+        job = EpochId.batch(f"day-{day}")
+        coordinator = TwoPhaseCommitCoordinator(options, 60_000)
+        assert coordinator.prepare(job).verdict == Verdict.PROCEED
+        coordinator.commit(job, prepared(options, job, tagged(f"day-{day}", 2), partitions=1))
+    last = DecisionLog(options).last(prefix)
+    assert last is not None and last.archives and str(first) not in dict(last.runs())  # the query's run is archived
+    with pytest.raises(KafkaEosRunRefusedError, match="micro-batch 0: a replay that can no longer be recognised"):
+        TwoPhaseCommitCoordinator(options, 60_000).prepare(first)
+    assert values(kafka, sink) == sorted([*tagged("first", 5), *(v for day in range(5) for v in tagged(f"day-{day}", 2))])
     assert open_transactions(kafka, prefix) == []
 
 
