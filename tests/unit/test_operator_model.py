@@ -175,16 +175,14 @@ told success (``confirm_rerun`` finds no input to compare: ``batch_input_rows`` 
 Shortest sequence (unit tier, with True): four batch jobs of one row each, then the first writeId re-run over no rows:
 ``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQhRwEQwQhk8kBE+MGiICF8UoJQJhACAPKqBsU=``. False: a batch re-run told success
 whose writeId's input the prefix's last record no longer keeps is taken for the replay it claims to be."""
-CHECK_INPUT_OF_ARCHIVED_STREAM_RUNS = False
-"""Finding (issue 48's input identity; the same root as CHECK_RERUN_INPUT_OF_OLD_WRITE_IDS): a micro-batch that the
-prefix recognises from its history archive (``_judge``: a query the prefix was reset away from, then HISTORY_LIMIT +
-ARCHIVE_BATCH other runs on the prefix) is a REPLAY whose input is not checked at all (``_replay_difference``: "recognised
-from an archived history, whose inputs are not kept"): re-planned over other offsets (offsets/<batch> deleted) and
-restarted, it is told success, its records aborted as duplicates, never written. Shortest sequence (long tier: ``-m
-long``, with True): micro-batch 0 of a query (no rows) decided, its offsets/0 deleted, the prefix reset, four batch
-jobs (its run archived), the query restarted over 5 offsets with one row:
-``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQiRkchEAMBgTxOsAw3RAEUMjI4MhHN4YfqY8TFxKUayS0AzVEPhA==``. False: such a run told
-success is taken for the replay it claims to be."""
+CHECK_INPUT_OF_ARCHIVED_STREAM_RUNS = True
+"""Found by this model (long tier, seed 4239419461), fixed in 94eeb46: a micro-batch the prefix recognised only from
+its history archive (a query the prefix was reset away from, then HISTORY_LIMIT + ARCHIVE_BATCH other runs on it) was
+a REPLAY whose input was not checked at all: re-planned over other offsets and restarted, it was told success, its
+records aborted as duplicates, never written; it is now refused. Its sequence (``-m long``): micro-batch 0 of a query
+(no rows) decided, its offsets/0 deleted, the prefix reset, four batch jobs, the query restarted over 5 offsets with one
+row: ``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQiRkchEAMBgTxOsAw3RAEUMjI4MhHN4YfqY8TFxKUayS0AzVEPhA==``. True: such a run
+told success must have read the decided input, as any other replay."""
 CHECK_REPLAY_HAS_THE_DECIDED_INPUT = True
 """A run told success for an epoch another run decided read the decided input (a micro-batch the same source ranges,
 a batch job the same data): a replay over other input is refused, not taken for the replay."""
@@ -404,10 +402,21 @@ class OperatorModel(RuleBasedStateMachine):
     def _decider(self, prefix: str, epoch: str) -> Attempt | None:
         return self.decided.get((prefix, self.model.log_incarnation, epoch))
 
-    def _records_of(self, prefix: str, epoch: str) -> tuple[int, int]:
-        """(decisions, records) of ``epoch`` in the decision log."""
-        found = [r.kind for r in self.model.log if r.prefix == prefix and r.epoch_id == epoch]
-        return found.count("decision"), len(found)
+    def _records_of(self, prefix: str, epoch: str) -> list[LogRecord]:
+        return [r for r in self.model.log if r.prefix == prefix and r.epoch_id == epoch]
+
+    def _decided_by(self, attempt: Attempt, tasks: list[TaskCommit], had_records: bool) -> bool:
+        """The epoch's last decision in the log is of these tasks' transactions (a decision re-appended by a later
+        operation is not a new one), or, with none, a record of the epoch appeared where there was none (a query's
+        empty micro-batch 0)."""
+        records = self._records_of(attempt.prefix, attempt.epoch)
+        decisions = [r for r in records if r.kind == "decision"]
+        own = {(t.transaction.transactional_id, t.transaction.producer_id, t.transaction.producer_epoch)
+               for t in tasks if t.transaction is not None}
+        if decisions and own:
+            decided = {(p.transactional_id, p.producer_id, p.producer_epoch) for p in decisions[-1].participants}
+            return bool(decided) and decided <= own
+        return not had_records and bool(records) and not decisions
 
     def _settle_success(self, attempt: Attempt, last: LogRecord | None) -> None:
         """A run told success for an epoch another run decided: what is in the sink is the decided output, and the
@@ -487,7 +496,7 @@ class OperatorModel(RuleBasedStateMachine):
         elif fault is not None:
             self.model.decision_fault = fault[1]
         self.deciding = attempt.prefix
-        before = self._records_of(attempt.prefix, str(epoch))
+        had_records = bool(self._records_of(attempt.prefix, str(epoch)))
         last = self.model.last(attempt.prefix) if self.model.log_exists else None
         try:
             self.coordinator(hooks, attempt.prefix, attempt.options).commit(epoch, tasks)
@@ -501,8 +510,7 @@ class OperatorModel(RuleBasedStateMachine):
             return False
         finally:
             self.model.decision_fault = None
-            after = self._records_of(attempt.prefix, str(epoch))
-            if after[0] > before[0] or (before[1] == 0 and after[1] > 0):
+            if self._decided_by(attempt, tasks, had_records):
                 self.decided[(attempt.prefix, self.model.log_incarnation, str(epoch))] = attempt
         attempt.outcome = "success"
         self._settle_success(attempt, last)
