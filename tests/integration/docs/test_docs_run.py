@@ -37,7 +37,7 @@ from tests.harness.local_kafka import LocalKafka
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
-TOPICS = {"orders": 2, "out": 2, "orders-upper": 2}
+TOPICS = {"orders": 2, "out": 2, "orders-upper": 2, "orders-migrated": 2}
 """The topics the pages read and write, made before the first block (the sink does not create topics), and
 ``orders`` filled."""
 ORDERS = [f"order-{i}" for i in range(20)]
@@ -175,6 +175,9 @@ def test_the_pages_pipelines_wrote_every_record_once(typed: Typed) -> None:
     assert out == Counter([*ORDERS, "v1", "v2"])
     upper = Counter((r.value or b"").decode() for r in kafka.read_committed("orders-upper"))
     assert upper == Counter(value.upper() for value in ORDERS)
+    # The migrating page's query: Spark's Kafka sink, then kafka_eos on its checkpoint.
+    migrated = Counter((r.value or b"").decode() for r in kafka.read_committed("orders-migrated"))
+    assert migrated == Counter(ORDERS)
 
 
 def test_the_harness_runs_a_block_of_every_page_that_has_one() -> None:
