@@ -37,7 +37,7 @@ from tests.harness.local_kafka import LocalKafka
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
-TOPICS = {"orders": 2, "out": 2, "orders-upper": 2, "orders-migrated": 2}
+TOPICS = {"orders": 2, "out": 2, "orders-upper": 2, "order-counts": 2, "orders-migrated": 2}
 """The topics the pages read and write, made before the first block (the sink does not create topics), and
 ``orders`` filled."""
 ORDERS = [f"order-{i}" for i in range(20)]
@@ -168,8 +168,9 @@ def test_every_block_of_the_page_runs_as_typed(typed: Typed, page: str) -> None:
 
 
 def test_the_pages_pipelines_wrote_every_record_once(typed: Typed) -> None:
-    """README's and the writing page's stream (one checkpoint: one query), the writing page's backfill, and the
-    getting-started pipeline, counted by an independent read_committed consumer."""
+    """README's and the writing page's stream (one checkpoint: one query), the writing page's backfill, the
+    getting-started pipeline and the writing page's streaming aggregation, counted by an independent read_committed
+    consumer."""
     kafka = KafkaTestCluster(typed.bootstrap_servers)
     out = Counter((r.value or b"").decode() for r in kafka.read_committed("out"))
     assert out == Counter([*ORDERS, "v1", "v2"])
@@ -178,6 +179,9 @@ def test_the_pages_pipelines_wrote_every_record_once(typed: Typed) -> None:
     # The migrating page's query: Spark's Kafka sink, then kafka_eos on its checkpoint.
     migrated = Counter((r.value or b"").decode() for r in kafka.read_committed("orders-migrated"))
     assert migrated == Counter(ORDERS)
+    # The writing page's streaming aggregation (foreachBatch, Update mode): every order's key once, counted once.
+    counts = Counter(((r.key or b"").decode(), (r.value or b"").decode()) for r in kafka.read_committed("order-counts"))
+    assert counts == Counter((f"k{i}", "1") for i in range(len(ORDERS)))
 
 
 def test_the_harness_runs_a_block_of_every_page_that_has_one() -> None:
