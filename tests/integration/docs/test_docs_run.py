@@ -61,7 +61,7 @@ def _kafka_eos(words: list[str]) -> list[str]:
 
 def _serve_until_scraped(words: list[str]) -> str:
     """Start a serving exporter, wait for one scrape of its /metrics, stop it; the scrape."""
-    port = words[words.index("--port") + 1] if "--port" in words else "9464"
+    port = words[words.index("--port") + 1] if "--port" in words else "10464"
     server = subprocess.Popen(_kafka_eos(words), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + SCRAPE_TIMEOUT_S
     try:
