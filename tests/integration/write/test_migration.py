@@ -71,6 +71,7 @@ def written(kafka: KafkaTestCluster, sink: str) -> Counter[bytes]:
     return Counter(r.value or b"" for r in kafka.read_committed(sink))
 
 
+@pytest.mark.long  # three runs of a stream (~45 s): make test-all; the migrating page's blocks run in make test
 def test_sparks_sink_switched_to_kafka_eos_on_its_checkpoint_goes_on_where_it_stopped(
         spark_kafka_source: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
     """Spark's sink writes three micro-batches and stops idle. kafka_eos on the same checkpoint is refused at

@@ -55,6 +55,7 @@ def test_update_mode_is_refused_by_spark_for_kafka_eos(spark: SparkSession, kafk
         query.awaitTermination(120)
 
 
+@pytest.mark.long  # a driver process killed and a restart (~55 s): make test-all; the recipe's block runs in make test
 def test_the_foreach_batch_recipe_counts_once_through_a_driver_killed_before_sparks_commit_log(
         spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
     """The driver (a process of its own) is SIGKILLed right after micro-batch 1's kafka_eos write returned, before
