@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql.datasource import WriterCommitMessage
@@ -188,9 +188,11 @@ class TwoPhaseCommitCoordinator:
 
     def _input_of(self, epoch: EpochId, tasks: Sequence[TaskCommit]) -> EpochInput:
         rows = sum(t.input_rows for t in tasks)
-        if epoch.kind == "stream" and epoch.batch_id is not None:
-            return stream_input(self._options.checkpoint_location, epoch.batch_id, rows)
-        return EpochInput(rows)
+        if epoch.kind != "stream" or epoch.batch_id is None:
+            return EpochInput(rows)
+        read = stream_input(self._options.checkpoint_location, epoch.batch_id, rows)
+        # Where the offset log cannot be read, the rows' source columns still say where the micro-batch read.
+        return replace(read, source_columns=_source_offsets(tasks) or None) if read.source_end is None else read
 
     def _commit(self, session: TransactionSession, decision_log: DecisionLog, epoch: EpochId,
                 tasks: Sequence[TaskCommit], epoch_input: EpochInput) -> None:

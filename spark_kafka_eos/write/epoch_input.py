@@ -69,6 +69,8 @@ def input_difference(decided: EpochInput, replay: EpochInput) -> str | None:
                         "is not a function of its input (a join with a changing table, a non-deterministic function); "
                         "the decided output stands", replay.rows, decided.rows)
         return None
+    if decided.source_columns is not None and replay.source_columns is not None and decided.source_columns != replay.source_columns:
+        return "its source offsets differ (as its rows' source columns name them)"
     if decided.rows != replay.rows:
         return "its row count differs"
     return None
@@ -128,6 +130,10 @@ def _per_partition(body: dict[str, object]) -> dict[tuple[str, int], int] | None
 def describe(epoch_input: EpochInput) -> str:
     """One line for error messages."""
     if epoch_input.source_end is None:
+        columns = epoch_input.source_columns
+        if columns:
+            shown = ", ".join(f"{t}-{p}: {o}" for t, p, o in columns[:5]) + (" ..." if len(columns) > 5 else "")
+            return f"{epoch_input.rows} rows, up to source offsets {shown}"
         return f"{epoch_input.rows} rows"
     start = "; ".join(epoch_input.source_start or ()) or "the query's starting offsets"
     return f"{epoch_input.rows} rows, source offsets from {start} to {'; '.join(epoch_input.source_end)}"

@@ -125,25 +125,32 @@ class EpochInput:
     """What an epoch consumed, so that a replay can prove it is the same input (see
     :mod:`~spark_kafka_eos.write.epoch_input`). ``rows``: the rows the sink was handed, over every task.
     ``source_end`` / ``source_start``: a stream's source offsets from Spark's offset log (one normalised JSON per
-    source) for the micro-batch and the one before (empty for micro-batch 0); None where they could not be read."""
+    source) for the micro-batch and the one before (empty for micro-batch 0); None where they could not be read.
+    ``source_columns``: where the offset log could not be read and the rows carry source columns, the next offset
+    per source partition they name."""
 
     rows: int
     source_end: tuple[str, ...] | None = None
     source_start: tuple[str, ...] | None = None
+    source_columns: tuple[tuple[str, int, int], ...] | None = None
 
     def to_dict(self) -> dict[str, object]:
-        return {"rows": self.rows,
-                "source_end": None if self.source_end is None else list(self.source_end),
-                "source_start": None if self.source_start is None else list(self.source_start)}
+        body: dict[str, object] = {"rows": self.rows,
+                                   "source_end": None if self.source_end is None else list(self.source_end),
+                                   "source_start": None if self.source_start is None else list(self.source_start)}
+        if self.source_columns is not None:
+            body["source_columns"] = [list(position) for position in self.source_columns]
+        return body
 
     @classmethod
     def from_dict(cls, body: dict[str, object] | None) -> EpochInput | None:
         if body is None:
             return None
-        end, start = body.get("source_end"), body.get("source_start")
+        end, start, columns = body.get("source_end"), body.get("source_start"), body.get("source_columns")
         return cls(int(body["rows"]),  # type: ignore[call-overload]
                    None if end is None else tuple(str(s) for s in end),  # type: ignore[attr-defined]
-                   None if start is None else tuple(str(s) for s in start))  # type: ignore[attr-defined]
+                   None if start is None else tuple(str(s) for s in start),  # type: ignore[attr-defined]
+                   None if columns is None else tuple((str(t), int(p), int(o)) for t, p, o in columns))  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)

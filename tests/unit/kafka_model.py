@@ -695,13 +695,14 @@ def write_task(model: KafkaModel, prefix: str, epoch: EpochId, spark_partition: 
                for i in range(rows)]
     counts = Counter((r.topic, r.partition) for r in written)
     probe = written[0]
-    last = model.last(prefix) if model.log_exists and log_readable else None
-    if already_decided(last, epoch):
-        model.end_txn(state, commit=False)
-        return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, None, input_rows=rows)
     carried = source if source_columns else None
     offsets: tuple[tuple[str, int, int], ...] = () if carried is None else ((SOURCE_TOPIC, spark_partition, carried[1]),)
     starts: tuple[tuple[str, int, int], ...] = () if carried is None else ((SOURCE_TOPIC, spark_partition, carried[0]),)
+    last = model.last(prefix) if model.log_exists and log_readable else None
+    if already_decided(last, epoch):  # a straggler: its transaction aborted, its input still reported
+        model.end_txn(state, commit=False)
+        return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, None, source_offsets=offsets,
+                          source_starts=starts, input_rows=rows)
     return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, state,
                       tuple((t, p, n) for (t, p), n in sorted(counts.items())), offsets,
                       (probe.topic, probe.partition, probe.offset), starts, probe.digest, input_rows=rows)

@@ -156,8 +156,12 @@ attempt of the prefix pinned the sink partition's last stable offset below the p
 says "not yet" there, and the roll-forward aborts the prefix's other open transactions and looks again. Its
 sequence: ``KAFKA_EOS_MODEL_REPLAY=AXicTYxLEgAgCEKh2nsm7n+p8DNTuhB8KEABopanNsUp2EaCFJUJR9sCvbUj30FQ5+f4Mevd9AVA8AmS``
 with ``-m long``. True checks that no LOST participant is committed, wherever its probe lies."""
-PLAY_REPLAN_TOLD_BY_SOURCE_COLUMNS_ONLY = False
-"""Finding (issue 48's input identity): a micro-batch re-planned over other offsets (offsets/<batch> deleted, maybe with
+PLAY_REPLAN_TOLD_BY_SOURCE_COLUMNS_ONLY = True
+"""Found by this model, fixed: a decision keeps the rows' source-column offsets in its input where the offset log
+cannot be read (``EpochInput.source_columns``), and a replay's are compared with them; its test:
+integration/write/test_replay_input.py::test_a_micro_batch_planned_again_over_as_many_other_records_is_told_by_its_source_columns
+(the model's tasks of an epoch already decided now report their input too, as task_producer.write_task does). The
+finding (issue 48's input identity): a micro-batch re-planned over other offsets (offsets/<batch> deleted, maybe with
 another maxOffsetsPerTrigger) by a query whose offset log the sink cannot read (checkpointLocation not an option of
 the writer: spark.sql.streaming.checkpointLocation; or an unreadable store) is compared by its row count alone, although
 its rows carry source columns and the decision has their offsets (``LogRecord.offsets``): ``_replay_difference``

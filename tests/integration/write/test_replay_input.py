@@ -185,3 +185,41 @@ def test_an_aggregating_stream_commits_its_consumer_group_from_sparks_offset_log
     last = {r.key: r.value for r in kafka.read_committed(sink)}  # the last count of each key wins
     assert last == {b"k0": b"10", b"k1": b"10", b"k2": b"10", b"k9": b"4"}
     assert open_transactions(kafka, prefix) == []
+
+
+def test_a_micro_batch_planned_again_over_as_many_other_records_is_told_by_its_source_columns(
+        spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    """Found by the operator model (PLAY_REPLAN_TOLD_BY_SOURCE_COLUMNS_ONLY): the query's checkpoint is set by
+    spark.sql.streaming.checkpointLocation, not as an option of the writer, so the sink cannot read its offset log;
+    its rows carry source columns. Batch 0 wrote records 0-9; retention removed them; offsets/0 is deleted and the
+    query restarted: batch 0 is planned again over records 10-19, as many rows. b0050cf compared the row counts alone,
+    took it for the replay and lost records 10-19, silently; the source columns tell it apart."""
+    source, sink = kafka.create_topic(1, "src"), kafka.create_topic(1, "sink")
+    root, name, prefix = tmp_path / "checkpoints", f"columns_{uuid.uuid4().hex[:6]}", f"columns-{uuid.uuid4().hex[:6]}"
+
+    def run_with_source_columns() -> None:
+        query = (spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+                 .option("subscribe", source).option("startingOffsets", "earliest").load()
+                 .selectExpr("key", "value", "topic AS source_topic", "partition AS source_partition", "offset AS source_offset")
+                 .writeStream.queryName(name).format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+                 .option("topic", sink).option("transactional.id.prefix", prefix).trigger(availableNow=True).start())
+        query.awaitTermination(300)
+        if query.exception() is not None:
+            raise query.exception()  # type: ignore[misc]
+
+    spark.conf.set("spark.sql.streaming.checkpointLocation", str(root))
+    try:
+        produce(kafka, source, 0, 10)
+        run_with_source_columns()
+        assert (root / name / "offsets" / "0").exists()
+        produce(kafka, source, 10, 10)
+        kafka.delete_records(source, {0: 10})
+        forget_last_batch(root / name, 0)
+        with pytest.raises(StreamingQueryException, match=REPLANNED) as refused:
+            run_with_source_columns()
+        assert "its source offsets differ" in str(refused.value)
+        assert commit_outcome(refused.value) is CommitOutcome.REFUSED
+    finally:
+        spark.conf.unset("spark.sql.streaming.checkpointLocation")
+    assert sink_values(kafka, sink) == values(0, 10)  # nothing of the refused run is visible
+    assert open_transactions(kafka, prefix) == []
