@@ -321,6 +321,13 @@ class TwoPhaseCommitCoordinator:
         refused = f"transactional.id.prefix '{self._prefix}' refused {epoch.describe()}"
         if epoch.kind == "batch":
             rows = last.batch_input_rows(epoch)
+            if last.batch_input_dropped(epoch) and not _resumed_past(last, epoch, tasks):
+                return (f"{refused}: writeId {epoch.run_id} is committed, but before the last {len(last.batch_inputs)} "
+                        "batch jobs of this prefix, whose inputs are all its decision log keeps: this run's input "
+                        f"({epoch_input.rows} rows) cannot be proven the same. Nothing of this run was written; what writeId "
+                        f"{epoch.run_id} committed stays visible. Fix: if this is the same input, nothing needs doing (it "
+                        "IS committed); if it is corrected or new data, to be written besides what is there, run it under "
+                        "a new writeId.")
             if rows is None or rows == epoch_input.rows or _resumed_past(last, epoch, tasks):
                 return None
             return (f"{refused}: writeId {epoch.run_id} is committed over an input of {rows} rows, and this run's input "

@@ -207,6 +207,11 @@ class LogRecord:
             return self.input.rows
         return next((rows for epoch_id, rows in reversed(self.batch_inputs) if epoch_id == str(epoch)), None)
 
+    def batch_input_dropped(self, epoch: EpochId) -> bool:
+        """True when batch job ``epoch`` has no input in this record while its window of inputs is full: the input may
+        have been recorded and dropped since (a job older than the last :data:`HISTORY_LIMIT`)."""
+        return self.batch_input_rows(epoch) is None and len(self.batch_inputs) >= HISTORY_LIMIT
+
     def group_position(self, group: str) -> dict[tuple[str, int], int]:
         """Where this prefix last committed ``group``'s offsets, per (topic, partition)."""
         return {(t, p): o for g, t, p, o in self.group_positions if g == group}

@@ -242,15 +242,20 @@ def hourly_jobs_past_the_history(monkeypatch: pytest.MonkeyPatch, hours: int) ->
     return cluster
 
 
-def test_a_write_id_older_than_the_history_a_record_carries_is_still_a_replay(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Hourly jobs forgot an hour after about six weeks: runs past the record's history go to archives."""
+def test_a_write_id_older_than_the_history_a_record_carries_is_still_a_replay_refused_as_its_input_is_not_kept(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hourly jobs forgot an hour after about six weeks: runs past the record's history go to archives, and are still
+    recognised. Their inputs are not kept (the record keeps the last HISTORY_LIMIT jobs' only), so a re-run cannot
+    prove it is the same input: refused, nothing of it visible (found by the operator model,
+    CHECK_RERUN_INPUT_OF_OLD_WRITE_IDS: told success, corrected data was never written)."""
     cluster = hourly_jobs_past_the_history(monkeypatch, 12)
     last = cluster.last(PREFIX)
     assert last is not None and len(last.runs()) <= 4 and len(last.archives) == 4
     again = EpochId.batch("hour-0")
     rerun = task(cluster, again, 0)
     assert coordinator(cluster).prepare(again).verdict == Verdict.REPLAY
-    coordinator(cluster).commit(again, [rerun])
+    with pytest.raises(KafkaEosRunRefusedError, match="cannot be proven the same.*it\\s+IS committed"):
+        coordinator(cluster).commit(again, [rerun])
     assert aborted(cluster, rerun)
 
 

@@ -171,8 +171,11 @@ read again). Shortest sequence (unit tier, with True): micro-batch 0 decided ove
 offsets/0 deleted, re-planned from the group over 5 offsets with as many rows:
 ``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQhRyEgyegIYoFJIE8AxGFgZHDkgajhBJNCYNVgdQCnxwWj``. False: such a re-plan of a
 query whose offset log the sink cannot read yields another row count, as for a query whose rows carry no source columns."""
-CHECK_RERUN_INPUT_OF_OLD_WRITE_IDS = False
-"""Finding (issue 48's input identity): a decision keeps the input rows of the prefix's last HISTORY_LIMIT (1000) batch
+CHECK_RERUN_INPUT_OF_OLD_WRITE_IDS = True
+"""Found by this model, fixed: a re-run of a writeId whose input the prefix's last record no longer keeps (its window
+of HISTORY_LIMIT batch jobs' inputs full: ``LogRecord.batch_input_dropped``) is refused as unprovable
+(unit/test_coordinator_interleavings.py::test_a_write_id_older_than_the_history_a_record_carries_is_still_a_replay_refused_as_its_input_is_not_kept).
+The finding (issue 48's input identity): a decision keeps the input rows of the prefix's last HISTORY_LIMIT (1000) batch
 jobs only (``LogRecord.batch_inputs``), while it still recognises older writeIds as committed (their history entries,
 kept up to HISTORY_LIMIT + ARCHIVE_BATCH, then the history archive): a re-run of such a writeId over corrected data is
 told success (``confirm_rerun`` finds no input to compare: ``batch_input_rows`` is None), its data never written.
