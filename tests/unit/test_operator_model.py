@@ -140,7 +140,8 @@ MODEL_ARCHIVE_BATCH = 2
 PLAY_RERUN_OVER_OTHER_DATA_WITH_AS_MANY_ROWS = False
 """Limit (epoch_input: where no source offsets are known, the input is known by its row count alone): a batch job's
 writeId re-run over corrected data with as many rows in all, or a micro-batch re-planned over other offsets with as
-many rows by a query whose offset log the sink cannot read and whose rows carry no source columns, is taken for its
+many rows by a query whose offset log the sink cannot read and whose rows carry no source columns (or carry them, but
+the micro-batch has no rows: an empty one names no offsets; found by the long tier, seed 2191676269), is taken for its
 replay: told success, its data never written. False: such a re-run (re-plan) yields another row count."""
 
 # -- findings of this model not yet fixed: False skips the one check they fail -------------------------------
@@ -657,7 +658,8 @@ class OperatorModel(RuleBasedStateMachine):
         unpinned = epoch.batch_id in query.unpinned
         if key in self.pinned_rows and not unpinned:
             return self.pinned_rows[key]
-        rows_alone = not query.source_columns or not PLAY_REPLAN_TOLD_BY_SOURCE_COLUMNS_ONLY
+        # Rows that carry no source offsets (none, or an empty micro-batch) leave only the row count to tell ranges apart.
+        rows_alone = not query.source_columns or not PLAY_REPLAN_TOLD_BY_SOURCE_COLUMNS_ONLY or sum(drawn) == 0
         if not query.offset_log and rows_alone and not PLAY_RERUN_OVER_OTHER_DATA_WITH_AS_MANY_ROWS:
             # Known by its row count alone: another count than every other range of the micro-batch (run or planned).
             taken = {sum(a.rows) for a in self.attempts if a.epoch == str(epoch) and a.input != tuple(sources)}
