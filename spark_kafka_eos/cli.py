@@ -29,7 +29,6 @@ Options are parsed by :func:`parse_writer_options`, as the sink parses them; sec
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import logging
 import os
@@ -53,7 +52,7 @@ from spark_kafka_eos.config.reader import (
 from spark_kafka_eos.config.secrets import redact, scrub
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos.errors import CommitOutcome, KafkaEosCommitError, KafkaEosDecisionLogError, KafkaEosError
-from spark_kafka_eos.exporter import KafkaEosCollector, add_exporter_arguments, scrape_once, serve
+from spark_kafka_eos.exporter import KafkaEosCollector, add_exporter_arguments, installed_version, scrape_once, serve
 from spark_kafka_eos.prefix_status import (
     PrefixCatalog,
     PrefixStatus,
@@ -228,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROGRAM, epilog=_EPILOG,
                                      description="Inspect and repair a transactional id prefix of the kafka_eos sink.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"{PROGRAM} {_installed_version()}")
+    parser.add_argument("--version", action="version", version=f"{PROGRAM} {installed_version()}")
     _add_anywhere_options(parser, None)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     inspect_parser = _add_command(commands, common, inspect_command, "show the prefix's last decision-log record, "
@@ -254,15 +253,6 @@ def build_parser() -> argparse.ArgumentParser:
                                    "the decision log and of --group(s), computed at each scrape")
     add_exporter_arguments(exporter_parser)
     return parser
-
-
-def _installed_version() -> str:
-    """The installed distribution's version (``spark_kafka_eos.__version__`` when it was built; the package's
-    ``__init__`` is the public API, which no module imports back)."""
-    try:
-        return importlib.metadata.version("spark-kafka-eos")
-    except importlib.metadata.PackageNotFoundError:
-        return "(not installed)"
 
 
 def _add_anywhere_options(parser: argparse.ArgumentParser, suppressed: str | None) -> None:

@@ -178,7 +178,7 @@ class KafkaEosCollector:
                 families.append(GaugeMetricFamily("kafka_eos_exporter_figures_age_seconds", "how long ago the read of "
                                                   "the cluster these figures come from started", value=ended - started))
             build = GaugeMetricFamily("kafka_eos_build_info", "the installed spark-kafka-eos (value 1)", labels=["version"])
-            build.add_metric([_installed_version()], 1)
+            build.add_metric([installed_version()], 1)
             families.append(build)
             self.last_scrape = list(families)
         yield from families
@@ -239,7 +239,8 @@ class KafkaEosCollector:
         return [offset, lag, total]
 
 
-def _installed_version() -> str:
+def installed_version() -> str:
+    """The installed spark-kafka-eos's version ("unknown" where it is not installed: run from a source tree)."""
     try:
         return importlib.metadata.version("spark-kafka-eos")
     except importlib.metadata.PackageNotFoundError:

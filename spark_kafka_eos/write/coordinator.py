@@ -53,7 +53,7 @@ from spark_kafka_eos.write.decision_log import (
     RecordNotCommittedError,
     transactional_id_refused,
 )
-from spark_kafka_eos.write.epoch_input import describe, input_difference, kafka_positions, stream_input
+from spark_kafka_eos.write.epoch_input import describe, describe_offsets, input_difference, kafka_positions, stream_input
 from spark_kafka_eos.write.group_marker import GroupMarker
 from spark_kafka_eos.write.hooks import AFTER_DECISION, BEFORE_DECISION, DURING_PHASE2, NO_HOOKS, WriterHooks
 from spark_kafka_eos.write.log_record import EpochId, EpochInput, LogRecord, Participant, Position, history_with, memory_after
@@ -342,7 +342,7 @@ class TwoPhaseCommitCoordinator:
             why = input_difference(last.input, epoch_input)
             decided, now = describe(last.input), describe(epoch_input)
         elif last.offsets and offsets and offsets != last.offsets:
-            why, decided, now = "its source offsets differ", _describe_offsets(last.offsets), _describe_offsets(offsets)
+            why, decided, now = "its source offsets differ", describe_offsets(last.offsets), describe_offsets(offsets)
         else:
             return None
         if why is None:
@@ -863,10 +863,6 @@ def _merged(positions: Iterable[Sequence[tuple[str, int, int]]], pick: Callable[
         for topic, partition, offset in task_positions:
             merged[(topic, partition)] = pick(offset, merged.get((topic, partition), offset))
     return merged
-
-
-def _describe_offsets(offsets: Sequence[tuple[str, int, int]]) -> str:
-    return ", ".join(f"{t}-{p}: {o}" for t, p, o in offsets[:5]) + (" ..." if len(offsets) > 5 else "")
 
 
 def _group_offsets(decision: LogRecord) -> dict[tuple[str, int], int] | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Sequence
 from urllib.parse import urlparse
 
 from spark_kafka_eos.read.reader import ORIGIN_KEY
@@ -127,13 +128,16 @@ def _per_partition(body: dict[str, object]) -> dict[tuple[str, int], int] | None
     return out
 
 
+def describe_offsets(offsets: Sequence[tuple[str, int, int]]) -> str:
+    """Source offsets (topic, partition, offset) for a message: the first five."""
+    return ", ".join(f"{t}-{p}: {o}" for t, p, o in offsets[:5]) + (" ..." if len(offsets) > 5 else "")
+
+
 def describe(epoch_input: EpochInput) -> str:
     """One line for error messages."""
     if epoch_input.source_end is None:
-        columns = epoch_input.source_columns
-        if columns:
-            shown = ", ".join(f"{t}-{p}: {o}" for t, p, o in columns[:5]) + (" ..." if len(columns) > 5 else "")
-            return f"{epoch_input.rows} rows, up to source offsets {shown}"
+        if epoch_input.source_columns:
+            return f"{epoch_input.rows} rows, up to source offsets {describe_offsets(epoch_input.source_columns)}"
         return f"{epoch_input.rows} rows"
     start = "; ".join(epoch_input.source_start or ()) or "the query's starting offsets"
     return f"{epoch_input.rows} rows, source offsets from {start} to {'; '.join(epoch_input.source_end)}"
