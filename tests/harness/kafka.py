@@ -65,6 +65,12 @@ class OpenTransaction:
 
 _counter = itertools.count()
 
+# Answers of a broker that does not (yet) know the partition's leader: a newly created topic, a leader moving.
+_LEADER_MOVING = frozenset({
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError.REPLICA_NOT_AVAILABLE,
+})
+
 
 class KafkaTestCluster:
     """A handle on the test session's Kafka cluster."""
@@ -223,12 +229,22 @@ class KafkaTestCluster:
         meta = self.admin.list_topics(topic, timeout=10).topics[topic]
         return sorted(meta.partitions)
 
-    def offsets(self, topic: str, spec: OffsetSpec, committed: bool = True) -> dict[int, int]:
-        """Per-partition offsets: OffsetSpec.latest() with committed=True is the LSO."""
+    def offsets(self, topic: str, spec: OffsetSpec, committed: bool = True, timeout_s: float = 30.0) -> dict[int, int]:
+        """Per-partition offsets: OffsetSpec.latest() with committed=True is the LSO. A retriable answer (a
+        leader not yet known to the broker asked, right after the topic was created or a leader moved) is
+        asked again until ``timeout_s``."""
         level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
-        request = {TopicPartition(topic, p): spec for p in self.partitions_of(topic)}
-        result = self.admin.list_offsets(request, isolation_level=level, request_timeout=30)
-        return {tp.partition: fut.result(30).offset for tp, fut in result.items()}
+        deadline = time.monotonic() + timeout_s
+        while True:
+            request = {TopicPartition(topic, p): spec for p in self.partitions_of(topic)}
+            result = self.admin.list_offsets(request, isolation_level=level, request_timeout=30)
+            try:
+                return {tp.partition: fut.result(30).offset for tp, fut in result.items()}
+            except KafkaException as err:
+                error = err.args[0]
+                if not (error.retriable() or error.code() in _LEADER_MOVING) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def group_offsets(self, group: str, topic: str) -> dict[int, int]:
         """The committed offsets of ``group`` on each partition of ``topic`` (-1001 where it has none)."""
