@@ -39,8 +39,7 @@ class KafkaConnection:
             translate(self.client_config())
         except UnsupportedSettingError as err:
             raise KafkaEosOptionError(
-                f"kafka.{err.setting}", f"cannot be used by the sink's transaction session: {err}.",
-                "remove it or use a supported equivalent (the sink commits and aborts transactions with kafka-python).",
+                f"kafka.{err.setting}", f"cannot be used by the sink's transaction session: {err}.", err.fix,
             ) from None
 
     def __repr__(self) -> str:

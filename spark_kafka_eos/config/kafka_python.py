@@ -15,14 +15,18 @@ from collections.abc import Callable, Iterator, Mapping
 
 from spark_kafka_eos.config.librdkafka import JAVA_ONLY_SETTINGS
 from spark_kafka_eos.config.secrets import redact
+from spark_kafka_eos.config.tls import TLS_SETTINGS, TlsSettingError, tls_context
 
 
 class UnsupportedSettingError(ValueError):
-    """A setting the transaction session cannot honour; ``setting`` is its librdkafka name (never its value)."""
+    """A setting the transaction session cannot honour; ``setting`` is its librdkafka name (never its value),
+    ``fix`` what to do."""
 
-    def __init__(self, setting: str, message: str) -> None:
+    def __init__(self, setting: str, message: str,
+                 fix: str = "remove it or use a supported equivalent (the sink commits and aborts transactions with kafka-python).") -> None:
         super().__init__(message)
         self.setting = setting
+        self.fix = fix
 
 
 _SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
@@ -44,11 +48,6 @@ _SECURITY_PREFIXES = ("ssl.", "sasl.", "security.", "ssl_", "sasl_", "enable.ssl
 
 # Why some security settings are refused, so the error can say what to use instead.
 _UNSUPPORTED_HINTS = {
-    "ssl.ca.pem": "write the PEM to a file and use ssl.ca.location",
-    "ssl.certificate.pem": "write the PEM to a file and use ssl.certificate.location",
-    "ssl.key.pem": "write the PEM to a file and use ssl.key.location",
-    "ssl.keystore.location": "convert the PKCS#12 keystore to PEM files (ssl.certificate.location, ssl.key.location)",
-    "ssl.keystore.password": "convert the PKCS#12 keystore to PEM files (ssl.certificate.location, ssl.key.location)",
     "sasl.kerberos.keytab": "run kinit for the principal before starting; kafka-python uses the ticket cache",
     "sasl.kerberos.principal": "run kinit for the principal before starting; kafka-python uses the ticket cache",
     **{key: f"this is a Java setting; {hint}" for key, hint in JAVA_ONLY_SETTINGS.items() if key.startswith(_SECURITY_PREFIXES)},
@@ -79,33 +78,8 @@ def _one_of(key: str, allowed: frozenset[str], upper: bool = True) -> Callable[[
     return parse
 
 
-def _file(key: str) -> Callable[[object], str]:
-    def parse(value: object) -> str:
-        text = _text(value)
-        if text.lower() == "probe":
-            raise ValueError(f"{key}=probe (search system CA locations) is librdkafka-only; give a PEM file path")
-        return text
-
-    return parse
-
-
-def _hostname_check(value: object) -> bool:
-    text = _text(value).lower()
-    if text not in ("https", "none", ""):
-        raise ValueError(f"ssl.endpoint.identification.algorithm={text!r} is not supported; use 'https' or 'none'")
-    return text == "https"
-
-
-def _certificate_verification(value: object) -> None:
-    if _text(value).lower() not in ("true", "1"):
-        raise ValueError(
-            "enable.ssl.certificate.verification=false cannot be translated for the transaction session "
-            "(kafka-python always verifies certificates); give the broker's CA with ssl.ca.location instead"
-        )
-
-
-# librdkafka name -> (kafka-python keyword, parser). A None keyword validates without translating.
-_TRANSLATIONS: dict[str, tuple[str | None, Callable[[object], object]]] = {
+# librdkafka name -> (kafka-python keyword, parser). The TLS settings become one context (see tls.py).
+_TRANSLATIONS: dict[str, tuple[str, Callable[[object], object]]] = {
     "bootstrap.servers": ("bootstrap_servers", _text),
     "metadata.broker.list": ("bootstrap_servers", _text),
     "client.id": ("client_id", _text),
@@ -115,13 +89,6 @@ _TRANSLATIONS: dict[str, tuple[str | None, Callable[[object], object]]] = {
     "sasl.username": ("sasl_plain_username", _text),
     "sasl.password": ("sasl_plain_password", _text),
     "sasl.kerberos.service.name": ("sasl_kerberos_service_name", _text),
-    "ssl.ca.location": ("ssl_cafile", _file("ssl.ca.location")),
-    "ssl.certificate.location": ("ssl_certfile", _file("ssl.certificate.location")),
-    "ssl.key.location": ("ssl_keyfile", _file("ssl.key.location")),
-    "ssl.key.password": ("ssl_password", _text),
-    "ssl.crl.location": ("ssl_crlfile", _file("ssl.crl.location")),
-    "ssl.endpoint.identification.algorithm": ("ssl_check_hostname", _hostname_check),
-    "enable.ssl.certificate.verification": (None, _certificate_verification),
     "socket.timeout.ms": ("request_timeout_ms", _integer("socket.timeout.ms")),
     "socket.connection.setup.timeout.ms": (
         "socket_connection_setup_timeout_ms",
@@ -174,7 +141,7 @@ def translate(config: Mapping[str, object]) -> ClientConfig:
             settings[primary] = settings[fallback]
     out: dict[str, object] = {}
     for key, value in settings.items():
-        if key in _OIDC_SETTINGS:
+        if key in _OIDC_SETTINGS or key in TLS_SETTINGS:
             continue
         if key in _TRANSLATIONS:
             target, parse = _TRANSLATIONS[key]
@@ -182,8 +149,7 @@ def translate(config: Mapping[str, object]) -> ClientConfig:
                 parsed = parse(value)
             except ValueError as err:
                 raise UnsupportedSettingError(key, str(err)) from None
-            if target is not None:
-                out[target] = parsed
+            out[target] = parsed
         elif key in _UNSUPPORTED_HINTS:
             raise UnsupportedSettingError(key, f"{key} is not supported by the transaction session: {_UNSUPPORTED_HINTS[key]}")
         elif key.startswith(_SECURITY_PREFIXES) and key not in _IGNORED_SECURITY:
@@ -191,6 +157,12 @@ def translate(config: Mapping[str, object]) -> ClientConfig:
                 key, f"{key} affects how the brokers are reached or authenticated and cannot be translated "
                 "for the transaction session (kafka-python); remove it or use a supported equivalent"
             )
+    if str(out.get("security_protocol", "")).endswith("SSL"):
+        try:
+            out["ssl_context"] = tls_context({key: _text(value) for key, value in settings.items() if key in TLS_SETTINGS})
+        except TlsSettingError as err:
+            raise UnsupportedSettingError(err.setting, str(err), "check the file and its password, and that the certificate "
+                                          "and the key belong together (the executors' librdkafka reads the same settings).") from None
     if out.get("sasl_mechanism") == "OAUTHBEARER":
         out["sasl_oauth_token_provider"] = _oauth_provider(settings)
     if out.get("sasl_mechanism") == "AWS_MSK_IAM":

@@ -29,9 +29,16 @@ def test_reader_and_writer_build_the_same_connection_from_the_same_settings() ->
 
 
 def test_a_setting_the_transaction_session_cannot_honour_is_an_option_error_of_the_writer() -> None:
-    with pytest.raises(KafkaEosOptionError, match=r"kafka\.ssl\.keystore\.location") as raised:
-        parse_writer_options({**WRITER, "kafka.ssl.keystore.location": "/etc/client.p12"}, streaming=False)
+    with pytest.raises(KafkaEosOptionError, match=r"kafka\.ssl\.engine\.id") as raised:
+        parse_writer_options({**WRITER, "kafka.ssl.engine.id": "pkcs11"}, streaming=False)
     assert isinstance(raised.value, ValueError)
+
+
+def test_a_keystore_the_transaction_session_cannot_open_is_an_option_error_before_any_data_moves() -> None:
+    with pytest.raises(KafkaEosOptionError, match=r"kafka\.ssl\.keystore\.location") as raised:
+        parse_writer_options({**WRITER, "kafka.security.protocol": "SSL", "kafka.ssl.keystore.location": "/etc/client.p12",
+                              "kafka.ssl.keystore.password": PASSWORD}, streaming=False)
+    assert PASSWORD not in str(raised.value)
 
 
 def test_the_reader_has_no_session_and_keeps_accepting_what_librdkafka_accepts() -> None:

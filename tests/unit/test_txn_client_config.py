@@ -19,11 +19,6 @@ def test_translation_table() -> None:
             "kafka.sasl.mechanisms": "SCRAM-SHA-512",
             "kafka.sasl.username": "alice",
             "kafka.sasl.password": PASSWORD,
-            "kafka.ssl.ca.location": "/etc/ca.pem",
-            "kafka.ssl.certificate.location": "/etc/client.pem",
-            "kafka.ssl.key.location": "/etc/client.key",
-            "kafka.ssl.key.password": KEY_PASSWORD,
-            "kafka.ssl.endpoint.identification.algorithm": "none",
             "kafka.client.id": "etl",
             "kafka.socket.timeout.ms": "15000",
             "kafka.request.timeout.ms": "99999",
@@ -35,11 +30,7 @@ def test_translation_table() -> None:
         "sasl_mechanism": "SCRAM-SHA-512",
         "sasl_plain_username": "alice",
         "sasl_plain_password": PASSWORD,
-        "ssl_cafile": "/etc/ca.pem",
-        "ssl_certfile": "/etc/client.pem",
-        "ssl_keyfile": "/etc/client.key",
-        "ssl_password": KEY_PASSWORD,
-        "ssl_check_hostname": False,
+        "ssl_context": translated["ssl_context"],
         "client_id": "etl",
         "request_timeout_ms": 15000,
     }
@@ -49,7 +40,7 @@ def test_request_timeout_stands_in_for_socket_timeout_and_keys_are_case_insensit
     translated = translate({"Request.Timeout.MS": 2500, "SASL.MECHANISM": "plain", "security.protocol": "SASL_PLAINTEXT"})
     assert translated["request_timeout_ms"] == 2500
     assert translated["sasl_mechanism"] == "PLAIN"
-    assert translate({"ssl.endpoint.identification.algorithm": "https"})["ssl_check_hostname"] is True
+    assert "ssl_context" not in translate({"ssl.endpoint.identification.algorithm": "https"})
 
 
 def test_data_path_tuning_is_ignored() -> None:
@@ -65,11 +56,10 @@ def test_data_path_tuning_is_ignored() -> None:
 @pytest.mark.parametrize(
     "key, value",
     [
-        ("ssl.keystore.location", "/etc/client.p12"),
-        ("ssl.key.pem", "-----BEGIN PRIVATE KEY-----"),
+        ("ssl.engine.id", "pkcs11"),
+        ("ssl.providers", "legacy,default"),
         ("sasl.oauthbearer.config", "principal=admin"),  # unsecured client-side tokens: librdkafka only
         ("sasl.kerberos.keytab", "/etc/krb5.keytab"),
-        ("ssl.cipher.suites", "ECDHE-RSA-AES256-GCM-SHA384"),
         ("ssl.truststore.location", "/etc/trust.jks"),
         ("sasl.jaas.config", "org.apache.kafka.common.security.plain.PlainLoginModule required;"),
     ],
@@ -87,9 +77,9 @@ def test_untranslatable_security_setting_is_refused_by_name(key: str, value: str
         ({"sasl.mechanism": "OAUTHBEARER", "security.protocol": "SASL_SSL"}, "sasl.oauthbearer.method"),
         ({"sasl.mechanism": "OAUTHBEARER", "security.protocol": "SASL_SSL", "sasl.oauthbearer.method": "oidc"}, "sasl.oauthbearer.client.id"),
         ({"sasl.mechanism": "PLAIN"}, "sasl.mechanism"),
-        ({"ssl.ca.location": "probe"}, "ssl.ca.location"),
-        ({"enable.ssl.certificate.verification": "false"}, "enable.ssl.certificate.verification"),
-        ({"ssl.endpoint.identification.algorithm": "dns"}, "ssl.endpoint.identification.algorithm"),
+        ({"security.protocol": "SSL", "ssl.ca.location": "/nonexistent/ca.pem"}, "ssl.ca.location"),
+        ({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "ssl.endpoint.identification.algorithm": "dns"},
+         "ssl.endpoint.identification.algorithm"),
         ({"socket.timeout.ms": "soon"}, "socket.timeout.ms"),
     ],
 )
