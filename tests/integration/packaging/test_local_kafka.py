@@ -2,11 +2,13 @@
 
 from pathlib import Path
 
+import pytest
 from confluent_kafka.admin import AdminClient
 
 from tests.harness.local_kafka import LocalKafka
 
 
+@pytest.mark.long
 def test_a_cluster_id_with_a_leading_dash_is_formatted(tmp_path: Path) -> None:
     data_dir = tmp_path / "kafka"
     data_dir.mkdir()

@@ -104,6 +104,7 @@ def test_a_failed_progress_commit_is_logged_and_the_query_goes_on(kafka: KafkaTe
 
 # -- failOnDataLoss=false ---------------------------------------------------------------------
 
+@pytest.mark.long  # make test checks the rows of failOnDataLoss=false in test_reader_differential.py
 def test_fail_on_data_loss_false_logs_a_warning_and_reads_on(kafka: KafkaTestCluster, tmp_path: Path) -> None:
     """Records deleted (deleteRecords, as retention does) below where the query stands: a warning naming
     the partition and the lost offsets, then the records that are left."""

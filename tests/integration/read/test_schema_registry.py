@@ -100,7 +100,8 @@ def serialized(topic: str, serializer: Any, objects: list[Any]) -> list[Sent]:
     return records
 
 
-@pytest.mark.parametrize("id_in", ["prefix", "header"])
+# The header case in the long tier (make test's budget): test_keys_split_with_key_true runs it in make test.
+@pytest.mark.parametrize("id_in", ["prefix", pytest.param("header", marks=pytest.mark.long)])
 def test_confluents_serializers_avro_json_and_protobuf(spark_with_avro: SparkSession, kafka: KafkaTestCluster, id_in: str) -> None:
     """Values written by confluent-kafka's own Avro, JSON and Protobuf serializers (its mock registry client as the
     registry), with the schema id in the value's prefix or, as Schema Registry 8.0 can, in a header: each splits

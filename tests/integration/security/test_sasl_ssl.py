@@ -153,6 +153,7 @@ def test_the_sink_needs_read_on_its_index_group_which_a_prefixed_group_acl_cover
     assert_stable(judge, sink, "_kafka_eos_decisions")
 
 
+@pytest.mark.long  # make test runs the notebooks (packaging/test_notebooks.py) and the security of both ends here
 def test_the_pipeline_notebooks_kafka_options_widget_carries_security_to_both_ends(tls: ScramTlsKafka, tmp_path: Path) -> None:
     """The notebook's reader and sink both connect through the SASL_SSL listener with ``kafka_options`` only."""
     judge = KafkaTestCluster(tls.bootstrap_servers)

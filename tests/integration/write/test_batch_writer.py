@@ -139,7 +139,10 @@ def test_a_backfill_run_twice_resumes_from_the_group(spark: SparkSession, kafka:
 BACKFILL_NOTEBOOK = PROJECT / "notebooks" / "backfill.py"
 
 
-@pytest.mark.parametrize("point", ["before_decision", "after_decision", "during_phase2"])
+# make test runs after_decision (the roll-forward); the stream's variants cover the other points there, and the long tier
+# runs these too (make test's budget).
+@pytest.mark.parametrize("point", [pytest.param("before_decision", marks=pytest.mark.long), "after_decision",
+                                   pytest.param("during_phase2", marks=pytest.mark.long)])
 def test_a_backfill_whose_driver_is_killed_in_its_commit_is_finished_by_its_retry(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path,
                                                                                  point: str) -> None:
     """A real crash of a batch job: the backfill notebook's driver JVM is SIGKILLed in its commit.
