@@ -39,6 +39,9 @@ _OIDC_SETTINGS = frozenset({
     "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.scope",
 })
 
+# GSSAPI: the keytab and the principal become one login of the transaction session's own (see _kerberos_login).
+_KERBEROS_LOGIN = frozenset({"sasl.kerberos.keytab", "sasl.kerberos.principal"})
+
 # Settings whose names look like security settings but that only librdkafka's data path uses and
 # that cannot weaken or change how the coordinator connection is authenticated.
 _IGNORED_SECURITY = frozenset({"sasl.kerberos.kinit.cmd", "sasl.kerberos.min.time.before.relogin"})
@@ -48,8 +51,6 @@ _SECURITY_PREFIXES = ("ssl.", "sasl.", "security.", "ssl_", "sasl_", "enable.ssl
 
 # Why some security settings are refused, so the error can say what to use instead.
 _UNSUPPORTED_HINTS = {
-    "sasl.kerberos.keytab": "run kinit for the principal before starting; kafka-python uses the ticket cache",
-    "sasl.kerberos.principal": "run kinit for the principal before starting; kafka-python uses the ticket cache",
     **{key: f"this is a Java setting; {hint}" for key, hint in JAVA_ONLY_SETTINGS.items() if key.startswith(_SECURITY_PREFIXES)},
 }
 
@@ -141,7 +142,7 @@ def translate(config: Mapping[str, object]) -> ClientConfig:
             settings[primary] = settings[fallback]
     out: dict[str, object] = {}
     for key, value in settings.items():
-        if key in _OIDC_SETTINGS or key in TLS_SETTINGS:
+        if key in _OIDC_SETTINGS or key in TLS_SETTINGS or key in _KERBEROS_LOGIN:
             continue
         if key in _TRANSLATIONS:
             target, parse = _TRANSLATIONS[key]
@@ -169,6 +170,8 @@ def translate(config: Mapping[str, object]) -> ClientConfig:
         _check_msk_iam()
     if out.get("sasl_mechanism") and not str(out.get("security_protocol", "")).startswith("SASL_"):
         raise UnsupportedSettingError("sasl.mechanism", "sasl.mechanism is set but security.protocol is not SASL_PLAINTEXT or SASL_SSL")
+    if out.get("sasl_mechanism") == "GSSAPI" and _KERBEROS_LOGIN & settings.keys():
+        out["sasl_kerberos_name"] = _kerberos_login(settings)
     return ClientConfig(out)
 
 
@@ -191,6 +194,19 @@ def _oauth_provider(settings: Mapping[str, object]) -> object:
         _text(settings["sasl.oauthbearer.token.endpoint.url"]), _text(settings["sasl.oauthbearer.client.id"]),
         _text(settings["sasl.oauthbearer.client.secret"]), scope,
     )
+
+
+def _kerberos_login(settings: Mapping[str, object]) -> object:
+    """GSSAPI with sasl.kerberos.keytab (and .principal), as librdkafka's kinit would log in: the session logs in
+    itself, here, so a bad keytab or principal fails before any data moves (see config/kerberos.py)."""
+    from spark_kafka_eos.config.kerberos import KerberosLoginError, session_login
+
+    keytab = settings.get("sasl.kerberos.keytab")
+    principal = settings.get("sasl.kerberos.principal")
+    try:
+        return session_login(None if keytab is None else _text(keytab), None if principal is None else _text(principal))
+    except KerberosLoginError as err:
+        raise UnsupportedSettingError(err.setting, str(err), err.fix) from None
 
 
 def _check_msk_iam() -> None:

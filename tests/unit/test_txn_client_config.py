@@ -59,7 +59,6 @@ def test_data_path_tuning_is_ignored() -> None:
         ("ssl.engine.id", "pkcs11"),
         ("ssl.providers", "legacy,default"),
         ("sasl.oauthbearer.config", "principal=admin"),  # unsecured client-side tokens: librdkafka only
-        ("sasl.kerberos.keytab", "/etc/krb5.keytab"),
         ("ssl.truststore.location", "/etc/trust.jks"),
         ("sasl.jaas.config", "org.apache.kafka.common.security.plain.PlainLoginModule required;"),
     ],
