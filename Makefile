@@ -132,6 +132,25 @@ $(PROMTOOL):
 	@echo ">> building Prometheus's promtool $(PROMTOOL_VERSION) from the Go module proxy into $(dir $(PROMTOOL)) (once: a few minutes)"
 	@GOBIN=$(CURDIR)/$(dir $(PROMTOOL)) go install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
 
+# Kerberos, for the GSSAPI test (tests/integration/security/test_kerberos.py): MIT Kerberos' KDC and libkrb5's headers
+# from Debian's packages, and python-gssapi (the [kerberos] extra) in the venv, built against libkrb5 once. apt-get runs
+# where make runs as root and has it (CI: about 15 s); elsewhere, or if apt-get fails, the test is skipped, saying why.
+KERBEROS_PACKAGES := krb5-kdc krb5-admin-server krb5-user libkrb5-dev
+
+$(VENV)/.kerberos: $(VENV)/.deps
+	@if ! { command -v krb5-config && PATH="$$PATH:/usr/sbin:/sbin" command -v krb5kdc; } >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo ">> installing MIT Kerberos with apt-get (the GSSAPI test's KDC, libkrb5's headers): $(KERBEROS_PACKAGES)"; \
+			{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(KERBEROS_PACKAGES) >/dev/null; } || \
+			{ echo ">> apt-get could not install MIT Kerberos: the GSSAPI test is skipped"; exit 0; }; \
+		else \
+			echo ">> MIT Kerberos is not installed and apt-get cannot run here: the GSSAPI test is skipped (apt-get install $(KERBEROS_PACKAGES))"; \
+			exit 0; \
+		fi; \
+	fi; \
+	echo ">> installing python-gssapi into $(VENV) (the [kerberos] extra; built against libkrb5, once: about 2 minutes)"; \
+	$(PY) -m pip install --quiet 'gssapi>=1.8,<2' && touch $@
+
 # Spark's own Kafka connector: the benchmarks' peer and the differential reader tests' oracle.
 SPARK_KAFKA_JARS := .cache/spark-kafka/jars
 
@@ -163,7 +182,7 @@ docs-check: $(VENV)/.installed
 	@echo ">> building the docs site strictly (mkdocs build --strict) into .cache/site"
 	@NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
-test: lint docs-check venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved $(PROMTOOL)
+test: lint docs-check venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved $(PROMTOOL) $(VENV)/.kerberos
 	@echo ">> running tests but the long tier (a local Kafka is started on a free loopback port unless KAFKA_EOS_BOOTSTRAP_SERVERS is set)"
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --max-worker-restart=0 -m "not long" --durations=25 $(PYTEST_ARGS)
 
@@ -171,7 +190,7 @@ test: lint docs-check venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved $(PROMTOOL)
 # tests/conftest.py): make test runs the compiled ones, and the range-, task-level and differential tests on both.
 ENGINE_SUITES := tests/integration/read tests/integration/write tests/integration/security
 
-test-all: lint docs-check venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved $(PROMTOOL)
+test-all: lint docs-check venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved $(PROMTOOL) $(VENV)/.kerberos
 	@echo ">> running every test, the long tier too (the soak, leader kills, benchmark smoke and memory probes, the wheel build)"
 	$(PY) -m pytest --durations=25 $(PYTEST_ARGS)
 	@echo ">> the reader's and writer's suites again, on the pure-Python paths (--engine=python)"
