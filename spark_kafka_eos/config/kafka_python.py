@@ -163,7 +163,8 @@ def translate(config: Mapping[str, object]) -> ClientConfig:
             out["ssl_context"] = tls_context({key: _text(value) for key, value in settings.items() if key in TLS_SETTINGS})
         except TlsSettingError as err:
             raise UnsupportedSettingError(err.setting, str(err), "check the file and its password, and that the certificate "
-                                          "and the key belong together (the executors' librdkafka reads the same settings).") from None
+                                          "and the key belong together; the driver needs them as the executors do (the sink's "
+                                          "transaction session runs there).") from None
     if out.get("sasl_mechanism") == "OAUTHBEARER":
         out["sasl_oauth_token_provider"] = _oauth_provider(settings)
     if out.get("sasl_mechanism") == "AWS_MSK_IAM":

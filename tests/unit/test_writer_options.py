@@ -116,10 +116,12 @@ def test_message_timeout_above_the_transaction_timeout_is_refused() -> None:
     assert err.option == "kafka.message.timeout.ms" and "transaction.timeout.ms" in str(err)
 
 
-def test_security_settings_are_left_to_the_executors() -> None:
-    # Files shipped with --files exist only in the executors' working directories.
-    opts = parse(kafka__ssl__ca__location="./ca-only-on-executors.pem", kafka__security__protocol="SSL")
-    assert opts.kafka_config["ssl.ca.location"] == "./ca-only-on-executors.pem"
+def test_a_tls_file_the_drivers_transaction_session_cannot_read_is_named_before_any_data_moves() -> None:
+    # The sink's driver connects too (its transaction session and admin client read the same settings): a file shipped
+    # with --files to the executors only would fail its commit after the tasks wrote, so it is refused up front.
+    error = error_of(kafka__ssl__ca__location="./ca-only-on-executors.pem", kafka__security__protocol="SSL")
+    assert error.option == "kafka.ssl.ca.location"
+    assert "No such file or directory" in str(error) and "driver" in str(error)
 
 
 @pytest.mark.parametrize("option", ["topic", "decisionLogTopic"])
