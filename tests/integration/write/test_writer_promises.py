@@ -130,7 +130,8 @@ def secured_with_topics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
         yield secured
 
 
-@pytest.mark.parametrize("password", [READER_PASSWORD, "a-wrong-password-0451"])
+# The wrong password's run in the long tier (make test's budget): test_authentication.py's refusals show no password in make test.
+@pytest.mark.parametrize("password", [READER_PASSWORD, pytest.param("a-wrong-password-0451", marks=pytest.mark.long)])
 def test_passwords_never_appear_in_logs_plans_or_errors(secured_with_topics: SecuredKafka, password: str) -> None:
     """A driver of its own reads and writes over SASL (right and wrong password), logging at DEBUG, with
     plans and option reprs printed; the password is nowhere in its output."""
