@@ -3,6 +3,7 @@
     make bench-write                     # embedded broker, 1,000,000 records of 100 bytes
     BENCH_RECORDS=200000 make bench-write
     BENCH_PARTS=batch make bench-write      # only the sinks alone (batch df.write of generated rows)
+    BENCH_PARTS=tasks make bench-write      # many small tasks: 200 rows each, as a shuffle's 200 partitions write
 
 One run measures, on the same data:
 * a streaming query kafka_eos -> kafka_eos (exactly-once), Trigger.AvailableNow;
@@ -58,6 +59,9 @@ from tests.benchmarks.common import produce as produce_one
 RECORDS = int(os.environ.get("BENCH_RECORDS", "1000000"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 PARTS = os.environ.get("BENCH_PARTS", "stream,batch").split(",")
+TASK_COUNTS = [int(n) for n in os.environ.get("BENCH_TASKS", "8,64,256").split(",")]
+ROWS_PER_TASK = 200
+TASKS_TOPIC_PARTITIONS = 16
 """Which measurements to run: the streaming query (``stream``), the sinks alone (``batch``), or both."""
 WARM_UP_RECORDS = min(RECORDS, 20_000)
 PARTITIONS = 3
@@ -116,9 +120,9 @@ def main() -> None:
         tag = uuid.uuid4().hex[:6]
         runs = iter(range(1_000_000))
 
-        def new_topic(role: str) -> str:
+        def new_topic(role: str, partitions: int = PARTITIONS) -> str:
             topic = f"bench-{role}-{tag}-{next(runs)}"
-            admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+            admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
             return topic
 
         source, warm_up_source, commit_sink = new_topic("src"), new_topic("warm-up-src"), new_topic("commit")
@@ -227,6 +231,26 @@ def main() -> None:
                   f"{batch_rate[BATCH_EOS_PYTHON] / batch_rate[BATCH_SPARK]:.2f}")
             print(f">> batch df.write: ceiling (a sink that drops its input) / Spark's Kafka sink ratio (medians): "
                   f"{batch_rate[BATCH_CEILING] / batch_rate[BATCH_SPARK]:.2f}")
+        if "tasks" in PARTS:
+            print(f">> many small tasks: batch df.write of {ROWS_PER_TASK} rows a task into a {TASKS_TOPIC_PARTITIONS}-partition "
+                  f"topic, a new transactional.id.prefix each run (a backfill's first job); {ROUNDS} alternating rounds")
+
+            def tasks_to(fmt: str, tasks: int) -> Run:
+                def run() -> Count:
+                    sink = new_topic(f"tasks-{fmt}", TASKS_TOPIC_PARTITIONS)
+                    df = spark.range(0, tasks * ROWS_PER_TASK, 1, tasks).selectExpr("CAST(id AS STRING) AS value")
+                    (df.write.format(fmt).mode("append").option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
+                     .option("transactional.id.prefix", f"bench-tasks-{uuid.uuid4().hex[:8]}").save())
+                    return lambda: count_committed(bootstrap, sink, TASKS_TOPIC_PARTITIONS)
+
+                return run
+
+            for tasks in TASK_COUNTS:
+                task_seconds = alternate({BATCH_EOS: tasks_to("kafka_eos", tasks), BATCH_SPARK: tasks_to("kafka", tasks)},
+                                         tasks * ROWS_PER_TASK, ROUNDS)
+                eos, sparks = statistics.median(task_seconds[BATCH_EOS]), statistics.median(task_seconds[BATCH_SPARK])
+                print(f">> {tasks} tasks of {ROWS_PER_TASK} rows: kafka_eos {eos:.2f} s, Spark's Kafka sink {sparks:.2f} s (medians): "
+                      f"{eos / sparks:.2f}x Spark's time, {(eos - sparks) / tasks * 1000:.1f} ms more a task")
         spark.stop()
         times = commit_times(bootstrap, commit_sink)
         print(f">> one commit (3 participants, decision + phase 2 + completion), {len(times)} commits: "
