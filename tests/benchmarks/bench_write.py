@@ -236,12 +236,17 @@ def main() -> None:
                   f"topic, a new transactional.id.prefix each run (a backfill's first job); {ROUNDS} alternating rounds")
 
             def tasks_to(fmt: str, tasks: int) -> Run:
+                # One sink topic per system, made before its runs: Spark's Java producer timed out (120 s) on topics
+                # made right before its write. Each run counts what it added.
+                sink = new_topic(f"tasks-{fmt}", TASKS_TOPIC_PARTITIONS)
+                time.sleep(2)
+
                 def run() -> Count:
-                    sink = new_topic(f"tasks-{fmt}", TASKS_TOPIC_PARTITIONS)
+                    before = count_committed(bootstrap, sink, TASKS_TOPIC_PARTITIONS)
                     df = spark.range(0, tasks * ROWS_PER_TASK, 1, tasks).selectExpr("CAST(id AS STRING) AS value")
                     (df.write.format(fmt).mode("append").option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
                      .option("transactional.id.prefix", f"bench-tasks-{uuid.uuid4().hex[:8]}").save())
-                    return lambda: count_committed(bootstrap, sink, TASKS_TOPIC_PARTITIONS)
+                    return lambda: count_committed(bootstrap, sink, TASKS_TOPIC_PARTITIONS) - before
 
                 return run
 
