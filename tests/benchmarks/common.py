@@ -16,6 +16,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.benchmarks.broker_requests import RequestLog
+from tests.harness.kafka import KafkaTestCluster
 
 CONNECTOR_JARS = Path(os.environ.get("KAFKA_EOS_HOME", ".")) / ".cache" / "spark-kafka" / "jars"
 # Only the connector and what it adds to Spark; pyspark already ships Scala, slf4j, lz4, snappy.
@@ -80,7 +81,9 @@ def check_count(label: str, counted: int, expected: int) -> int:
 
 
 def count_committed(bootstrap: str, topic: str, partitions: int) -> int:
-    """The records of ``topic`` that an independent read_committed consumer sees, read to the end."""
+    """The records of ``topic`` that an independent read_committed consumer sees, read to the end once every
+    partition's last stable offset reached its high watermark: a commit returns before its markers are written."""
+    KafkaTestCluster(bootstrap).wait_until_stable(topic, timeout_s=60)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"count-{uuid.uuid4().hex}", "isolation.level": "read_committed",
                          "enable.partition.eof": True, "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
