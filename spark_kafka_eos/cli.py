@@ -522,7 +522,7 @@ def recover_prefix(options: WriterOptions, session: TransactionSession, out: Out
     out.set(prefix=options.prefix, rolled_forward=None, committed_participants=[], data_loss=None)
     if decision_log is None:  # no decision was ever taken: nothing to roll forward, nothing to prove
         out.line(f"nothing to roll forward: {_last_summary(options, decision_log, None)}")
-        aborted = abort_lingering(session, options.prefix, timeout_ms, lambda: None)
+        aborted = abort_lingering(session, options.prefix, timeout_ms, lambda _: None)
         rolled, report = False, None
     else:
         report = TwoPhaseCommitCoordinator(options, timeout_ms).recover(accept_data_loss, decision_log)

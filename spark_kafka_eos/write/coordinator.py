@@ -212,6 +212,7 @@ class TwoPhaseCommitCoordinator:
             self._finish_replay(session, decision_log, last, own)
             return
         self._refuse_unless_known(last, epoch, session, own)
+        self._refuse_if_being_swept(last, epoch, session, own)
         last = self._finish(session, decision_log, last, OPERATION_TIMEOUT_S)
         participants = tuple(
             Participant(t.transaction.transactional_id, t.transaction.producer_id, t.transaction.producer_epoch,
@@ -303,6 +304,21 @@ class TwoPhaseCommitCoordinator:
             "transactional.id.prefix to the prefix the query used before (`kafka-eos inspect` shows a prefix's last "
             "record); or, if that prefix has nothing undecided, add .option('allowNewPrefix', 'true') once."
         )
+
+    def _refuse_if_being_swept(self, last: LogRecord | None, epoch: EpochId, session: TransactionSession,
+                               own: Sequence[PreparedTxnState]) -> None:
+        """A sweep that proved it owned the prefix before this driver fenced it may still be aborting the
+        transactions it announced then: a participant among them could be aborted after the decision."""
+        swept = last.announced_aborts(own) if last is not None else []
+        if not swept:
+            return
+        abort_prepared(session, own)
+        raise KafkaEosEpochAbortedError(
+            f"{epoch.describe()} of transactional.id.prefix '{self._prefix}' was not committed: while its tasks' "
+            f"transactions were open, a sweep of the prefix (`kafka-eos recover` or `reset`, or another driver of it) "
+            f"listed {len(swept)} of them as lingering ({', '.join(t.transactional_id for t in swept)}) and may still "
+            "be aborting them. Nothing of it is visible; a re-run is safe (a streaming query's restart runs the "
+            "micro-batch again). Fix: run `kafka-eos recover` and `reset` only while no query or job uses the prefix.")
 
     def _refuse_unless_same_input(self, last: LogRecord, epoch: EpochId, tasks: Sequence[TaskCommit], epoch_input: EpochInput,
                                   session: TransactionSession, own: Sequence[PreparedTxnState]) -> None:
@@ -552,9 +568,9 @@ class TwoPhaseCommitCoordinator:
         completed = False
         attempts = 0
 
-        def prove() -> None:
+        def prove(batch: Sequence[TxnDescription]) -> None:
             nonlocal completed
-            decision_log.append(decision.completed())
+            decision_log.append(replace(decision.completed(), aborting=_instances(batch)))
             completed = True
 
         def sweep() -> list[str]:
@@ -617,7 +633,7 @@ class TwoPhaseCommitCoordinator:
     def _sweep(self, session: TransactionSession, decision_log: DecisionLog, last: LogRecord | None, keep: Sequence[str]) -> None:
         """Abort what is left open of the prefix. Ownership is proven after listing by re-appending the last
         record in the coordinator's transaction, which fails if another driver has fenced this one."""
-        abort_lingering(session, self._prefix, self._timeout_ms, lambda: _prove(decision_log, self._prefix, last), keep)
+        abort_lingering(session, self._prefix, self._timeout_ms, lambda batch: _prove(decision_log, self._prefix, last, batch), keep)
 
     # -- the operator's recovery ------------------------------------------------------------
     def recover(self, accept_data_loss: bool = False, decision_log: DecisionLog | None = None) -> RecoveryReport:
@@ -637,7 +653,8 @@ class TwoPhaseCommitCoordinator:
                 if not accept_data_loss:
                     raise
                 lost, all_lost, last = str(err), err.all_lost, before
-            aborted = abort_lingering(session, self._prefix, self._timeout_ms, lambda: _prove(decision_log, self._prefix, last))
+            aborted = abort_lingering(session, self._prefix, self._timeout_ms,
+                                      lambda batch: _prove(decision_log, self._prefix, last, batch))
         return RecoveryReport(before, lost, aborted, all_lost)
 
     # -- abort ----------------------------------------------------------------------------
@@ -807,13 +824,17 @@ def _abort_undecided(session: TransactionSession, decision: LogRecord, err: Exce
     raise KafkaEosEpochAbortedError(f"The decision could not be written, so the epoch was aborted (nothing of it is visible): {err}") from err
 
 
-def _prove(decision_log: DecisionLog, prefix: str, last: LogRecord | None) -> None:
-    """Commit a coordinator transaction (re-append the last record, or an empty index entry on a prefix
-    with none): it fails if another driver fenced this one."""
+def _prove(decision_log: DecisionLog, prefix: str, last: LogRecord | None, batch: Sequence[TxnDescription]) -> None:
+    """Commit a coordinator transaction (re-append the last record, naming the ``batch`` about to be aborted; or an
+    empty index entry on a prefix with none): it fails if another driver fenced this one."""
     if last is not None:
-        decision_log.append(last)
+        decision_log.append(replace(last, aborting=_instances(batch)))
     else:
         decision_log.prove_owner(prefix)
+
+
+def _instances(batch: Sequence[TxnDescription]) -> tuple[tuple[str, int, int], ...]:
+    return tuple((d.transactional_id, d.producer_id, d.producer_epoch) for d in batch)
 
 
 def _task_commits(messages: Sequence[WriterCommitMessage | None], epoch: EpochId) -> list[TaskCommit]:

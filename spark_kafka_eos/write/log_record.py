@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
@@ -44,6 +45,8 @@ GROUP_POSITIONS_LIMIT = 10_000
 """Group offsets a prefix remembers (the most recently committed groups' are kept)."""
 BatchInput = tuple[str, int]
 """(a batch job's epoch id as text, the rows its input had)."""
+Aborting = tuple[str, int, int]
+"""A transaction a sweep aborts: (transactional id, producer id, producer epoch)."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +185,9 @@ class LogRecord:
     """What the epoch of a ``decision`` (and of its ``complete``) consumed; None in older records."""
     batch_inputs: tuple[BatchInput, ...] = ()
     """The rows each batch job the prefix remembers consumed, so that a ``writeId`` re-run over other input is told."""
+    aborting: tuple[Aborting, ...] = ()
+    """A sweep's proof of ownership (the last record appended again): the transactions it is about to abort, each
+    by the exact instance it listed. A driver that fenced after it never decides one of them."""
 
     @property
     def epoch(self) -> EpochId:
@@ -235,8 +241,15 @@ class LogRecord:
         return None
 
 
+    def announced_aborts(self, transactions: Iterable[PreparedTxnState]) -> list[PreparedTxnState]:
+        """Those of ``transactions`` that a sweep announced in this record it aborts."""
+        announced = {PreparedTxnState(*a) for a in self.aborting}
+        return [t for t in transactions if t in announced]
+
     def to_json(self) -> bytes:
         body = asdict(self)
+        if not self.aborting:
+            del body["aborting"]  # only a sweep's proof carries it
         body["participants"] = [{"epoch" if key == "producer_epoch" else key: value for key, value in participant.items()}
                                 for participant in body["participants"]]  # the record's field name is "epoch"
         body["input"] = None if self.input is None else self.input.to_dict()
@@ -271,6 +284,7 @@ class LogRecord:
             tuple((str(t), int(p), int(o)) for t, p, o in body.get("starts", ())),
             EpochInput.from_dict(body.get("input")),
             tuple((str(e), int(r)) for e, r in body.get("batch_inputs", ())),
+            tuple((str(t), int(p), int(e)) for t, p, e in body.get("aborting", ())),
         )
 
 

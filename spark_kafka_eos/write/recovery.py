@@ -164,14 +164,17 @@ def open_transactions(session: TransactionSession, prefix: str) -> list[TxnDescr
 
 
 def abort_lingering(
-    session: TransactionSession, prefix: str, transaction_timeout_ms: int, prove_ownership: Callable[[], None],
+    session: TransactionSession, prefix: str, transaction_timeout_ms: int,
+    prove_ownership: Callable[[Sequence[TxnDescription]], None],
     keep: Iterable[str] = (), listed: Sequence[TxnDescription] | None = None,
 ) -> list[str]:
     """Abort the open transactions of ``prefix`` except ``keep`` (failed and speculative attempts,
     zombies of earlier runs), each by its exact producer id and epoch, and fence them. They are listed
     first (or given as ``listed``: :func:`open_transactions`, taken after the moment from which the sweep must
-    see what is open); ``prove_ownership`` (it must raise if this driver no longer owns the prefix) then runs
-    before every :data:`ABORTS_PER_PROOF` of them, and not at all when nothing lingers. Returns the ids aborted."""
+    see what is open); ``prove_ownership(batch)`` then runs before every :data:`ABORTS_PER_PROOF` of them, and not
+    at all when nothing lingers: it must raise if this driver no longer owns the prefix, and announce ``batch`` to
+    any driver that fences after it (a listed transaction may be a live query's next participant, prepared before
+    its driver fenced). Returns the ids aborted."""
     kept = set(keep) | {coordinator_transactional_id(prefix)}
     found = open_transactions(session, prefix) if listed is None else listed
     doomed = [d for d in found if d.transactional_id not in kept]
@@ -179,8 +182,8 @@ def abort_lingering(
     try:
         with ThreadPoolExecutor(max_workers=_PARALLELISM) as pool:
             for start in range(0, len(doomed), ABORTS_PER_PROOF):
-                prove_ownership()
                 batch = doomed[start:start + ABORTS_PER_PROOF]
+                prove_ownership(batch)
                 aborted += [txn_id for txn_id in pool.map(lambda d: _fence(session, d, transaction_timeout_ms), batch) if txn_id]
     finally:
         if aborted:

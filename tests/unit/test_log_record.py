@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -44,6 +45,17 @@ def test_the_json_carries_the_format_and_every_field() -> None:
     assert body["previous_epoch_id"] is None
     assert body["history"] == []
     assert (body["input"], body["batch_inputs"]) == (None, [])
+
+
+def test_a_sweeps_announced_aborts_round_trip_name_exact_instances_and_are_left_out_of_other_records() -> None:
+    record = full_record()
+    assert "aborting" not in json.loads(record.to_json())
+    proof = replace(record.completed(), aborting=(("p-0a1b2c3d-2-0-0", 4003, 1),))
+    assert LogRecord.from_json(proof.to_json()) == proof
+    assert proof.announced_aborts([PreparedTxnState("p-0a1b2c3d-2-0-0", 4003, 1), PARTICIPANT.txn]) == \
+        [PreparedTxnState("p-0a1b2c3d-2-0-0", 4003, 1)]
+    assert proof.announced_aborts([PreparedTxnState("p-0a1b2c3d-2-0-0", 4003, 2)]) == []  # re-initialised since
+    assert proof.completed().aborting == ()
 
 
 def test_an_epochs_input_round_trips_and_rides_along_in_its_completion() -> None:

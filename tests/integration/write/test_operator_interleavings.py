@@ -13,7 +13,7 @@ import pytest
 
 from spark_kafka_eos import cli
 from spark_kafka_eos.config.writer import WriterOptions
-from spark_kafka_eos.errors import KafkaEosDecisionLogError
+from spark_kafka_eos.errors import KafkaEosDecisionLogError, KafkaEosEpochAbortedError
 from spark_kafka_eos.txn.session import TransactionSession
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.decision_log import DecisionLog
@@ -130,3 +130,34 @@ def test_an_older_sweeper_never_aborts_what_a_newer_driver_decided(kafka: KafkaT
     TwoPhaseCommitCoordinator(options, TIMEOUT_MS).prepare()  # the newer driver's next operation rolls its decision forward
     assert committed_values(kafka, topic) == [b"one", b"zero"]
     assert open_transactions(kafka, options.prefix) == []
+
+
+def test_a_newer_driver_never_decides_what_an_older_sweep_announced_it_aborts(kafka: KafkaTestCluster) -> None:
+    """As above, but the query's prepared participant is in the sweep's first batch of aborts, after its one proof
+    of ownership: the newer driver fences and would decide it (its phase 2 still to run) while the sweep is about to
+    abort it. The proof named the batch, so the driver refuses the micro-batch before anything of it is visible, and
+    Spark's replay writes it; a decision would have lost it."""
+    topic, options = _query_at_batch_0(kafka)
+    crashed = [f"{options.prefix}-00000000-0-{p}-0" for p in range(2)]
+    for txn_id in crashed:
+        leave_open(kafka, topic, txn_id, partition=0, count=1)
+    participant = prepare(options, 0, ["one"], stream_epoch(1))
+    assert participant.transaction is not None
+    outcomes: list[BaseException] = []
+
+    def decide() -> None:
+        try:
+            TwoPhaseCommitCoordinator(options, TIMEOUT_MS, FaultHooks("after_decision")).commit(stream_epoch(1), [participant])
+        except (KafkaEosEpochAbortedError, InjectedFault) as err:
+            outcomes.append(err)
+
+    with _NewerDriverDecidesDuringTheSweep(kafka.bootstrap_servers, decide) as session:
+        report = TwoPhaseCommitCoordinator(options, TIMEOUT_MS, session_of=lambda _: session).recover()
+    assert set(crashed) <= set(report.aborted) and outcomes
+    TwoPhaseCommitCoordinator(options, TIMEOUT_MS).commit(stream_epoch(1), [prepare(options, 0, ["one"], stream_epoch(1))])
+
+    assert committed_values(kafka, topic) == [b"one", b"zero"]
+    assert open_transactions(kafka, options.prefix) == []
+    [refusal] = outcomes
+    assert isinstance(refusal, KafkaEosEpochAbortedError), refusal
+    assert "a sweep of the prefix" in str(refusal) and participant.transaction.transactional_id in str(refusal)
