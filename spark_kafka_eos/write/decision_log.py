@@ -138,6 +138,8 @@ class DecisionLog:
         self._settle_timeout_s = settle_timeout_s
         self._producer: Producer | None = None
         self._holder: PreparedTxnState | None = None
+        self._fenced_as: PreparedTxnState | None = None
+        """The identity this log's last fence took: a producer that replaces it may only be its successor."""
         self._id_committed = True
         """Whether the coordinator id's last transaction committed, as far as this log knows: not after its fence
         (InitProducerId leaves the id Empty), nor while a transaction is open or after one failed."""
@@ -504,7 +506,7 @@ class DecisionLog:
         operation then leaves the id committed, not Empty. ``anew``: fence this log's own producer too, with a new
         one, so that a commit of it whose outcome is unknown can no longer land."""
         if anew:
-            self._producer = self._holder = None
+            self._producer = self._holder = self._fenced_as = None
             self._last_seen.pop(prefix, None)
         self._coordinator_producer(prefix, reuse=not anew)
         last = self.last(prefix)
@@ -553,6 +555,7 @@ class DecisionLog:
             kept = _IDLE_COORDINATORS.take(key) if reuse else None
             if kept is not None and _still_holds(session.describe([txn_id])[txn_id], kept[1]):
                 self._producer, self._holder = kept
+                self._fenced_as = kept[1]
                 return kept[0]
             try:
                 producer = start_transactional_producer(_coordinator_config(self._options, txn_id), self._topic, REQUEST_TIMEOUT_S)
@@ -566,7 +569,21 @@ class DecisionLog:
             # Described right after the fence; should another driver fence this one in between, the identity is
             # that driver's, and this producer's next transaction fails (fenced) like any fenced driver's.
             self._holder = session.describe([txn_id])[txn_id].prepared_state()
+            self._refuse_unless_successor(prefix, self._fenced_as, self._holder)
+            self._fenced_as = self._holder
         return self._producer
+
+    @staticmethod
+    def _refuse_unless_successor(prefix: str, before: PreparedTxnState | None, now: PreparedTxnState) -> None:
+        """A producer that replaces this operation's own (its commit's answer was lost) must take the id's next
+        epoch: any other means another driver initialised the id in between, and what this operation read before
+        (a last record it would append again, say) may be stale. Only :meth:`fenced_last` with ``anew`` fences
+        afresh, and reads the log again."""
+        if before is None or (now.producer_id, now.producer_epoch) == (before.producer_id, before.producer_epoch + 1):
+            return
+        raise KafkaEosDecisionLogError(
+            f"This driver no longer owns prefix {prefix}: another driver initialised its coordinator id after this "
+            "operation fenced it, so this operation stops before writing what it read earlier")
 
     def _commit_or_forget(self, producer: Producer, prefix: str, commit_by: float | None = None) -> None:
         """:meth:`_commit`; when it fails, the prefix's last record is not known any more (the commit may yet have

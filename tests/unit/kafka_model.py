@@ -423,6 +423,7 @@ class ModelDecisionLog:
     def __init__(self, model: KafkaModel) -> None:
         self.model = model
         self.holder: PreparedTxnState | None = None
+        self.fenced_as: PreparedTxnState | None = None
         # The bookkeeping DecisionLog keeps for keep_history_mark (when the code under test has it).
         self._id_committed = True
         self._last_seen: dict[str, LogRecord] = {}
@@ -435,16 +436,21 @@ class ModelDecisionLog:
             self.model.log_exists = True  # created, empty
 
     def fence(self, prefix: str) -> None:
+        """As DecisionLog's: a fence that replaces this log's own earlier one must take the id's next epoch."""
         if self.holder is None:
             txn_id = coordinator_transactional_id(prefix)
             pid, epoch = self.model.init_producer_id(txn_id, COORDINATOR_TRANSACTION_TIMEOUT_MS)
             self.holder = PreparedTxnState(txn_id, pid, epoch)
             self._id_committed = False
+            self._last_seen.pop(prefix, None)
+            refuse = getattr(DecisionLog, "_refuse_unless_successor", lambda prefix, before, now: None)
+            before, self.fenced_as = self.fenced_as, self.holder
+            refuse(prefix, before, self.holder)
 
     def fenced_last(self, prefix: str, anew: bool = False) -> LogRecord | None:
         """As DecisionLog's: fence (anew: the log's own producer too), read the last record, mark a new fence at once."""
         if anew:
-            self.holder = None
+            self.holder = self.fenced_as = None
             self._last_seen.pop(prefix, None)
         self.fence(prefix)
         last = self.last(prefix)

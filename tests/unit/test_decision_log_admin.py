@@ -9,6 +9,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigEntry, ConfigResource
 
+from spark_kafka_eos.errors import KafkaEosDecisionLogError
+from spark_kafka_eos.txn.session import PreparedTxnState
 from spark_kafka_eos.write import decision_log as decision_log_module
 from spark_kafka_eos.write.decision_log import DecisionLog
 from tests.unit.fakes import options as writer_options
@@ -49,3 +51,14 @@ def test_other_errors_are_not_asked_again(monkeypatch: pytest.MonkeyPatch) -> No
     with pytest.raises(KafkaException):
         log._check_cleanup_policy()
     assert (stale.calls, fresh.calls) == (1, 0)
+
+
+def test_a_producer_replacing_the_operations_own_must_take_the_ids_next_epoch() -> None:
+    """The coordinator producer of an operation is replaced when its commit's answer was lost; another driver may have
+    initialised the id in between, and the operation must not write what it read before."""
+    mine = PreparedTxnState("p-coordinator", 7, 3)
+    DecisionLog._refuse_unless_successor("p", None, mine)  # the operation's first fence
+    DecisionLog._refuse_unless_successor("p", mine, PreparedTxnState("p-coordinator", 7, 4))
+    for other in (PreparedTxnState("p-coordinator", 7, 5), PreparedTxnState("p-coordinator", 8, 0)):
+        with pytest.raises(KafkaEosDecisionLogError, match="no longer owns prefix p"):
+            DecisionLog._refuse_unless_successor("p", mine, other)

@@ -30,6 +30,11 @@ of its input): the decided output stands. A batch job's writeId is re-run over c
 rows): refused once committed (``confirm_rerun``, called as KafkaEosBatchWriter does), a normal run if never; a second
 driver's older data committed after it is refused too. The success checks follow what the decided run wrote.
 
+Operations against a live driver (issue 48): ``recover``, ``reset`` and a batch job's commit run with the second
+driver's pending commit placed before one of their calls to Kafka (``Interleaving``: each request of their session and
+each fence, read and append of their decision log is such a point), a sweep's proof and its aborts among them; the
+checks above hold whatever the placement (what such an operation's refusal leaves open is not checked).
+
 The bounded run is in the normal suite: KAFKA_EOS_MODEL_EXAMPLES sequences of up to KAFKA_EOS_MODEL_STEPS steps
 (1000 and 40 by default: ~50 s on 2 cores). The long tier plays KAFKA_EOS_MODEL_LONG_EXAMPLES (12000) sequences of
 up to KAFKA_EOS_MODEL_LONG_STEPS (60) steps (~10 minutes), from a new seed every run, printed at its start.
@@ -53,6 +58,7 @@ import json
 import os
 import random
 import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
@@ -75,7 +81,7 @@ import spark_kafka_eos.write.visibility as visibility_module
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos.errors import KafkaEosCommittedDataLostError, KafkaEosError, KafkaEosOutputUnverifiableError
 from spark_kafka_eos.read.reader import ORIGIN_KEY
-from spark_kafka_eos.txn.session import TxnState
+from spark_kafka_eos.txn.session import PreparedTxnState, TxnDescription, TxnListing, TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.hooks import AFTER_DECISION, BEFORE_DECISION, DURING_PHASE2, NO_HOOKS, WriterHooks
@@ -308,6 +314,84 @@ class Pending:
     what: str
 
 
+class Interleaving:
+    """Another process's step (a live driver's commit) run right before the ``at``-th call an operation makes to
+    Kafka (through its session or decision log), or after the operation if it makes fewer."""
+
+    def __init__(self, machine: OperatorModel, at: int, action: Callable[[], object]) -> None:
+        self.machine, self.at, self.calls = machine, at, 0
+        self.action: Callable[[], object] | None = action
+
+    def step(self) -> None:
+        self.calls += 1
+        if self.calls == self.at:
+            self.run()
+
+    def run(self) -> None:
+        action, self.action = self.action, None
+        if action is None:
+            return
+        hypothesis.event("interleaved at call", str(min(self.calls, self.at)))
+        self.machine.interleaving = None  # what the action opens talks to Kafka directly
+        try:
+            action()
+        finally:
+            self.machine.interleaving = self
+
+
+class InterleavedSession(ModelSession):
+    """An operation's session: each request is a point where another process may run first."""
+
+    def __init__(self, model: KafkaModel, interleaving: Interleaving) -> None:
+        super().__init__(model)
+        self.interleaving = interleaving
+
+    def describe(self, ids: Iterable[str]) -> dict[str, TxnDescription]:
+        self.interleaving.step()
+        return super().describe(ids)
+
+    def list_transactions(self, state_filters: Iterable[str] = (), producer_id_filters: Iterable[int] = ()) -> list[TxnListing]:
+        self.interleaving.step()
+        return super().list_transactions(state_filters, producer_id_filters)
+
+    def commit(self, state: PreparedTxnState) -> None:
+        self.interleaving.step()
+        super().commit(state)
+
+    def abort(self, state: PreparedTxnState) -> None:
+        self.interleaving.step()
+        super().abort(state)
+
+    def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int = -1, producer_epoch: int = -1) -> tuple[int, int]:
+        self.interleaving.step()
+        return super().init_producer_id(transactional_id, timeout_ms, producer_id, producer_epoch)
+
+
+class InterleavedDecisionLog(ModelDecisionLog):
+    """An operation's decision log: each read, fence and append is a point where another process may run first."""
+
+    def __init__(self, model: KafkaModel, interleaving: Interleaving) -> None:
+        super().__init__(model)
+        self.interleaving = interleaving
+
+    def fence(self, prefix: str) -> None:
+        self.interleaving.step()
+        super().fence(prefix)
+
+    def last(self, prefix: str) -> LogRecord | None:
+        self.interleaving.step()
+        return super().last(prefix)
+
+    def append(self, record: LogRecord, group_offsets: Mapping[tuple[str, int], int] | None = None,
+               before_commit: Callable[[], None] | None = None, commit_by: float | None = None) -> None:
+        self.interleaving.step()
+        super().append(record, group_offsets, before_commit, commit_by)
+
+    def prove_owner(self, prefix: str) -> None:
+        self.interleaving.step()
+        super().prove_owner(prefix)
+
+
 def _outcome(err: BaseException) -> str:
     text = str(err)
     if "IS COMMITTED" in text:
@@ -371,6 +455,8 @@ class OperatorModel(RuleBasedStateMachine):
         """Prefixes that had records in a decision log that was deleted, until an operator's reset of each."""
         self.deciding = PREFIX
         self.model.on_lost_response = self._another_driver_recovers
+        self.interleaving: Interleaving | None = None
+        """While an operation runs against a live driver: what its sessions and decision logs step through."""
 
     def teardown(self) -> None:
         self.stack.close()
@@ -451,9 +537,28 @@ class OperatorModel(RuleBasedStateMachine):
     def _coordinator_of(self, options: WriterOptions, timeout_ms: int, hooks: WriterHooks = NO_HOOKS) -> TwoPhaseCommitCoordinator:
         return TwoPhaseCommitCoordinator(
             options, timeout_ms, hooks,
-            open_log=lambda options: ModelDecisionLog(self.model),  # type: ignore[arg-type,return-value]
-            session_of=lambda connection: ModelSession(self.model),  # type: ignore[arg-type,return-value]
+            open_log=lambda options: self._decision_log(),  # type: ignore[arg-type,return-value]
+            session_of=lambda connection: self._session(),  # type: ignore[arg-type,return-value]
         )
+
+    def _decision_log(self) -> ModelDecisionLog:
+        interleaving = self.interleaving
+        return ModelDecisionLog(self.model) if interleaving is None else InterleavedDecisionLog(self.model, interleaving)
+
+    def _session(self) -> ModelSession:
+        interleaving = self.interleaving
+        return ModelSession(self.model) if interleaving is None else InterleavedSession(self.model, interleaving)
+
+    @contextlib.contextmanager
+    def _interleaved(self, at: int, action: Callable[[], object]) -> Iterator[None]:
+        """Run an operation with ``action`` placed before its ``at``-th call to Kafka (or after it)."""
+        interleaving = Interleaving(self, at, action)
+        self.interleaving = interleaving
+        try:
+            yield
+        finally:
+            interleaving.run()
+            self.interleaving = None
 
     def _cluster_metadata(self, connection: object, topic: str | None = None, timeout_s: float = 0) -> SimpleNamespace:
         """The topics the model has: the decision log's, while it exists."""
@@ -884,42 +989,95 @@ class OperatorModel(RuleBasedStateMachine):
         """``kafka-eos recover`` (TwoPhaseCommitCoordinator.recover)."""
         if self._in_use(prefix):
             return  # only when no query uses the prefix (the CLI says so)
+        if self._recover(accept_data_loss, prefix):
+            self.check_nothing_open("recover", prefix)
+            self.check_decisions_finished("recover", prefix)
+            self.check_committed_claims_visible("recover", prefix)
+
+    def _recover(self, accept_data_loss: bool, prefix: str) -> bool:
         try:
             report = self._guarded(lambda: self.coordinator(prefix=prefix).recover(accept_data_loss))
         except KafkaEosError:
-            return
+            return False
         if report.data_loss:  # type: ignore[attr-defined]
             self._note_lost(KafkaEosCommittedDataLostError(report.data_loss))  # type: ignore[attr-defined]
-        self.check_nothing_open("recover", prefix)
-        self.check_decisions_finished("recover", prefix)
-        self.check_committed_claims_visible("recover", prefix)
+        return True
+
+    def _live_driver_commits(self, fault: tuple[str, str] | None, dies: bool) -> tuple[str, Callable[[], object]]:
+        """The pending second driver's commit, to run inside an operation: (its prefix, the commit)."""
+        assert self.pending is not None
+        pending, self.pending = self.pending, None
+        return pending.attempt.prefix, lambda: self._commit(pending.epoch, pending.tasks, pending.attempt, fault, dies)
+
+    @precondition(lambda self: self.pending is not None)
+    @rule(accept_data_loss=st.booleans(), at=st.integers(1, 16), fault=faults, dies=st.booleans())
+    def operator_recovers_while_a_driver_commits(self, accept_data_loss: bool, at: int, fault: tuple[str, str] | None,
+                                                 dies: bool) -> None:
+        """``kafka-eos recover`` against a live driver of the prefix (the CLI says not to; it must still be exact or
+        loud): the driver's commit runs between two of the recovery's steps, a sweep's proof and its aborts among them."""
+        prefix, commit = self._live_driver_commits(fault, dies)
+        with self._interleaved(at, commit):
+            self._recover(accept_data_loss, prefix)
+
+    @precondition(lambda self: self.pending is not None)
+    @rule(accept_data_loss=st.booleans(), at=st.integers(1, 16), fault=faults, dies=st.booleans())
+    def operator_resets_while_a_driver_commits(self, accept_data_loss: bool, at: int, fault: tuple[str, str] | None,
+                                               dies: bool) -> None:
+        """``kafka-eos reset`` against a live driver of the prefix, interleaved as above."""
+        prefix, commit = self._live_driver_commits(fault, dies)
+        if prefix in self.lost_log_of:
+            commit()  # a fresh start's reset is the operator's acknowledgement that nothing else runs
+            return
+        with self._interleaved(at, commit):
+            self._reset(accept_data_loss, prefix)
+
+    @precondition(lambda self: self.pending is not None)
+    @rule(at=st.integers(1, 16), fault=faults, dies=st.booleans(), second_fault=faults, second_dies=st.booleans(),
+          partition_rows=rows)
+    def a_batch_job_commits_while_a_second_driver_commits(self, at: int, fault: tuple[str, str] | None, dies: bool,
+                                                          second_fault: tuple[str, str] | None, second_dies: bool,
+                                                          partition_rows: list[int]) -> None:
+        """Two drivers of the prefix at once: the second one's commit runs between two steps of a batch job's
+        (its fence, its decision, phase 2, its sweep's proof and aborts)."""
+        _, commit = self._live_driver_commits(second_fault, second_dies)
+        with self._interleaved(at, commit):
+            self.batch_job_with_a_new_write_id(fault, dies, partition_rows)
 
     @rule(accept_data_loss=st.booleans(), prefix=st.sampled_from(PREFIXES))
     def operator_resets(self, accept_data_loss: bool, prefix: str) -> None:
         """``kafka-eos reset --yes [--accept-data-loss]`` (cli.reset_command), over the model."""
         if self._in_use(prefix):
             return
+        self._reset(accept_data_loss, prefix)
+
+    def _reset(self, accept_data_loss: bool, prefix: str) -> None:
+        live = self.interleaving is not None
         before = self.model.last(prefix) if self.model.log_exists else None
         model = self.model
 
         def existing_decision_log(options: object) -> ModelDecisionLog | None:
-            return ModelDecisionLog(model) if model.log_exists else None
+            return self._decision_log() if model.log_exists else None
 
         args = argparse.Namespace(yes=True, accept_data_loss=accept_data_loss, out=cli_module.Output("reset", as_json=False))
         with patch.object(cli_module, "existing_decision_log", existing_decision_log), \
-                patch.object(cli_module, "DecisionLog", lambda options: ModelDecisionLog(model)), \
+                patch.object(cli_module, "DecisionLog", lambda options: self._decision_log()), \
                 patch.object(cli_module, "resolve_transaction_timeout_ms", lambda options: TRANSACTION_TIMEOUT_MS), \
                 patch.object(cli_module, "TwoPhaseCommitCoordinator", lambda options, timeout_ms: self.coordinator(prefix=prefix)), \
                 contextlib.redirect_stdout(io.StringIO()) as printed:
             try:
-                code = self._guarded(lambda: cli_module.reset_command(self.options[prefix], ModelSession(model), args))  # type: ignore[arg-type]
+                code = self._guarded(lambda: cli_module.reset_command(self.options[prefix], self._session(), args))  # type: ignore[arg-type]
             except KafkaEosError:
                 return
         if code != cli_module.EXIT_OK:
             return
-        if "DATA LOSS accepted" in printed.getvalue() and before is not None:
-            self.lost_accepted.add(before.epoch_id)
-            self.lost_epochs.add(before.epoch_id)
+        _, loss, accepted = printed.getvalue().partition("DATA LOSS accepted")
+        named = _LOST_DECISION.search(accepted)
+        lost_epoch = named.group(1) if named else before.epoch_id if loss and before is not None else None
+        if lost_epoch is not None:
+            self.lost_accepted.add(lost_epoch)
+            self.lost_epochs.add(lost_epoch)
+        if live:
+            return  # what the live driver left open, or decided since, is its own to finish
         if before is None and prefix in self.lost_log_of:  # a fresh start, acknowledged: what a lost log decided may be written again
             self.era += 1
             self.era_of[prefix] = self.era
