@@ -113,7 +113,8 @@ def test_a_zombie_attempt_is_fenced_and_aborted(spark: SparkSession, kafka: Kafk
     assert b"zombie" not in {r.value for r in kafka.read_committed(pipeline.sink)}
 
 
-@pytest.mark.parametrize("point", ["after_decision", "during_phase2"])
+# during_phase2 is in the long tier; make test runs it in-process (test_a_driver_failure_then_a_restart_is_exactly_once)
+@pytest.mark.parametrize("point", ["after_decision", pytest.param("during_phase2", marks=pytest.mark.long)])
 def test_the_driver_killed_in_its_commit_is_rolled_forward_at_the_restart(spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path,
                                                                           point: str) -> None:
     """A real crash: the pipeline's driver JVM is SIGKILLed right after the decision of its first
