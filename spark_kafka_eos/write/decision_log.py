@@ -224,9 +224,15 @@ class DecisionLog:
         )
 
     # -- reading --------------------------------------------------------------------------
-    def last(self, prefix: str) -> LogRecord | None:
-        """The last committed record of ``prefix``, or None."""
+    def last(self, prefix: str, scan_unindexed: bool = True) -> LogRecord | None:
+        """The last committed record of ``prefix``, or None. ``scan_unindexed=False``: None, without scanning the log,
+        where the prefix has no index entry (its first job, or an entry Kafka let expire after days idle). Every decision
+        commits the entry in its own transaction: for the question a task asks once it prepared, where a missed decision
+        costs only a duplicate the driver aborts (see ``task_producer.epoch_already_decided``)."""
         entry = self._index_entry(prefix)
+        if entry is None and not scan_unindexed:
+            self.ensure_topic()  # a log that is not fit to be one is refused here as well
+            return None
         known = _KNOWN_HEADS.get((self._connection, self._topic, prefix))
         if known is not None and entry is not None and known[0] == entry:
             self._last_seen[prefix] = known[1]

@@ -169,12 +169,18 @@ def count_task_input(epoch: EpochId, batches: Iterable[pa.RecordBatch], columns:
 
 def epoch_already_decided(options: WriterOptions, epoch: EpochId) -> bool:
     """True if the prefix decided ``epoch`` or a later micro-batch of its run; False when it has no decision
-    log yet. Raises when the log cannot be read: then nobody can tell."""
+    log yet. Raises when the log cannot be read: then nobody can tell.
+
+    Only the prefix's index entry is read, never a scan of the whole log (which, in every task of a prefix's first
+    job, cost more than the rest of the task and grew with the log): each decision commits the entry with it, so a
+    decision is missed only where Kafka let the entry expire (the prefix idle for offsets.retention.minutes). This
+    check only spares work: a task that misses its epoch's decision prepares as if it were new, and the driver's
+    commit, which reads the whole log, recognises the replay and aborts the task's transaction as a duplicate."""
     metadata = cluster_metadata(options.connection, options.decision_log_topic, timeout_s=10)
     found = metadata.topics.get(options.decision_log_topic)
     if found is None or found.error is not None:
         return False
-    return already_decided(DecisionLog(options).last(options.prefix), epoch)
+    return already_decided(DecisionLog(options).last(options.prefix, scan_unindexed=False), epoch)
 
 
 def _decided_or_abort(options: WriterOptions, epoch: EpochId, prepared: PreparedTxnState) -> bool:

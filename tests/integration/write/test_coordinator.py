@@ -23,7 +23,7 @@ from spark_kafka_eos.txn.session import TxnState
 from spark_kafka_eos.write import decision_log as decision_log_module
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.decision_log import DecisionLog
+from spark_kafka_eos.write.decision_log import DecisionLog, index_group
 from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
 from spark_kafka_eos.write.ownership import Verdict
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
@@ -47,6 +47,28 @@ def test_a_replayed_epoch_is_not_written_twice(kafka: KafkaTestCluster) -> None:
     assert committed_values(kafka, topic) == [b"a", b"b"]
     coordinator.commit(stream_epoch(1), [prepare(options, 0, ["c"], stream_epoch(1)), None])
     assert committed_values(kafka, topic) == [b"a", b"b", b"c"]
+    assert open_transactions(kafka, options.prefix) == []
+
+
+def test_a_replay_whose_tasks_miss_the_decision_after_the_index_expired_is_aborted_by_the_driver(
+        kafka: KafkaTestCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task's straggler check reads the prefix's index entry only, never a scan of the log. A micro-batch replayed
+    after Kafka let that entry expire (a query paused for days) is then prepared as if new; the driver's commit reads
+    the whole log, recognises the replay and aborts it: written once, nothing left open."""
+    topic = kafka.create_topic(1)
+    options = sink_options(kafka, topic)
+    TwoPhaseCommitCoordinator(options, TIMEOUT_MS).commit(stream_epoch(0), [prepare(options, 0, ["zero"])])
+    kafka.admin.delete_consumer_groups([index_group(options.prefix)])[index_group(options.prefix)].result(30)
+
+    scans = []
+    scanned_head = DecisionLog._scanned_head
+    monkeypatch.setattr(DecisionLog, "_scanned_head", lambda log, prefix: scans.append(prefix) or scanned_head(log, prefix))
+    replay = prepare(options, 0, ["zero"])
+    assert replay.transaction is not None and scans == [], "the task's check scanned the log, or saw the decision"
+    TwoPhaseCommitCoordinator(options, TIMEOUT_MS).commit(stream_epoch(0), [replay])
+
+    assert scans and set(scans) == {options.prefix}, "the driver's commit reads the whole log"
+    assert committed_values(kafka, topic) == [b"zero"]
     assert open_transactions(kafka, options.prefix) == []
 
 
