@@ -15,19 +15,8 @@ from collections.abc import Callable, Iterator, Mapping
 
 from spark_kafka_eos.config.librdkafka import JAVA_ONLY_SETTINGS
 from spark_kafka_eos.config.secrets import redact
-from spark_kafka_eos.config.tls import TLS_SETTINGS, TlsSettingError, tls_context
-
-
-class UnsupportedSettingError(ValueError):
-    """A setting the transaction session cannot honour; ``setting`` is its librdkafka name (never its value),
-    ``fix`` what to do."""
-
-    def __init__(self, setting: str, message: str,
-                 fix: str = "remove it or use a supported equivalent (the sink commits and aborts transactions with kafka-python).") -> None:
-        super().__init__(message)
-        self.setting = setting
-        self.fix = fix
-
+from spark_kafka_eos.config.setting_error import UnsupportedSettingError
+from spark_kafka_eos.config.tls import TLS_SETTINGS, tls_context
 
 _SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 _SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER", "AWS_MSK_IAM"})
@@ -159,12 +148,7 @@ def translate(config: Mapping[str, object]) -> ClientConfig:
                 "for the transaction session (kafka-python); remove it or use a supported equivalent"
             )
     if str(out.get("security_protocol", "")).endswith("SSL"):
-        try:
-            out["ssl_context"] = tls_context({key: _text(value) for key, value in settings.items() if key in TLS_SETTINGS})
-        except TlsSettingError as err:
-            raise UnsupportedSettingError(err.setting, str(err), "check the file and its password, and that the certificate "
-                                          "and the key belong together; the driver needs them as the executors do (the sink's "
-                                          "transaction session runs there).") from None
+        out["ssl_context"] = tls_context({key: _text(value) for key, value in settings.items() if key in TLS_SETTINGS})
     if out.get("sasl_mechanism") == "OAUTHBEARER":
         out["sasl_oauth_token_provider"] = _oauth_provider(settings)
     if out.get("sasl_mechanism") == "AWS_MSK_IAM":
@@ -200,14 +184,11 @@ def _oauth_provider(settings: Mapping[str, object]) -> object:
 def _kerberos_login(settings: Mapping[str, object]) -> object:
     """GSSAPI with sasl.kerberos.keytab (and .principal), as librdkafka's kinit would log in: the session logs in
     itself, here, so a bad keytab or principal fails before any data moves (see config/kerberos.py)."""
-    from spark_kafka_eos.config.kerberos import KerberosLoginError, session_login
+    from spark_kafka_eos.config.kerberos import session_login
 
     keytab = settings.get("sasl.kerberos.keytab")
     principal = settings.get("sasl.kerberos.principal")
-    try:
-        return session_login(None if keytab is None else _text(keytab), None if principal is None else _text(principal))
-    except KerberosLoginError as err:
-        raise UnsupportedSettingError(err.setting, str(err), err.fix) from None
+    return session_login(None if keytab is None else _text(keytab), None if principal is None else _text(principal))
 
 
 def _check_msk_iam() -> None:

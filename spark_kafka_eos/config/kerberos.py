@@ -27,6 +27,8 @@ from typing import Any
 from kafka.net import sasl
 from kafka.net.sasl.gssapi import SaslMechanismGSSAPI
 
+from spark_kafka_eos.config.setting_error import UnsupportedSettingError
+
 DEFAULT_PRINCIPAL = "kafkaclient"
 """librdkafka's default ``sasl.kerberos.principal``: a keytab without a principal logs in as it, as librdkafka's kinit does."""
 
@@ -42,13 +44,8 @@ _lock = threading.Lock()
 _ccaches: dict[KeytabLogin, str] = {}
 
 
-class KerberosLoginError(ValueError):
+class KerberosLoginError(UnsupportedSettingError):
     """The transaction session cannot log in; ``setting`` is the librdkafka setting to check, ``fix`` what to do."""
-
-    def __init__(self, setting: str, message: str, fix: str) -> None:
-        super().__init__(message)
-        self.setting = setting
-        self.fix = fix
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from spark_kafka_eos.config.setting_error import UnsupportedSettingError
+
 TLS_SETTINGS = frozenset({
     "ssl.ca.location", "ssl.ca.pem", "ssl.crl.location",
     "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
@@ -33,12 +35,12 @@ _KEY_PAIR_SOURCES = {
 }
 
 
-class TlsSettingError(ValueError):
+class TlsSettingError(UnsupportedSettingError):
     """A TLS setting that cannot be used; ``setting`` is its librdkafka name (never its value)."""
 
     def __init__(self, setting: str, message: str) -> None:
-        super().__init__(message)
-        self.setting = setting
+        super().__init__(setting, message, "check the file and its password, and that the certificate and the key belong "
+                         "together; the driver needs them as the executors do (the sink's transaction session runs there).")
 
 
 def tls_context(settings: Mapping[str, str]) -> ssl.SSLContext:
