@@ -575,7 +575,11 @@ class DecisionLog:
             # Described right after the fence; should another driver fence this one in between, the identity is
             # that driver's, and this producer's next transaction fails (fenced) like any fenced driver's.
             self._holder = session.describe([txn_id])[txn_id].prepared_state()
-            self._refuse_unless_successor(prefix, self._fenced_as, self._holder)
+            try:
+                self._refuse_unless_successor(prefix, self._fenced_as, self._holder)
+            except KafkaEosDecisionLogError:
+                self._producer = self._holder = None  # never used: a retry of the operation's step refuses again
+                raise
             self._fenced_as = self._holder
         return self._producer
 

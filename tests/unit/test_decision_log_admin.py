@@ -62,3 +62,29 @@ def test_a_producer_replacing_the_operations_own_must_take_the_ids_next_epoch() 
     for other in (PreparedTxnState("p-coordinator", 7, 5), PreparedTxnState("p-coordinator", 8, 0)):
         with pytest.raises(KafkaEosDecisionLogError, match="no longer owns prefix p"):
             DecisionLog._refuse_unless_successor("p", mine, other)
+
+
+def test_a_replacing_producer_that_is_not_the_successor_is_dropped_and_refused_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another driver initialised the id between the operation's fence and its new producer: that producer (which now
+    holds the id) is never used, so a retried step (the sweep's next proof, say) cannot append what was read before."""
+    held = iter(PreparedTxnState("p-coordinator", 7, epoch) for epoch in (3, 5, 6))
+
+    class Described:
+        def __init__(self, state: PreparedTxnState) -> None:
+            self.state = state
+
+        def prepared_state(self) -> PreparedTxnState:
+            return self.state
+
+    class Session:
+        def describe(self, ids: Sequence[str]) -> dict[str, Described]:
+            return {txn_id: Described(next(held)) for txn_id in ids}
+
+    monkeypatch.setattr(decision_log_module, "cached_session", lambda connection: Session())
+    monkeypatch.setattr(decision_log_module, "start_transactional_producer", lambda config, topic, timeout: object())
+    decision_log = DecisionLog(writer_options())
+    decision_log.fence("p")  # the operation's fence: epoch 3
+    decision_log._producer = None  # its commit's answer was lost: its next transaction needs a new producer
+    for _ in range(2):
+        with pytest.raises(KafkaEosDecisionLogError, match="no longer owns prefix p"):
+            decision_log.fence("p")
