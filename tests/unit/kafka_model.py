@@ -444,8 +444,12 @@ class ModelDecisionLog:
             self._id_committed = False
             self._last_seen.pop(prefix, None)
             refuse = getattr(DecisionLog, "_refuse_unless_successor", lambda prefix, before, now: None)
-            before, self.fenced_as = self.fenced_as, self.holder
-            refuse(prefix, before, self.holder)
+            try:
+                refuse(prefix, self.fenced_as, self.holder)
+            except KafkaEosDecisionLogError:
+                self.holder = None  # as DecisionLog: the refused producer is never used
+                raise
+            self.fenced_as = self.holder
 
     def fenced_last(self, prefix: str, anew: bool = False) -> LogRecord | None:
         """As DecisionLog's: fence (anew: the log's own producer too), read the last record, mark a new fence at once."""
