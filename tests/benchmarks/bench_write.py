@@ -59,10 +59,12 @@ from tests.benchmarks.common import produce as produce_one
 RECORDS = int(os.environ.get("BENCH_RECORDS", "1000000"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 PARTS = os.environ.get("BENCH_PARTS", "stream,batch").split(",")
+"""Which measurements to run: the streaming query (``stream``), the sinks alone (``batch``), many small tasks
+(``tasks``); the first two by default."""
 TASK_COUNTS = [int(n) for n in os.environ.get("BENCH_TASKS", "8,64,256").split(",")]
+"""The ``tasks`` part's task counts, one measurement each."""
 ROWS_PER_TASK = 200
 TASKS_TOPIC_PARTITIONS = 16
-"""Which measurements to run: the streaming query (``stream``), the sinks alone (``batch``), or both."""
 WARM_UP_RECORDS = min(RECORDS, 20_000)
 PARTITIONS = 3
 VALUE = b"v" * 100
