@@ -444,24 +444,32 @@ class TransactionSession:
         return await self._manager.wait_for(future, self._timeout_ms)
 
     async def _coordinator(self, key_type: int, key: str) -> int:
-        cached = self._coordinators.get((key_type, key))
-        if cached is not None:
-            return cached
-        if self._manager.broker_version_data.api_version(FindCoordinatorRequest) >= 4:
-            request = FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key], min_version=4)
-            answer = (await self._send(request, None)).coordinators[0]
+        return (await self._coordinators_of(key_type, [key]))[key]
+
+    async def _coordinators_of(self, key_type: int, keys: list[str]) -> dict[str, int]:
+        """The coordinator node of each key: cached ones from the cache, the others in one FindCoordinator
+        (version 4 and later take many keys; older brokers are asked key by key)."""
+        unknown = [key for key in dict.fromkeys(keys) if (key_type, key) not in self._coordinators]
+        if unknown and self._manager.broker_version_data.api_version(FindCoordinatorRequest) >= 4:
+            request = FindCoordinatorRequest(key_type=key_type, coordinator_keys=unknown, min_version=4)
+            for answer in (await self._send(request, None)).coordinators:
+                self._remember_coordinator(key_type, answer.key, answer)
         else:
-            request = FindCoordinatorRequest(key=key, key_type=key_type, max_version=3)
-            answer = await self._send(request, None)
+            for key in unknown:
+                request = FindCoordinatorRequest(key=key, key_type=key_type, max_version=3)
+                self._remember_coordinator(key_type, key, await self._send(request, None))
+        if any((key_type, key) not in self._coordinators for key in keys):
+            raise Errors.CoordinatorNotAvailableError("FindCoordinator left a key unanswered")  # retried
+        return {key: self._coordinators[(key_type, key)] for key in keys}
+
+    def _remember_coordinator(self, key_type: int, key: str, answer: Any) -> None:
         _raise_for(answer.error_code)
-        node_id = self._manager.cluster.add_coordinator(answer, key_type, key, synthesize_node_id=False)
-        self._coordinators[(key_type, key)] = node_id
-        return node_id
+        self._coordinators[(key_type, key)] = self._manager.cluster.add_coordinator(answer, key_type, key, synthesize_node_id=False)
 
     async def _describe(self, ids: list[str]) -> dict[str, TxnDescription]:
         by_node: dict[int, list[str]] = defaultdict(list)
-        for txn_id in ids:
-            by_node[await self._coordinator(int(CoordinatorType.TRANSACTION), txn_id)].append(txn_id)
+        for txn_id, node_id in (await self._coordinators_of(int(CoordinatorType.TRANSACTION), ids)).items():
+            by_node[node_id].append(txn_id)
         out: dict[str, TxnDescription] = {}
         for node_id, node_ids in by_node.items():
             response = await self._send(DescribeTransactionsRequest(transactional_ids=node_ids), node_id)

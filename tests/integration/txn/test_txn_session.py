@@ -228,3 +228,31 @@ def test_describe_unknown_id_and_api_versions(kafka: KafkaTestCluster, txn_sessi
     with TransactionSession(kafka.bootstrap_servers, enable_2pc=True) as two_pc:
         assert two_pc.two_phase_commit_enabled() == (versions["InitProducerId"][1] >= 6)
     assert txn_session.two_phase_commit_enabled() is False
+
+
+def test_describing_ids_it_never_met_finds_their_coordinators_in_one_request(
+    kafka: KafkaTestCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A task describes its four candidate ids, all new to its worker's session: one FindCoordinator for all of
+    # them, not one round trip each before the DescribeTransactions.
+    topic = kafka.create_topic(partitions=1)
+    prepared, _ = _prepare(kafka, topic, 1, 2)
+    with TransactionSession(kafka.bootstrap_servers, request_timeout_s=10) as session:
+        sent: list[str] = []
+        send = session._send
+
+        async def counted(request: object, node_id: object) -> object:
+            sent.append(type(request).__name__)
+            return await send(request, node_id)
+
+        monkeypatch.setattr(session, "_send", counted)
+        fresh = [f"txn-session-test:never-{uuid.uuid4().hex[:8]}-{i}" for i in range(3)]
+
+        described = session.describe([*fresh, prepared.transactional_id])
+
+        assert [described[i].state for i in fresh] == [TxnState.NOT_FOUND] * 3
+        assert described[prepared.transactional_id].state == TxnState.ONGOING
+        assert [name.startswith("FindCoordinator") for name in sent] == [True, False]
+        session.describe([*fresh, prepared.transactional_id])
+        assert [name.startswith("FindCoordinator") for name in sent] == [True, False, False]
+        session.abort(prepared)
