@@ -31,7 +31,7 @@ import pyarrow as pa
 from pyspark import TaskContext
 
 from spark_kafka_eos.client_errors import ClientCallError, ClientError, KafkaErrorCode
-from spark_kafka_eos.cluster import cached_session, cluster_metadata
+from spark_kafka_eos.cluster import cached_session, cluster_metadata, known_topic
 from spark_kafka_eos.config.engine import Engine
 from spark_kafka_eos.config.writer import STATS_INTERVAL_MS, WriterOptions
 from spark_kafka_eos.errors import KafkaEosWriteError
@@ -176,10 +176,11 @@ def epoch_already_decided(options: WriterOptions, epoch: EpochId) -> bool:
     decision is missed only where Kafka let the entry expire (the prefix idle for offsets.retention.minutes). This
     check only spares work: a task that misses its epoch's decision prepares as if it were new, and the driver's
     commit, which reads the whole log, recognises the replay and aborts the task's transaction as a duplicate."""
-    metadata = cluster_metadata(options.connection, options.decision_log_topic, timeout_s=10)
-    found = metadata.topics.get(options.decision_log_topic)
-    if found is None or found.error is not None:
-        return False
+    if not known_topic(options.connection, options.decision_log_topic):  # seen by this worker before: no request
+        metadata = cluster_metadata(options.connection, options.decision_log_topic, timeout_s=10)
+        found = metadata.topics.get(options.decision_log_topic)
+        if found is None or found.error is not None:
+            return False
     return already_decided(DecisionLog(options).last(options.prefix, scan_unindexed=False), epoch)
 
 
@@ -213,38 +214,57 @@ def _ensure_aborted(options: WriterOptions, transactional_id: str, identity: tup
 
 
 class _EarlyProducer:
-    """The producer of a task's first free candidate id, made and warmed up on a thread while the task waits for
-    its first rows (Spark starts the writer's worker with the reader's: the rows come after the read). The
-    warm-up sends metadata requests only. InitProducerId runs on the thread too when the id already exists (an
-    earlier epoch of the run used it): that registers nothing new, while on an unknown id it waits for the first
-    rows, so that a task without rows never registers an id. An error here is raised when the first rows come,
-    where it would have been raised without the thread; an early InitProducerId that fails is left to the task."""
+    """The producer of a task's first candidate id, made and warmed up on a thread while the task waits for its
+    first rows (Spark starts the writer's worker with the reader's: the rows come after the read). Meanwhile the
+    task's own thread asks which candidate ids are free (DescribeTransactions), so the two round trips overlap; a
+    producer made for a candidate that turns out taken is released, and the task makes one for the first free
+    id. The warm-up sends metadata requests only. InitProducerId runs on the thread too when the id already exists
+    (an earlier epoch of the run used it): that registers nothing new, while on an unknown id it waits for the
+    first rows, so that a task without rows never registers an id. An error here is raised when the first rows
+    come, where it would have been raised without the thread; an early InitProducerId that fails is left to the
+    task."""
 
     def __init__(self, options: WriterOptions, epoch: EpochId, identity: TaskIdentity, timeout_ms: int) -> None:
+        self._candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
         self._lock = threading.Lock()
-        self._ready: tuple[list[str], ProducerClient, bool] | None = None
+        self._states_known = threading.Event()
+        self._states: dict[str, str] | None = None
+        self._states_error: Exception | None = None
+        self._ready: tuple[ProducerClient, bool] | None = None
         self._error: Exception | None = None
         self._discarded = False
-        self._thread = threading.Thread(target=self._run, args=(options, epoch, identity, timeout_ms), daemon=True,
+        self._thread = threading.Thread(target=self._run, args=(options, timeout_ms), daemon=True,
                                         name="kafka-eos-producer-warm-up")
         self._thread.start()
+        self._describe_candidates(options)
 
-    def _run(self, options: WriterOptions, epoch: EpochId, identity: TaskIdentity, timeout_ms: int) -> None:
+    def _describe_candidates(self, options: WriterOptions) -> None:
         try:
-            states = _candidate_states(options, epoch, identity)
-            free = [candidate for candidate, state in states.items() if state != TxnState.ONGOING]
-            if not free:
-                return
-            topic = options.topic or options.decision_log_topic
-            client = open_producer(options.producer_config(free[0], timeout_ms), options.write_engine)
+            described = cached_session(options.connection).describe(self._candidates)
+            self._states = {candidate: described[candidate].state for candidate in self._candidates}
+        except Exception as err:  # noqa: BLE001 - raised by take(), when the first rows come
+            self._states_error = err
+        finally:
+            self._states_known.set()
+
+    def _run(self, options: WriterOptions, timeout_ms: int) -> None:
+        first = self._candidates[0]
+        topic = options.topic or options.decision_log_topic
+        try:
+            client = open_producer(options.producer_config(first, timeout_ms), options.write_engine)
             client.warm_up(topic, OPERATION_TIMEOUT_S)
         except Exception as err:  # noqa: BLE001 - raised by take(), in the task's thread
             self._error = err
             return
-        started = states[free[0]] != TxnState.NOT_FOUND and self._start_early(client, options, free[0], topic)
+        self._states_known.wait()
+        state = None if self._states is None else self._states[first]
+        if state is None or state == TxnState.ONGOING:
+            client.release()  # the task meets the describe's error, or takes the next free candidate
+            return
+        started = state != TxnState.NOT_FOUND and self._start_early(client, options, first, topic)
         with self._lock:
             if not self._discarded:
-                self._ready = (free, client, started)
+                self._ready = (client, started)
                 return
         client.release()
 
@@ -259,28 +279,29 @@ class _EarlyProducer:
         return True
 
     def take(self) -> tuple[list[str], ProducerClient | None, bool]:
-        """The free candidates (in order, maybe none), a warmed-up client for the first and whether that client
-        is already started (InitProducerId done); raises what the thread met."""
+        """The free candidates (in order, maybe none), a warmed-up client for the first (None if the first
+        candidate is taken) and whether that client is already started (InitProducerId done); raises what the
+        describe or the thread met."""
         self._thread.join()
+        if self._states_error is not None:
+            raise self._states_error
+        assert self._states is not None
+        free = [candidate for candidate in self._candidates if self._states[candidate] != TxnState.ONGOING]
+        if not free:
+            self.discard()
+            return [], None, False
         if self._error is not None:
             raise self._error
         with self._lock:
             ready, self._ready, self._discarded = self._ready, None, True
-        return ready if ready is not None else ([], None, False)
+        return (free, *ready) if ready is not None else (free, None, False)
 
     def discard(self) -> None:
         """The task ends without using it: release it now or, if it is still warming up, when it is done."""
         with self._lock:
             ready, self._ready, self._discarded = self._ready, None, True
         if ready is not None:
-            ready[1].release()
-
-
-def _candidate_states(options: WriterOptions, epoch: EpochId, identity: TaskIdentity) -> dict[str, str]:
-    """This attempt's candidate ids, in order of preference, with their transaction states."""
-    candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
-    states = cached_session(options.connection).describe(candidates)
-    return {candidate: states[candidate].state for candidate in candidates}
+            ready[0].release()
 
 
 def _still_free(options: WriterOptions, transactional_id: str) -> Callable[[], None]:
