@@ -89,6 +89,7 @@ _TRANSLATIONS: dict[str, tuple[str, Callable[[object], object]]] = {
     "connections.max.idle.ms": ("connections_max_idle_ms", _integer("connections.max.idle.ms")),
     "metadata.max.age.ms": ("metadata_max_age_ms", _integer("metadata.max.age.ms")),
     "client.dns.lookup": ("client_dns_lookup", _one_of("client.dns.lookup", _DNS_LOOKUPS, upper=False)),
+    "receive.message.max.bytes": ("receive_message_max_bytes", _integer("receive.message.max.bytes")),
 }
 
 # request.timeout.ms is librdkafka's produce-ack timeout; it stands in for the network request timeout only

@@ -221,6 +221,10 @@ def _raise_for(code: int) -> None:
         raise Errors.for_code(code)()
 
 
+RECEIVE_MESSAGE_MAX_BYTES = 100_000_000
+"""The largest answer the session reads, unless ``receive.message.max.bytes`` says otherwise (librdkafka's default)."""
+
+
 class TransactionSession:
     """Coordinator RPCs for transactions started elsewhere. Thread-safe: calls from several threads run
     concurrently on one IO thread. Use as a context manager or call :meth:`close`.
@@ -247,6 +251,9 @@ class TransactionSession:
             settings["request_timeout_ms"] = int(request_timeout_s * 1000)
         settings.setdefault("request_timeout_ms", 30000)
         settings.setdefault("client_id", "spark-kafka-eos-txn")
+        # librdkafka's default: kafka-python's (1 MB) refuses a ListTransactions answer of a cluster holding some
+        # 16,000 transactional ids, which other applications' and this sink's past runs easily leave.
+        settings.setdefault("receive_message_max_bytes", RECEIVE_MESSAGE_MAX_BYTES)
         # The RPCs of different transactional ids need no order among them, and phase 2 sends every participant's
         # EndTxn at once: at kafka-python's default of 5, the sixth would find the connection busy (NodeNotReady)
         # and wait 100 ms for a retry.
@@ -510,6 +517,12 @@ class TransactionSession:
                 try:
                     response = await self._send(ListTransactionsRequest(**request), broker.node_id)
                     _raise_for(response.error_code)
+                except Errors.InvalidReceiveError as exc:
+                    # An answer this session cannot read comes again in the next round: leaving the broker's
+                    # transactions out of the listing would let a sweep miss them.
+                    raise Errors.InvalidReceiveError(
+                        f"{exc.args[0] if exc.args else exc} from broker {broker.node_id}: its answer is larger than receive.message.max.bytes "
+                        f"({self._settings['receive_message_max_bytes']} bytes); raise that setting") from None
                 except Errors.KafkaError as exc:
                     failed[broker.node_id] = exc
                     unanswered.append(broker.node_id)
