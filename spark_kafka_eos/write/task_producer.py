@@ -25,6 +25,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -102,7 +103,8 @@ def write_task(
     positions = _SourcePositions()
     rows = 0
     guard = worker_guard()
-    early = _EarlyProducer(options, epoch, identity, timeout_ms)
+    early = _EarlyProducer(options, task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition,
+                                                                   identity.attempt_number)[0], timeout_ms)
     try:
         for batch in batches:
             if batch.num_rows == 0:
@@ -213,55 +215,45 @@ def _ensure_aborted(options: WriterOptions, transactional_id: str, identity: tup
         log.warning("Could not check that %s is aborted (%s); the driver's recovery aborts it", transactional_id, err)
 
 
+_WARM_UP = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kafka-eos-producer-warm-up")
+"""Warms up tasks' producers; kept for the worker's life: a thread started per task cost its task a GIL hand-off
+(up to ``sys.getswitchinterval()``, 5 ms) while the new thread started. Two, so that a task whose warm-up is still
+running when it ends (it had no rows) does not hold up the next task's."""
+
+
 class _EarlyProducer:
     """The producer of a task's first candidate id, made and warmed up on a thread while the task waits for its
-    first rows (Spark starts the writer's worker with the reader's: the rows come after the read). Meanwhile the
-    task's own thread asks which candidate ids are free (DescribeTransactions), so the two round trips overlap; a
-    producer made for a candidate that turns out taken is released, and the task makes one for the first free
-    id. The warm-up sends metadata requests only. InitProducerId runs on the thread too when the id already exists
-    (an earlier epoch of the run used it): that registers nothing new, while on an unknown id it waits for the
-    first rows, so that a task without rows never registers an id. An error here is raised when the first rows
-    come, where it would have been raised without the thread; an early InitProducerId that fails is left to the
-    task."""
+    first rows (Spark starts the writer's worker with the reader's: the rows come after the read). The warm-up sends
+    metadata requests only, then asks the id's state (DescribeTransactions). InitProducerId runs on the thread too
+    when the id already exists (an earlier epoch of the run used it): that registers nothing new, while on an
+    unknown id it waits for the first rows, so that a task without rows never registers an id. An id that holds an
+    open transaction is left to the task, which takes the next candidate. An error here is raised when the first
+    rows come, where it would have been raised without the thread; an early InitProducerId that fails is left to
+    the task."""
 
-    def __init__(self, options: WriterOptions, epoch: EpochId, identity: TaskIdentity, timeout_ms: int) -> None:
-        self._candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
+    def __init__(self, options: WriterOptions, candidate: str, timeout_ms: int) -> None:
+        self.candidate = candidate
         self._lock = threading.Lock()
-        self._states_known = threading.Event()
-        self._states: dict[str, str] | None = None
-        self._states_error: Exception | None = None
         self._ready: tuple[ProducerClient, bool] | None = None
+        self._taken = False
         self._error: Exception | None = None
         self._discarded = False
-        self._thread = threading.Thread(target=self._run, args=(options, timeout_ms), daemon=True,
-                                        name="kafka-eos-producer-warm-up")
-        self._thread.start()
-        self._describe_candidates(options)
-
-    def _describe_candidates(self, options: WriterOptions) -> None:
-        try:
-            described = cached_session(options.connection).describe(self._candidates)
-            self._states = {candidate: described[candidate].state for candidate in self._candidates}
-        except Exception as err:  # noqa: BLE001 - raised by take(), when the first rows come
-            self._states_error = err
-        finally:
-            self._states_known.set()
+        self._done = _WARM_UP.submit(self._run, options, timeout_ms)
 
     def _run(self, options: WriterOptions, timeout_ms: int) -> None:
-        first = self._candidates[0]
         topic = options.topic or options.decision_log_topic
         try:
-            client = open_producer(options.producer_config(first, timeout_ms), options.write_engine)
+            client = open_producer(options.producer_config(self.candidate, timeout_ms), options.write_engine)
             client.warm_up(topic, OPERATION_TIMEOUT_S)
+            state = cached_session(options.connection).describe([self.candidate])[self.candidate].state
         except Exception as err:  # noqa: BLE001 - raised by take(), in the task's thread
             self._error = err
             return
-        self._states_known.wait()
-        state = None if self._states is None else self._states[first]
-        if state is None or state == TxnState.ONGOING:
-            client.release()  # the task meets the describe's error, or takes the next free candidate
+        if state == TxnState.ONGOING:
+            self._taken = True
+            client.release()
             return
-        started = state != TxnState.NOT_FOUND and self._start_early(client, options, first, topic)
+        started = state != TxnState.NOT_FOUND and self._start_early(client, options, self.candidate, topic)
         with self._lock:
             if not self._discarded:
                 self._ready = (client, started)
@@ -278,23 +270,18 @@ class _EarlyProducer:
             return False
         return True
 
-    def take(self) -> tuple[list[str], ProducerClient | None, bool]:
-        """The free candidates (in order, maybe none), a warmed-up client for the first (None if the first
-        candidate is taken) and whether that client is already started (InitProducerId done); raises what the
-        describe or the thread met."""
-        self._thread.join()
-        if self._states_error is not None:
-            raise self._states_error
-        assert self._states is not None
-        free = [candidate for candidate in self._candidates if self._states[candidate] != TxnState.ONGOING]
-        if not free:
-            self.discard()
-            return [], None, False
+    def take(self) -> tuple[ProducerClient | None, bool, bool]:
+        """A warmed-up client for :attr:`candidate` (None if it holds an open transaction), whether that client is
+        already started (InitProducerId done), and whether the candidate holds an open transaction; raises what
+        the thread met."""
+        self._done.result()
         if self._error is not None:
             raise self._error
         with self._lock:
             ready, self._ready, self._discarded = self._ready, None, True
-        return (free, *ready) if ready is not None else (free, None, False)
+        if ready is None:
+            return None, False, self._taken
+        return ready[0], ready[1], False
 
     def discard(self) -> None:
         """The task ends without using it: release it now or, if it is still warming up, when it is done."""
@@ -316,20 +303,19 @@ def _open_transaction(options: WriterOptions, epoch: EpochId, identity: TaskIden
                       early: _EarlyProducer) -> _TaskTransaction:
     """A transaction on the first of this attempt's candidate ids that holds no open transaction.
     ``init_transactions`` on an id aborts its open transaction, which may be a participant another attempt
-    prepared (a stage retry restarts attempt numbers; a straggler may hold an id of this generation). The
-    id is checked again right before InitProducerId, after the producer's warm-up: another attempt that
-    took it meanwhile is never fenced. ``early`` found the free candidates and made the first one's producer before
-    the rows came."""
-    free, client, started = early.take()
-    for candidate in free:
+    prepared (a stage retry restarts attempt numbers; a straggler may hold an id of this generation). Each id is
+    checked right before InitProducerId, after its producer's warm-up: another attempt that took it meanwhile is
+    never fenced. ``early`` made the first candidate's producer before the rows came."""
+    client, started, first_taken = early.take()
+    candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
+    for candidate in candidates[1:] if first_taken else candidates:
         try:
             return _TaskTransaction(candidate, options.producer_config(candidate, timeout_ms),
                                     options.topic or options.decision_log_topic, _still_free(options, candidate),
-                                    options.write_engine, client, started)
+                                    options.write_engine, client if candidate == early.candidate else None, started)
         except _IdTaken:
             client, started = None, False  # released by _TaskTransaction; the next candidate gets a producer of its own
             continue
-    candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
     raise KafkaEosWriteError(
         candidates[0], f"every id this task attempt may use ({', '.join(candidates)}) holds an open transaction.",
         "other attempts of this partition are still writing; Spark retries the task",
