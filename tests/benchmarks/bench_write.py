@@ -3,7 +3,8 @@
     make bench-write                     # embedded broker, 1,000,000 records of 100 bytes
     BENCH_RECORDS=200000 make bench-write
     BENCH_PARTS=batch make bench-write      # only the sinks alone (batch df.write of generated rows)
-    BENCH_PARTS=tasks make bench-write      # many small tasks: 200 rows each, as a shuffle's 200 partitions write
+    BENCH_PARTS=tasks make bench-write      # many small tasks: 200 rows each, as a shuffle's 200 partitions write,
+                                            # beside Spark's sink and a Python sink that drops its input
 
 One run measures, on the same data:
 * a streaming query kafka_eos -> kafka_eos (exactly-once), Trigger.AvailableNow;
@@ -240,24 +241,30 @@ def main() -> None:
             def tasks_to(fmt: str, tasks: int) -> Run:
                 # One sink topic per system, made before its runs: Spark's Java producer timed out (120 s) on topics
                 # made right before its write. Each run counts what it added.
-                sink = new_topic(f"tasks-{fmt}", TASKS_TOPIC_PARTITIONS)
+                sink = new_topic(f"tasks-{fmt}", TASKS_TOPIC_PARTITIONS) if fmt != CEILING_SINK else ""
                 time.sleep(2)
 
                 def run() -> Count:
-                    before = count_committed(bootstrap, sink, TASKS_TOPIC_PARTITIONS)
+                    before = count_committed(bootstrap, sink, TASKS_TOPIC_PARTITIONS) if sink else 0
+                    count_file = Path(tempfile.mkdtemp(prefix="bench-ceiling-")) / "rows"
                     df = spark.range(0, tasks * ROWS_PER_TASK, 1, tasks).selectExpr("CAST(id AS STRING) AS value")
                     (df.write.format(fmt).mode("append").option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
+                     .option("countFile", str(count_file))
                      .option("transactional.id.prefix", f"bench-tasks-{uuid.uuid4().hex[:8]}").save())
+                    if fmt == CEILING_SINK:
+                        return lambda: int(count_file.read_text())
                     return lambda: count_committed(bootstrap, sink, TASKS_TOPIC_PARTITIONS) - before
 
                 return run
 
             for tasks in TASK_COUNTS:
-                task_seconds = alternate({BATCH_EOS: tasks_to("kafka_eos", tasks), BATCH_SPARK: tasks_to("kafka", tasks)},
-                                         tasks * ROWS_PER_TASK, ROUNDS)
-                eos, sparks = statistics.median(task_seconds[BATCH_EOS]), statistics.median(task_seconds[BATCH_SPARK])
-                print(f">> {tasks} tasks of {ROWS_PER_TASK} rows: kafka_eos {eos:.2f} s, Spark's Kafka sink {sparks:.2f} s (medians): "
-                      f"{eos / sparks:.2f}x Spark's time, {(eos - sparks) / tasks * 1000:.1f} ms more a task")
+                task_seconds = alternate({BATCH_EOS: tasks_to("kafka_eos", tasks), BATCH_SPARK: tasks_to("kafka", tasks),
+                                          BATCH_CEILING: tasks_to(CEILING_SINK, tasks)}, tasks * ROWS_PER_TASK, ROUNDS)
+                eos, sparks, ceiling = (statistics.median(task_seconds[system]) for system in (BATCH_EOS, BATCH_SPARK, BATCH_CEILING))
+                print(f">> {tasks} tasks of {ROWS_PER_TASK} rows: kafka_eos {eos:.2f} s, Spark's Kafka sink {sparks:.2f} s, "
+                      f"a Python sink that drops its input {ceiling:.2f} s (medians): {eos / sparks:.2f}x Spark's time "
+                      f"({(eos - sparks) / tasks * 1000:.1f} ms more a task), {eos / ceiling:.2f}x the Python sink's "
+                      f"({(eos - ceiling) / tasks * 1000:.1f} ms more a task); the Python sink is {ceiling / sparks:.2f}x Spark's")
         spark.stop()
         times = commit_times(bootstrap, commit_sink)
         print(f">> one commit (3 participants, decision + phase 2 + completion), {len(times)} commits: "
