@@ -32,6 +32,7 @@ aborted on timeout has a bumped epoch, so committing it raises :class:`TxnFenced
 from __future__ import annotations
 
 import logging
+import re
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -221,6 +222,8 @@ def _raise_for(code: int) -> None:
         raise Errors.for_code(code)()
 
 
+_ID_PATTERN_VERSION = 2
+"""ListTransactions takes a transactional id pattern from this version on (KIP-1152, Kafka 4.1)."""
 RECEIVE_MESSAGE_MAX_BYTES = 100_000_000
 """The largest answer the session reads, unless ``receive.message.max.bytes`` says otherwise (librdkafka's default)."""
 
@@ -302,11 +305,13 @@ class TransactionSession:
         keys = [(int(CoordinatorType.TRANSACTION), txn_id) for txn_id in ids]
         return self._run("DescribeTransactions", ", ".join(ids), lambda: self._describe(ids), keys)
 
-    def list_transactions(self, state_filters: Iterable[str] = (),
-                          producer_id_filters: Iterable[int] = ()) -> list[TxnListing]:
-        """ListTransactions on every broker (each knows the ids it coordinates); filter by prefix yourself."""
-        request = {"state_filters": [str(s) for s in state_filters], "producer_id_filters": list(producer_id_filters)}
-        return self._run("ListTransactions", None, lambda: self._list(request), [])
+    def list_transactions(self, state_filters: Iterable[str] = (), producer_id_filters: Iterable[int] = (),
+                          id_prefix: str | None = None) -> list[TxnListing]:
+        """ListTransactions on every broker (each knows the ids it coordinates). ``id_prefix``: brokers that take
+        a transactional id pattern (ListTransactions v2, KIP-1152) list only the ids that start with it, others
+        list every id: filter by prefix yourself."""
+        request: dict[str, Any] = {"state_filters": [str(s) for s in state_filters], "producer_id_filters": list(producer_id_filters)}
+        return self._run("ListTransactions", None, lambda: self._list(request, id_prefix), [])
 
     def init_producer_id(self, transactional_id: str, transaction_timeout_ms: int, producer_id: int = -1,
                          producer_epoch: int = -1, keep_prepared_txn: bool = False) -> tuple[int, int]:
@@ -492,7 +497,7 @@ class TransactionSession:
                 )
         return out
 
-    async def _list(self, request: dict[str, Any]) -> list[TxnListing]:
+    async def _list(self, request: dict[str, Any], id_prefix: str | None = None) -> list[TxnListing]:
         """Ask every broker in the metadata, in rounds, until one round in which all answer.
 
         A crashed broker stays in the metadata until the controller fences it; only then do its
@@ -501,6 +506,9 @@ class TransactionSession:
         after ``_LIST_SETTLE_S``, what the last round's brokers listed is used (the rest are left to
         their transaction timeout) and a warning names them.
         """
+        if id_prefix is not None and self._manager.broker_version_data.api_version(ListTransactionsRequest) >= _ID_PATTERN_VERSION:
+            # Java's regular expressions take a backslash before any character that is not a letter or a digit.
+            request = {**request, "transactional_id_pattern": "^" + re.escape(id_prefix) + ".*", "min_version": _ID_PATTERN_VERSION}
         deadline = Deadline(min(self._operation_timeout_s, _LIST_SETTLE_S))
         delays = self._backoff().delays()
         failed: dict[int, Exception] = {}

@@ -399,7 +399,7 @@ class TwoPhaseCommitCoordinator:
         coordinator_id = coordinator_transactional_id(self._prefix)
         if self._coordinator_state(session) in (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT):
             return f"its coordinator {coordinator_id} committed"
-        listed = session.list_transactions(state_filters=(TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT))
+        listed = session.list_transactions(state_filters=(TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT), id_prefix=f"{self._prefix}-")
         committed = sorted(t.transactional_id for t in listed if parse_task_transactional_id(self._prefix, t.transactional_id))
         return f"its task transaction {committed[0]} committed" if committed else None
 

@@ -157,7 +157,7 @@ def abort_prepared(session: TransactionSession, states: Iterable[PreparedTxnStat
 def open_transactions(session: TransactionSession, prefix: str) -> list[TxnDescription]:
     """The open transactions of ``prefix`` (task ids and the coordinator's), described."""
     ids = sorted(
-        t.transactional_id for t in session.list_transactions(state_filters=[TxnState.ONGOING.value])
+        t.transactional_id for t in session.list_transactions(state_filters=[TxnState.ONGOING.value], id_prefix=f"{prefix}-")
         if belongs_to_prefix(prefix, t.transactional_id)
     )
     return [d for d in session.describe(ids).values() if d.state == TxnState.ONGOING] if ids else []

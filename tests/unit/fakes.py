@@ -91,7 +91,8 @@ class FakeSession(NothingToClose):
                 found[txn_id] = self.cluster.txns.get(txn_id) or TxnDescription(txn_id, TxnState.NOT_FOUND, -1, -1, 0, -1)
         return found
 
-    def list_transactions(self, state_filters: Iterable[str] = ()) -> list[TxnListing]:
+    def list_transactions(self, state_filters: Iterable[str] = (), id_prefix: str | None = None) -> list[TxnListing]:
+        """As a broker before ListTransactions v2 (KIP-1152) answers: ``id_prefix`` is not applied, every id is listed."""
         self.cluster.events.append("list")
         if self.cluster.on_list is not None:
             action, self.cluster.on_list = self.cluster.on_list, None

@@ -397,11 +397,13 @@ class ModelSession(NothingToClose):
     def describe(self, ids: Iterable[str]) -> dict[str, TxnDescription]:
         return {txn_id: self.model.describe(txn_id) for txn_id in dict.fromkeys(ids)}
 
-    def list_transactions(self, state_filters: Iterable[str] = (), producer_id_filters: Iterable[int] = ()) -> list[TxnListing]:
+    def list_transactions(self, state_filters: Iterable[str] = (), producer_id_filters: Iterable[int] = (),
+                          id_prefix: str | None = None) -> list[TxnListing]:
         self.model._alive()
         self.model.tick()
         wanted = {str(s) for s in state_filters}
-        return [TxnListing(t, m.producer_id, m.state) for t, m in sorted(self.model.txns.items()) if not wanted or m.state.value in wanted]
+        return [TxnListing(t, m.producer_id, m.state) for t, m in sorted(self.model.txns.items())
+                if (not wanted or m.state.value in wanted) and t.startswith(id_prefix or "")]
 
     def commit(self, state: PreparedTxnState) -> None:
         self.model.end_txn(state, commit=True)

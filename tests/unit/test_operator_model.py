@@ -350,9 +350,10 @@ class InterleavedSession(ModelSession):
         self.interleaving.step()
         return super().describe(ids)
 
-    def list_transactions(self, state_filters: Iterable[str] = (), producer_id_filters: Iterable[int] = ()) -> list[TxnListing]:
+    def list_transactions(self, state_filters: Iterable[str] = (), producer_id_filters: Iterable[int] = (),
+                          id_prefix: str | None = None) -> list[TxnListing]:
         self.interleaving.step()
-        return super().list_transactions(state_filters, producer_id_filters)
+        return super().list_transactions(state_filters, producer_id_filters, id_prefix)
 
     def commit(self, state: PreparedTxnState) -> None:
         self.interleaving.step()

@@ -276,3 +276,19 @@ def test_a_listing_larger_than_kafka_pythons_default_frame_is_read(kafka: KafkaT
         with pytest.raises(TxnFatalError, match=r"Invalid frame length.*larger than receive.message.max.bytes \(1000000 bytes\)"):
             session.list_transactions(state_filters=[TxnState.EMPTY.value])
         assert time.monotonic() - started < 10
+
+
+def test_a_listing_by_id_prefix_holds_only_the_ids_that_start_with_it(kafka: KafkaTestCluster, txn_session: TransactionSession) -> None:
+    # The broker filters (ListTransactions v2): a sweep no longer reads every transactional id of the cluster. The
+    # prefix's regular-expression characters are taken literally: "a.b+c-" never lists "aXb+c-" or "a.bbc-".
+    tag = uuid.uuid4().hex[:8]
+    mine = [f"t{tag}.b+c-{i}" for i in range(3)]
+    others = [f"t{tag}Xb+c-0", f"t{tag}.bbc-0", f"x-t{tag}.b+c-0"]
+    for txn_id in mine + others:
+        txn_session.init_producer_id(txn_id, 60_000)
+    assert txn_session.api_versions()["ListTransactions"][1] >= 2, "the test broker predates KIP-1152"
+
+    listed = [t.transactional_id for t in txn_session.list_transactions(id_prefix=f"t{tag}.b+c-")]
+
+    assert listed == sorted(mine)
+    assert set(mine + others) <= {t.transactional_id for t in txn_session.list_transactions(state_filters=[TxnState.EMPTY.value])}
