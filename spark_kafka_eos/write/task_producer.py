@@ -103,8 +103,8 @@ def write_task(
     positions = _SourcePositions()
     rows = 0
     guard = worker_guard()
-    early = _EarlyProducer(options, task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition,
-                                                                   identity.attempt_number)[0], timeout_ms)
+    candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
+    early = _EarlyProducer(options, candidates[0], timeout_ms)
     try:
         for batch in batches:
             if batch.num_rows == 0:
@@ -113,7 +113,7 @@ def write_task(
             if columns is None:
                 columns = InputColumns.of(batch.schema.names)
             if transaction is None:
-                transaction = _open_transaction(options, epoch, identity, timeout_ms, early)
+                transaction = _open_transaction(options, candidates, timeout_ms, early)
                 guard.opened(options.connection, transaction.transactional_id)
                 # Before anything is produced (no transaction is open on the coordinator yet): the guard then
                 # never aborts by guess, which could hit another attempt that took the id after this one died.
@@ -299,20 +299,18 @@ def _still_free(options: WriterOptions, transactional_id: str) -> Callable[[], N
     return check
 
 
-def _open_transaction(options: WriterOptions, epoch: EpochId, identity: TaskIdentity, timeout_ms: int,
-                      early: _EarlyProducer) -> _TaskTransaction:
-    """A transaction on the first of this attempt's candidate ids that holds no open transaction.
+def _open_transaction(options: WriterOptions, candidates: list[str], timeout_ms: int, early: _EarlyProducer) -> _TaskTransaction:
+    """A transaction on the first of this attempt's ``candidates`` (its ids, in order) that holds no open transaction.
     ``init_transactions`` on an id aborts its open transaction, which may be a participant another attempt
     prepared (a stage retry restarts attempt numbers; a straggler may hold an id of this generation). Each id is
     checked right before InitProducerId, after its producer's warm-up: another attempt that took it meanwhile is
     never fenced. ``early`` made the first candidate's producer before the rows came."""
-    client, started, first_taken = early.take()
-    candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
+    client, started, first_taken = early.take()  # client: None when the first candidate is taken
     for candidate in candidates[1:] if first_taken else candidates:
         try:
             return _TaskTransaction(candidate, options.producer_config(candidate, timeout_ms),
                                     options.topic or options.decision_log_topic, _still_free(options, candidate),
-                                    options.write_engine, client if candidate == early.candidate else None, started)
+                                    options.write_engine, client, started)
         except _IdTaken:
             client, started = None, False  # released by _TaskTransaction; the next candidate gets a producer of its own
             continue
