@@ -548,7 +548,7 @@ class TwoPhaseCommitCoordinator:
         # The driver's clock is good enough for a retry budget; deciding used the broker's.
         deadline = Deadline(max((deadline_ms - time.time() * 1000) / 1000, 1.0))
         try:
-            self._roll_forward(session, decision, deadline)
+            self._roll_forward(session, decision, deadline, just_decided=True)
         except KafkaEosCommittedDataLostError:
             raise
         except Exception as err:
@@ -600,14 +600,20 @@ class TwoPhaseCommitCoordinator:
         return self._complete(decision_log, record, deadline)
 
     def _roll_forward(self, session: TransactionSession, decision: LogRecord, deadline: Deadline,
-                      decision_log: DecisionLog | None = None) -> None:
+                      decision_log: DecisionLog | None = None, just_decided: bool = False) -> None:
         """Commit every participant of ``decision``, retrying failures until ``deadline``. Given the ``decision_log``
         (``decision`` is the prefix's last record, this driver fenced it): a participant whose probe lies above its
         partition's last stable offset cannot be told until the transaction that pins it ends; the prefix's other
-        open transactions (a dead attempt's, say) are aborted then, in a sweep that proves ownership first."""
+        open transactions (a dead attempt's, say) are aborted then, in a sweep that proves ownership first.
+        ``just_decided``: this driver's own decision, whose participants it saw open right before (the first
+        attempt sends EndTxn without describing them first; a retry describes)."""
+        attempts = 0
+
         def attempt(_: Deadline) -> None:
+            nonlocal attempts
+            attempts += 1
             try:
-                roll_forward(session, decision, self._visible)
+                roll_forward(session, decision, self._visible, just_decided and attempts == 1)
             except ProbesNotStableError:
                 if decision_log is not None:
                     self._sweep(session, decision_log, decision, keep=[p.transactional_id for p in decision.participants])

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from spark_kafka_eos.errors import (
     KafkaEosCommitOutcomeUnknownError,
@@ -44,17 +45,23 @@ ABORTS_PER_PROOF = _PARALLELISM
 """Aborts a sweep sends (in parallel) after one proof of ownership; the next ones wait for a new proof."""
 VisibilityCheck = Callable[[Participant], bool]
 """True if the participant's records are visible to a read_committed reader."""
+T = TypeVar("T")
 
 
-def roll_forward(session: TransactionSession, decision: LogRecord, visible: VisibilityCheck) -> None:
+def roll_forward(session: TransactionSession, decision: LogRecord, visible: VisibilityCheck, just_decided: bool = False) -> None:
     """Commit every participant of ``decision`` that is still open. A participant that can no longer be
-    committed is lost only if its records are not visible either; that fails loudly."""
+    committed is lost only if its records are not visible either; that fails loudly. ``just_decided``: the
+    caller saw every participant open right before it decided, so EndTxn goes to each at once, and only one
+    that refuses it is described (EndTxn by exact producer id and epoch commits nothing else)."""
     participants = {p.transactional_id: p for p in decision.participants}
-    states = session.describe(list(participants))
-    unsure = [(p, states[p.transactional_id]) for p in participants.values() if not committable(p, states[p.transactional_id])]
-    open_ones = [p for p in participants.values() if is_open(p, states[p.transactional_id])]
-    with ThreadPoolExecutor(max_workers=_PARALLELISM) as pool:
-        unsure += [f for f in pool.map(lambda p: _commit(session, p), open_ones) if f is not None]
+    if just_decided:
+        unsure: list[tuple[Participant, TxnDescription]] = []
+        open_ones = list(participants.values())
+    else:
+        states = session.describe(list(participants))
+        unsure = [(p, states[p.transactional_id]) for p in participants.values() if not committable(p, states[p.transactional_id])]
+        open_ones = [p for p in participants.values() if is_open(p, states[p.transactional_id])]
+    unsure += [f for f in _in_parallel(lambda p: _commit(session, p), open_ones) if f is not None]
     # An id reused since (librdkafka bumps the epoch for every new producer) says nothing about this
     # decision: its records tell.
     lost, unverifiable, unstable = [], [], []
@@ -129,6 +136,14 @@ def is_committed(p: Participant, d: TxnDescription) -> bool:
 def committable(p: Participant, d: TxnDescription) -> bool:
     """The participant's own transaction is open or committed (or committing)."""
     return is_open(p, d) or is_committed(p, d)
+
+
+def _in_parallel(call: Callable[[Participant], T], participants: Sequence[Participant]) -> list[T]:
+    """``call`` on each participant, :data:`_PARALLELISM` at a time; on this thread when there is one."""
+    if len(participants) <= 1:
+        return [call(p) for p in participants]
+    with ThreadPoolExecutor(max_workers=_PARALLELISM) as pool:
+        return list(pool.map(call, participants))
 
 
 def _commit(session: TransactionSession, p: Participant) -> tuple[Participant, TxnDescription] | None:

@@ -27,8 +27,8 @@ from pyspark import TaskContext
 
 from spark_kafka_eos.datasource import KafkaEosDataSource
 from spark_kafka_eos.errors import KafkaEosError, KafkaEosOptionError
-from spark_kafka_eos.txn.session import TransactionSession
-from spark_kafka_eos.write.hooks import NO_HOOKS, POINTS, WriterHooks
+from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession
+from spark_kafka_eos.write.hooks import AFTER_DECISION, NO_HOOKS, POINTS, WriterHooks
 from spark_kafka_eos.write.log_record import LogRecord
 
 FAULTS_FORMAT = "kafka_eos_faults"
@@ -76,6 +76,18 @@ class FaultHooks(WriterHooks):
 
     def task_input(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return _fail_after_first_batch(batches, self.mode) if self.point == TASK_POINT else batches
+
+
+@dataclass(frozen=True)
+class AbortAfterDecision(WriterHooks):
+    """Aborts one prepared transaction right after the decision is written, as the broker does when it times out
+    (an explicit EndTxn(abort): the producer epoch stays, so phase 2's EndTxn(commit) is refused as INVALID_TXN_STATE)."""
+
+    victim: PreparedTxnState
+
+    def at(self, point: str, session: TransactionSession, decision: LogRecord) -> None:
+        if point == AFTER_DECISION:
+            session.abort(self.victim)
 
 
 class FaultInjectingDataSource(KafkaEosDataSource):

@@ -5,6 +5,8 @@ same scenarios' end results are checked on a real broker in tests/integration/wr
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Iterable
 
 import pytest
 
@@ -15,13 +17,14 @@ from spark_kafka_eos.errors import (
     KafkaEosEpochCommittedError,
     KafkaEosRunRefusedError,
 )
-from spark_kafka_eos.txn.session import TxnState
+from spark_kafka_eos.txn.session import TxnDescription, TxnState
 from spark_kafka_eos.write import log_record
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
 from spark_kafka_eos.write.ownership import Verdict
 from spark_kafka_eos.write.transactional_id import task_transactional_id
+from tests.harness.faults import AbortAfterDecision
 from tests.unit.fakes import TIMEOUT_MS, Cluster, FakeSession, fake_seams, options
 
 PREFIX = "p"
@@ -76,6 +79,41 @@ def test_a_failed_phase_2_is_retried_and_the_epoch_commits() -> None:
     coordinator(cluster).commit(EpochId.stream(Q1, 0), tasks)
     assert committed(cluster, *tasks)
     assert cluster.last(PREFIX).kind == "complete"  # type: ignore[union-attr]
+
+
+class _DescribesAfterDecision(FakeSession):
+    """Records which ids the committing thread describes once the decision is written (the sweep's listing, beside
+    phase 2 on a thread of its own, describes the open ones it lists)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        super().__init__(cluster)
+        self.described: list[str] = []
+
+    def describe(self, ids: Iterable[str]) -> dict[str, TxnDescription]:
+        ids = list(ids)
+        if any(r.kind == "decision" for r in self.cluster.records) and threading.current_thread() is threading.main_thread():
+            self.described += [i for i in ids if not i.endswith("-coordinator")]
+        return super().describe(ids)
+
+
+def test_phase_2_of_its_own_decision_commits_each_participant_without_describing_it_first() -> None:
+    cluster = Cluster()
+    session = _DescribesAfterDecision(cluster)
+    tasks = [task(cluster, EpochId.stream(Q1, 0), p) for p in (0, 1, 2)]
+    seams = {**fake_seams(cluster), "session_of": lambda connection: session}
+    TwoPhaseCommitCoordinator(options(PREFIX), TIMEOUT_MS, **seams).commit(EpochId.stream(Q1, 0), tasks)  # type: ignore[arg-type]
+    assert committed(cluster, *tasks)
+    assert session.described == []  # the participants were seen open right before the decision
+
+
+def test_a_participant_aborted_between_the_check_and_phase_2_is_still_reported_lost() -> None:
+    cluster = Cluster()
+    tasks = [task(cluster, EpochId.stream(Q1, 0), p) for p in (0, 1)]
+    seams = fake_seams(cluster)
+    commit = TwoPhaseCommitCoordinator(options(PREFIX), TIMEOUT_MS, AbortAfterDecision(tasks[1].transaction), **seams)  # type: ignore[arg-type]
+    with pytest.raises(KafkaEosCommittedDataLostError, match=f"LOST: {tasks[1].transaction.transactional_id}"):  # type: ignore[union-attr]
+        commit.commit(EpochId.stream(Q1, 0), tasks)
+    assert committed(cluster, tasks[0]) and aborted(cluster, tasks[1])
 
 
 def test_a_committed_epoch_does_not_fail_when_its_completion_record_cannot_be_written(caplog: pytest.LogCaptureFixture) -> None:

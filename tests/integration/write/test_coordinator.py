@@ -29,7 +29,7 @@ from spark_kafka_eos.write.ownership import Verdict
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.transactional_id import coordinator_transactional_id, task_transactional_id
 from tests.harness.coordinator import TIMEOUT_MS, committed_values, prepare, sink_options, stream_epoch
-from tests.harness.faults import FaultHooks, InjectedFault
+from tests.harness.faults import AbortAfterDecision, FaultHooks, InjectedFault
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.pipeline import open_transactions
 
@@ -104,6 +104,19 @@ def test_a_decided_participant_that_was_aborted_is_reported_as_lost(kafka: Kafka
     # The partitioner may spread the 3 null-key records over both partitions.
     assert sum(int(n) for n in re.findall(rf"{topic}-\d: (\d) records", str(lost.value))) == 3
     # The participant that could be committed was.
+    assert committed_values(kafka, topic) == [b"kept"]
+    assert open_transactions(kafka, options.prefix) == []
+
+
+def test_a_participant_aborted_between_the_check_and_phase_2_of_the_commit_is_reported_lost(kafka: KafkaTestCluster) -> None:
+    """Phase 2 of a commit's own decision sends EndTxn without describing the participants first: one the broker
+    aborted meanwhile refuses it, and is then reported lost, never taken for committed."""
+    topic = kafka.create_topic(2)
+    options = sink_options(kafka, topic)
+    kept, doomed = prepare(options, 0, ["kept"]), prepare(options, 1, ["x", "y", "z"])
+    assert doomed.transaction is not None
+    with pytest.raises(KafkaEosCommittedDataLostError, match=rf"LOST: {doomed.transaction.transactional_id} "):
+        TwoPhaseCommitCoordinator(options, TIMEOUT_MS, AbortAfterDecision(doomed.transaction)).commit(stream_epoch(0), [kept, doomed])
     assert committed_values(kafka, topic) == [b"kept"]
     assert open_transactions(kafka, options.prefix) == []
 
