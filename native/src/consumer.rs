@@ -15,9 +15,8 @@ use pyo3::types::PyList;
 use rdkafka_sys as rd;
 
 use crate::arrow_buffers::{BatchBuilder, ExportedBatch, Header};
-use crate::handle::{
-    c_string, c_text, consume_batch, error_text, open_handle, Callbacks, LogLine, Message, PartitionList, Unshared,
-};
+use crate::c_strings::{c_string, c_text};
+use crate::handle::{consume_batch, error_text, open_handle, Callbacks, LogLine, Message, PartitionList, Unshared};
 
 // librdkafka functions whose error code is taken as a plain integer (see `handle`).
 #[allow(clashing_extern_declarations)]

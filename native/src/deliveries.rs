@@ -9,7 +9,7 @@ use std::ptr;
 
 use rdkafka_sys as rd;
 
-use crate::handle::c_text;
+use crate::c_strings::c_text;
 
 /// Where the first delivered record landed, and its key and value.
 pub type FirstRecord = (String, i32, i64, Option<Vec<u8>>, Option<Vec<u8>>);

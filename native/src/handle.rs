@@ -1,7 +1,7 @@
 //! What the consumer and the producer share: a librdkafka handle made from settings, and the state its
 //! callbacks hand over to Python (the latest statistics, log lines, and a producer's delivery reports).
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ptr::{self, NonNull};
 use std::sync::Mutex;
 
@@ -9,6 +9,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rdkafka_sys as rd;
 
+use crate::c_strings::{c_string, c_text};
 use crate::deliveries::Deliveries;
 
 // librdkafka functions whose error code is taken as a plain integer: librdkafka passes broker error codes
@@ -97,20 +98,6 @@ unsafe extern "C" fn on_delivery(
             deliveries.add(message);
         }
     }
-}
-
-/// # Safety
-/// `text` is null or a NUL-terminated string.
-pub unsafe fn c_text(text: *const c_char) -> String {
-    if text.is_null() {
-        String::new()
-    } else {
-        CStr::from_ptr(text).to_string_lossy().into_owned()
-    }
-}
-
-pub fn c_string(text: &str) -> PyResult<CString> {
-    CString::new(text).map_err(|_| PyValueError::new_err("a librdkafka setting contains a NUL character"))
 }
 
 /// A message librdkafka delivered, owned: destroyed when dropped, so that no path (an early return, an error, a
@@ -227,6 +214,8 @@ pub fn open_handle(
 
 #[cfg(test)]
 mod tests {
+    use std::ffi::CString;
+
     use super::*;
 
     #[test]

@@ -13,6 +13,7 @@
 
 mod arrow_buffers;
 mod arrow_input;
+mod c_strings;
 mod consumer;
 mod deliveries;
 mod handle;

@@ -17,8 +17,9 @@ use pyo3::types::PyBytes;
 use rdkafka_sys as rd;
 
 use crate::arrow_input::{Binary, Exported, Headers, Int32};
+use crate::c_strings::{c_string, c_text};
 use crate::deliveries::Failure;
-use crate::handle::{c_string, c_text, open_handle, Callbacks, LogLine, Unshared};
+use crate::handle::{open_handle, Callbacks, LogLine, Unshared};
 
 // Error codes taken as plain integers (see `handle`).
 #[allow(clashing_extern_declarations)]

@@ -1,15 +1,18 @@
 """The package's modules import each other without circles, counting imports inside functions too (a lazy import
-hides a circle, it does not remove it), and so do its subpackages taken as wholes."""
+hides a circle, it does not remove it), and so do its subpackages taken as wholes; so do the compiled path's Rust
+modules (``native/src``), by their ``crate::`` paths outside their tests."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import spark_kafka_eos
 
 PACKAGE_DIR = Path(spark_kafka_eos.__file__).parent
 PACKAGE = PACKAGE_DIR.name
+NATIVE_SOURCES = Path(__file__).resolve().parents[2] / "native" / "src"
 
 
 def module_name(path: Path) -> str:
@@ -85,6 +88,18 @@ def test_no_subpackage_imports_one_that_imports_it_back() -> None:
             continue
         packages.setdefault(subpackage(name), set()).update(subpackage(t) for t in targets if subpackage(t) != subpackage(name))
     assert circles(packages) == []
+
+
+def rust_module_graph() -> dict[str, set[str]]:
+    """Rust module -> the crate's modules it uses (``crate::<module>``), its ``#[cfg(test)]`` part left out."""
+    modules = {path.stem: path.read_text().split("#[cfg(test)]")[0] for path in NATIVE_SOURCES.glob("*.rs")}
+    return {name: set(re.findall(r"\bcrate::(\w+)", source)) & modules.keys() - {name} for name, source in modules.items()}
+
+
+def test_no_rust_module_uses_one_that_uses_it_back() -> None:
+    graph = rust_module_graph()
+    assert {"handle", "deliveries", "producer"} <= graph.keys()
+    assert circles(graph) == []
 
 
 def test_the_graph_sees_a_circle_where_there_is_one() -> None:
