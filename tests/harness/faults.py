@@ -80,13 +80,19 @@ class FaultHooks(WriterHooks):
 
 @dataclass(frozen=True)
 class AbortAfterDecision(WriterHooks):
-    """Aborts one prepared transaction right after the decision is written, as the broker does when it times out
-    (an explicit EndTxn(abort): the producer epoch stays, so phase 2's EndTxn(commit) is refused as INVALID_TXN_STATE)."""
+    """Aborts one prepared transaction right after the decision is written. ``fence``: by InitProducerId with its
+    producer id and epoch, which bumps the epoch as the broker's own timeout abort does (phase 2's EndTxn(commit) is
+    then refused as PRODUCER_FENCED); else by EndTxn(abort), as another actor would (the epoch stays: INVALID_TXN_STATE)."""
 
     victim: PreparedTxnState
+    fence: bool = False
 
     def at(self, point: str, session: TransactionSession, decision: LogRecord) -> None:
-        if point == AFTER_DECISION:
+        if point != AFTER_DECISION:
+            return
+        if self.fence:
+            session.init_producer_id(self.victim.transactional_id, 60_000, self.victim.producer_id, self.victim.producer_epoch)
+        else:
             session.abort(self.victim)
 
 

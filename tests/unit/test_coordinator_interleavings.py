@@ -106,11 +106,12 @@ def test_phase_2_of_its_own_decision_commits_each_participant_without_describing
     assert session.described == []  # the participants were seen open right before the decision
 
 
-def test_a_participant_aborted_between_the_check_and_phase_2_is_still_reported_lost() -> None:
+@pytest.mark.parametrize("fence", [False, True], ids=["aborted", "fenced"])
+def test_a_participant_aborted_between_the_check_and_phase_2_is_still_reported_lost(fence: bool) -> None:
     cluster = Cluster()
     tasks = [task(cluster, EpochId.stream(Q1, 0), p) for p in (0, 1)]
     seams = fake_seams(cluster)
-    commit = TwoPhaseCommitCoordinator(options(PREFIX), TIMEOUT_MS, AbortAfterDecision(tasks[1].transaction), **seams)  # type: ignore[arg-type]
+    commit = TwoPhaseCommitCoordinator(options(PREFIX), TIMEOUT_MS, AbortAfterDecision(tasks[1].transaction, fence), **seams)  # type: ignore[arg-type]
     with pytest.raises(KafkaEosCommittedDataLostError, match=f"LOST: {tasks[1].transaction.transactional_id}"):  # type: ignore[union-attr]
         commit.commit(EpochId.stream(Q1, 0), tasks)
     assert committed(cluster, tasks[0]) and aborted(cluster, tasks[1])

@@ -108,15 +108,17 @@ def test_a_decided_participant_that_was_aborted_is_reported_as_lost(kafka: Kafka
     assert open_transactions(kafka, options.prefix) == []
 
 
-def test_a_participant_aborted_between_the_check_and_phase_2_of_the_commit_is_reported_lost(kafka: KafkaTestCluster) -> None:
-    """Phase 2 of a commit's own decision sends EndTxn without describing the participants first: one the broker
-    aborted meanwhile refuses it, and is then reported lost, never taken for committed."""
+@pytest.mark.parametrize("fence", [False, True], ids=["aborted", "fenced"])
+def test_a_participant_aborted_between_the_check_and_phase_2_of_the_commit_is_reported_lost(kafka: KafkaTestCluster, fence: bool) -> None:
+    """Phase 2 of a commit's own decision sends EndTxn without describing the participants first: one aborted
+    meanwhile (by another actor, or fenced as the broker's timeout does) refuses it, and is then reported lost, never
+    taken for committed."""
     topic = kafka.create_topic(2)
     options = sink_options(kafka, topic)
     kept, doomed = prepare(options, 0, ["kept"]), prepare(options, 1, ["x", "y", "z"])
     assert doomed.transaction is not None
     with pytest.raises(KafkaEosCommittedDataLostError, match=rf"LOST: {doomed.transaction.transactional_id} "):
-        TwoPhaseCommitCoordinator(options, TIMEOUT_MS, AbortAfterDecision(doomed.transaction)).commit(stream_epoch(0), [kept, doomed])
+        TwoPhaseCommitCoordinator(options, TIMEOUT_MS, AbortAfterDecision(doomed.transaction, fence)).commit(stream_epoch(0), [kept, doomed])
     assert committed_values(kafka, topic) == [b"kept"]
     assert open_transactions(kafka, options.prefix) == []
 
