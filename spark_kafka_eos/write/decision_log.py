@@ -29,6 +29,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import pyarrow as pa
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Message, Producer
@@ -145,6 +146,8 @@ class DecisionLog:
         (InitProducerId leaves the id Empty), nor while a transaction is open or after one failed."""
         self._last_seen: dict[str, LogRecord] = {}
         """The last record of each prefix read after this log's fence, or written since: what the mark may append."""
+        self._scans: dict[str, _Scan] = {}
+        """Where this log's last scan for each prefix ended, what it found, and the record it read last."""
 
     # -- topic ----------------------------------------------------------------------------
     def ensure_topic(self) -> None:
@@ -315,13 +318,33 @@ class DecisionLog:
         return (tp.offset - 1, tp.metadata or "") if tp.offset > 0 else None
 
     def _scanned_head(self, prefix: str) -> bytes | None:
-        """The last committed head record of ``prefix``, by a read_committed scan of the whole log."""
-        found: bytes | None = None
-        for batch in self._read(0, self._stable_end(prefix), "read_committed"):
-            for key, value in zip(batch.column("key").to_pylist(), batch.column("value").to_pylist()):
+        """The last committed head record of ``prefix``, by a read_committed scan of the log. A second scan of this
+        log (one operation: before its fence, then after) goes on from where the first ended, if the head it found
+        and the record it read last are still at their offsets: below the last stable offset nothing changes but
+        compaction, which keeps a key's last record; a log re-created, or truncated by deleting records, is
+        scanned whole."""
+        end = self._stable_end(prefix)
+        before = self._scans.get(prefix)
+        start: int = 0
+        found: tuple[int, str] | None = None
+        value: bytes | None = None
+        last_read: tuple[int, str] | None = None
+        if before is not None and before.end <= end and self._still_there([r for r in (before.found, before.last_read) if r]):
+            start, found, value, last_read = before.end, before.found, before.value, before.last_read
+        for batch in self._read(start, end, "read_committed"):
+            keys, values, offsets = (batch.column(name).to_pylist() for name in ("key", "value", "offset"))
+            for key, record_value, offset in zip(keys, values, offsets):
                 if key == head_key(prefix):
-                    found = value
-        return found
+                    found, value = (offset, _record_digest(key, record_value)), record_value
+            if batch.num_rows:
+                last_read = (offsets[-1], _record_digest(keys[-1], values[-1]))
+        self._scans[prefix] = _Scan(end, found, value, last_read)
+        return value
+
+    def _still_there(self, records: Sequence[tuple[int, str]]) -> bool:
+        """Whether the log still holds each of ``records`` ((offset, digest of its key and value)) as it was."""
+        held = _read_at(self._connection, self._topic, [offset for offset, _ in records]) if records else {}
+        return all(offset in held and _record_digest(*held[offset]) == expected for offset, expected in records)
 
     def _stable_end(self, prefix: str) -> int:
         """An end for the scan: the last stable offset, once no record of ``prefix`` lies above it.
@@ -712,6 +735,21 @@ def transactional_id_refused(connection: KafkaConnection, prefix: str) -> KafkaE
         f"the prefix '{prefix}'. Fix: kafka-acls --bootstrap-server {connection.bootstrap_servers} --add --allow-principal "
         f"{principal} --operation Write --operation Describe --transactional-id {prefix} --resource-pattern-type prefixed"
     )
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """A scan for one prefix's head: where it ended, the head it found ((offset, digest), and its value), and the
+    record it read last ((offset, digest))."""
+
+    end: int
+    found: tuple[int, str] | None
+    value: bytes | None
+    last_read: tuple[int, str] | None
+
+
+def _record_digest(key: bytes | None, value: bytes | None) -> str:
+    return digest(len(key or b"").to_bytes(8, "big") + (key or b"") + (value or b""))
 
 
 def _read_at(connection: KafkaConnection, topic: str, offsets: Sequence[int]) -> dict[int, tuple[bytes | None, bytes | None]]:

@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Iterator
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
@@ -215,6 +216,51 @@ def test_without_an_index_entry_the_log_is_scanned(kafka: KafkaTestCluster) -> N
     open_log(options).append(latest)
     kafka.admin.delete_consumer_groups([index_group(options.prefix)])[index_group(options.prefix)].result(30)
     assert DecisionLog(options).last(options.prefix) == latest
+
+
+@pytest.fixture
+def scan_starts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Where each read_committed range read of the decision log (a scan for a prefix's head) started."""
+    starts: list[int] = []
+    read = DecisionLog._read
+
+    def recorded(log: DecisionLog, start: int, end: int, isolation: str) -> Iterator[pa.RecordBatch]:
+        if isolation == "read_committed":
+            starts.append(start)
+        return read(log, start, end, isolation)
+
+    monkeypatch.setattr(DecisionLog, "_read", recorded)
+    return starts
+
+
+def test_a_second_scan_of_one_operation_goes_on_from_where_the_first_ended(kafka: KafkaTestCluster, scan_starts: list[int]) -> None:
+    """A commit reads an unindexed prefix's last record before its fence and again after it: the second read of a
+    log of 100 MB does not start again at offset 0."""
+    options = log_options(kafka, new_log_topic())
+    open_log(options)
+    older, newer = log_record(options.prefix, 1), log_record(options.prefix, 2)
+    write_like_the_previous_version(kafka, options, older)
+    write_foreign_records(kafka, options.decision_log_topic, 300)
+    decision_log = DecisionLog(options)
+    assert decision_log.last(options.prefix) == older
+    write_foreign_records(kafka, options.decision_log_topic, 50)
+    write_like_the_previous_version(kafka, options, newer)
+    assert decision_log.last(options.prefix) == newer
+    assert scan_starts[0] == 0 and scan_starts[1] > 300, scan_starts
+
+
+def test_a_log_re_created_between_two_scans_is_scanned_whole(kafka: KafkaTestCluster, scan_starts: list[int]) -> None:
+    options = log_options(kafka, new_log_topic())
+    open_log(options)
+    write_foreign_records(kafka, options.decision_log_topic, 300)
+    decision_log = DecisionLog(options)
+    assert decision_log.last(options.prefix) is None
+    kafka.recreate_topic(options.decision_log_topic, config={"cleanup.policy": "compact"})
+    record = log_record(options.prefix, 1)
+    write_like_the_previous_version(kafka, options, record)  # near offset 0, below where the first scan ended
+    kafka.produce_plain(options.decision_log_topic, (Sent(0, f"renewed-{i}".encode(), b"{}") for i in range(400)))
+    assert decision_log.last(options.prefix) == record
+    assert scan_starts == [0, 0]
 
 
 def test_an_index_entry_that_does_not_match_the_log_is_not_trusted(kafka: KafkaTestCluster) -> None:
