@@ -46,6 +46,7 @@ ABORTS_PER_PROOF = _PARALLELISM
 VisibilityCheck = Callable[[Participant], bool]
 """True if the participant's records are visible to a read_committed reader."""
 T = TypeVar("T")
+Item = TypeVar("Item")
 
 
 def roll_forward(session: TransactionSession, decision: LogRecord, visible: VisibilityCheck, just_decided: bool = False) -> None:
@@ -138,12 +139,12 @@ def committable(p: Participant, d: TxnDescription) -> bool:
     return is_open(p, d) or is_committed(p, d)
 
 
-def _in_parallel(call: Callable[[Participant], T], participants: Sequence[Participant]) -> list[T]:
-    """``call`` on each participant, :data:`_PARALLELISM` at a time; on this thread when there is one."""
-    if len(participants) <= 1:
-        return [call(p) for p in participants]
+def _in_parallel(call: Callable[[Item], T], items: Sequence[Item]) -> list[T]:
+    """``call`` on each item, :data:`_PARALLELISM` at a time; on this thread when there is one."""
+    if len(items) <= 1:
+        return [call(item) for item in items]
     with ThreadPoolExecutor(max_workers=_PARALLELISM) as pool:
-        return list(pool.map(call, participants))
+        return list(pool.map(call, items))
 
 
 def _commit(session: TransactionSession, p: Participant) -> tuple[Participant, TxnDescription] | None:
@@ -165,8 +166,7 @@ def abort_prepared(session: TransactionSession, states: Iterable[PreparedTxnStat
         except TxnSessionError as err:
             log.info("Not aborting %s: %s", state.transactional_id, err)
 
-    with ThreadPoolExecutor(max_workers=_PARALLELISM) as pool:
-        list(pool.map(abort, states))
+    _in_parallel(abort, list(states))
 
 
 def open_transactions(session: TransactionSession, prefix: str) -> list[TxnDescription]:
