@@ -16,8 +16,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
-from spark_kafka_eos.config.secrets import scrub
 from spark_kafka_eos.errors import KafkaEosAuthenticationError
+from spark_kafka_eos.secrets import scrub
 
 # What librdkafka's reason says when a TLS handshake failed (it reports some of them as transport failures).
 _TLS_REFUSALS = ("SSL handshake failed", "ssl/tls alert", "certificate verify failed")

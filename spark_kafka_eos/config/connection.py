@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from spark_kafka_eos.config.kafka_python import UnsupportedSettingError, translate
-from spark_kafka_eos.config.secrets import redact
 from spark_kafka_eos.errors import KafkaEosOptionError
+from spark_kafka_eos.secrets import redact
 
 CONNECTION_SETTING_PREFIXES = ("security.", "ssl.", "sasl.", "socket.", "client.dns.", "broker.address.")
 """librdkafka settings (without ``kafka.``) that say how to reach the brokers, rather than how to produce or consume."""

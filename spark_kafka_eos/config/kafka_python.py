@@ -14,9 +14,9 @@ import importlib.util
 from collections.abc import Callable, Iterator, Mapping
 
 from spark_kafka_eos.config.librdkafka import JAVA_ONLY_SETTINGS
-from spark_kafka_eos.config.secrets import redact
 from spark_kafka_eos.config.setting_error import UnsupportedSettingError
 from spark_kafka_eos.config.tls import TLS_SETTINGS, tls_context
+from spark_kafka_eos.secrets import redact
 
 _SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 _SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER", "AWS_MSK_IAM"})

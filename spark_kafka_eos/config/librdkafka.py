@@ -15,14 +15,13 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from spark_kafka_eos.errors import KafkaEosOptionError
+from spark_kafka_eos.librdkafka_logs import LIBRDKAFKA_LOGGER
 
-LIBRDKAFKA_LOGGER = logging.getLogger("spark_kafka_eos.librdkafka")
 MSK_IAM = "AWS_MSK_IAM"
 RECONNECT_BACKOFF_MS = 10
 _REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")

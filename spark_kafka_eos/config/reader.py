@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 from spark_kafka_eos.config.connection import KafkaConnection
-from spark_kafka_eos.config.engine import Engine, engine_option
 from spark_kafka_eos.config.options import (
     ASSIGN,
     CONSUMER_GROUP,
@@ -47,8 +46,9 @@ from spark_kafka_eos.config.options import (
     canonical_name,
     parse_common,
 )
-from spark_kafka_eos.config.secrets import redact
 from spark_kafka_eos.errors import KafkaEosOptionError
+from spark_kafka_eos.native.engine import Engine, engine_option
+from spark_kafka_eos.secrets import redact
 
 T = TypeVar("T")
 PartitionKey = tuple[str, int]

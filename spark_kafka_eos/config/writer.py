@@ -25,7 +25,6 @@ from urllib.parse import urlsplit
 from confluent_kafka import KafkaException, Producer
 
 from spark_kafka_eos.config.connection import KafkaConnection
-from spark_kafka_eos.config.engine import Engine, engine_option
 from spark_kafka_eos.config.librdkafka import for_librdkafka
 from spark_kafka_eos.config.options import (
     ALLOW_NEW_PREFIX,
@@ -42,8 +41,9 @@ from spark_kafka_eos.config.options import (
     parse_common,
     parse_kafka_settings,
 )
-from spark_kafka_eos.config.secrets import redact, scrub
 from spark_kafka_eos.errors import KafkaEosOptionError
+from spark_kafka_eos.native.engine import Engine, engine_option
+from spark_kafka_eos.secrets import redact, scrub
 
 DEFAULT_DECISION_LOG_TOPIC = "_kafka_eos_decisions"
 WRITE_ENGINE_VARIABLE = "KAFKA_EOS_WRITE_ENGINE"

@@ -54,9 +54,9 @@ from kafka.protocol.producer.transaction import (
 )
 
 from spark_kafka_eos.config.kafka_python import translate
-from spark_kafka_eos.config.secrets import redact
 from spark_kafka_eos.errors import KafkaEosError
 from spark_kafka_eos.retry import OPERATION_TIMEOUT_S, Backoff, Deadline, wait_until
+from spark_kafka_eos.secrets import redact
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

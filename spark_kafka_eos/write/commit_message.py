@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import WriterCommitMessage
 
+from spark_kafka_eos.decision_log.records import Position
 from spark_kafka_eos.txn.session import PreparedTxnState
-from spark_kafka_eos.write.log_record import Position
 
 PartitionCount = tuple[str, int, int]
 """(topic, partition, records written by this task)."""
@@ -39,7 +39,7 @@ class TaskCommit(WriterCommitMessage):
     probe_digest: str | None = None
     input_rows: int = 0
     """The rows the task was handed (whether it wrote them or, in a replay, aborted them): part of the epoch's
-    input identity (:class:`~spark_kafka_eos.write.log_record.EpochInput`)."""
+    input identity (:class:`~spark_kafka_eos.decision_log.records.EpochInput`)."""
 
     @property
     def record_count(self) -> int:

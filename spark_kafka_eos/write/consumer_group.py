@@ -11,8 +11,9 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from spark_kafka_eos.cluster import cached_session
 from spark_kafka_eos.config.librdkafka import for_librdkafka
 from spark_kafka_eos.config.writer import WriterOptions
-from spark_kafka_eos.errors import KafkaEosOptionError, KafkaEosRunRefusedError
+from spark_kafka_eos.errors import KafkaEosOptionError
 from spark_kafka_eos.retry import REQUEST_TIMEOUT_S
+from spark_kafka_eos.write.commit_outcomes import Ending
 
 
 def check_group_has_no_members(options: WriterOptions) -> None:
@@ -60,7 +61,7 @@ def check_group_position(options: WriterOptions, starts: Mapping[tuple[str, int]
     behind = sorted((tp, o, committed[tp]) for tp, o in ends.items() if tp in committed and o < committed[tp])
     if behind:
         where = ", ".join(f"{t}-{p}: {o} < {c}" for (t, p), o, c in behind[:5])
-        raise KafkaEosRunRefusedError(
+        raise Ending.RUN_REFUSED.error(
             f"The epoch was aborted (nothing of it is visible): it would move consumerGroup '{group}' backwards ({where}; "
             "consumed by this epoch < committed). The query started over from earlier offsets (a new checkpoint?) with "
             "the group of another run. Fix: give this query its own consumerGroup, or, if it is meant to start over, "
@@ -69,7 +70,7 @@ def check_group_position(options: WriterOptions, starts: Mapping[tuple[str, int]
     overlap = sorted((tp, s, committed[tp]) for tp, s in starts.items() if tp in committed and s < committed[tp])
     if overlap:
         where = ", ".join(f"{t}-{p}: from {s}, the group at {c}" for (t, p), s, c in overlap[:5])
-        raise KafkaEosRunRefusedError(
+        raise Ending.RUN_REFUSED.error(
             f"The epoch was aborted (nothing of it is visible): consumerGroup '{group}' already stands past records this "
             f"epoch consumed ({where}): another writer committed that range first (two jobs that started from the group "
             "at once, or two queries or prefixes on one group). Committing would write those records twice. Fix: run one "
@@ -91,7 +92,7 @@ def _refuse_forgotten(group: str, starts: Mapping[tuple[str, int], int], committ
     resume: dict[str, dict[str, int]] = {}
     for (t, p), r in sorted(remembered.items()):
         resume.setdefault(t, {})[str(p)] = committed.get((t, p), r)
-    raise KafkaEosRunRefusedError(
+    raise Ending.RUN_REFUSED.error(
         f"The epoch was aborted (nothing of it is visible): consumerGroup '{group}' has no committed offset for "
         f"partitions this transactional.id.prefix committed it to before ({where}). (A partition this prefix never "
         "committed counts where another prefix of its decision log did.) Kafka expired them "

@@ -35,28 +35,27 @@ from pyspark.sql.datasource import WriterCommitMessage
 from spark_kafka_eos.cluster import cached_session, cluster_metadata
 from spark_kafka_eos.config.connection import KafkaConnection
 from spark_kafka_eos.config.writer import DEADLINE_MARGIN_MS, WriterOptions
-from spark_kafka_eos.errors import (
-    KafkaEosCommitOutcomeUnknownError,
-    KafkaEosCommittedDataLostError,
-    KafkaEosDecisionLogError,
-    KafkaEosEpochAbortedError,
-    KafkaEosEpochCommittedError,
-    KafkaEosRunRefusedError,
-)
-from spark_kafka_eos.retry import OPERATION_TIMEOUT_S, Backoff, Deadline, any_error, retry, wait_until
-from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession, TxnDescription, TxnSessionError, TxnState
-from spark_kafka_eos.write.commit_message import TaskCommit
-from spark_kafka_eos.write.consumer_group import check_group_position
-from spark_kafka_eos.write.decision_log import (
-    COORDINATOR_TRANSACTION_TIMEOUT_MS,
-    DecisionLog,
+from spark_kafka_eos.decision_log.coordinator_id import COORDINATOR_TRANSACTION_TIMEOUT_MS, coordinator_transactional_id
+from spark_kafka_eos.decision_log.group_marker import GroupMarker
+from spark_kafka_eos.decision_log.kafka_log import (
+    KafkaDecisionLog,
     RecordNotCommittedError,
     transactional_id_refused,
 )
+from spark_kafka_eos.decision_log.protocol import DecisionLog
+from spark_kafka_eos.decision_log.records import EpochId, EpochInput, LogRecord, Participant, Position, history_with, memory_after
+from spark_kafka_eos.errors import (
+    KafkaEosCommittedDataLostError,
+    KafkaEosDecisionLogError,
+)
+from spark_kafka_eos.retry import OPERATION_TIMEOUT_S, Backoff, Deadline, any_error, retry, wait_until
+from spark_kafka_eos.txn.protocol import TransactionClient
+from spark_kafka_eos.txn.session import PreparedTxnState, TxnDescription, TxnSessionError, TxnState
+from spark_kafka_eos.write.commit_message import TaskCommit
+from spark_kafka_eos.write.commit_outcomes import Ending
+from spark_kafka_eos.write.consumer_group import check_group_position
 from spark_kafka_eos.write.epoch_input import describe, describe_offsets, input_difference, kafka_positions, stream_input
-from spark_kafka_eos.write.group_marker import GroupMarker
 from spark_kafka_eos.write.hooks import AFTER_DECISION, BEFORE_DECISION, DURING_PHASE2, NO_HOOKS, WriterHooks
-from spark_kafka_eos.write.log_record import EpochId, EpochInput, LogRecord, Participant, Position, history_with, memory_after
 from spark_kafka_eos.write.ownership import Judgement, Verdict, judge
 from spark_kafka_eos.write.recovery import (
     ProbesNotStableError,
@@ -68,7 +67,7 @@ from spark_kafka_eos.write.recovery import (
     open_transactions,
     roll_forward,
 )
-from spark_kafka_eos.write.transactional_id import coordinator_transactional_id, parse_task_transactional_id
+from spark_kafka_eos.write.transactional_id import parse_task_transactional_id
 from spark_kafka_eos.write.visibility import committed_record_at
 
 log = logging.getLogger(__name__)
@@ -99,8 +98,8 @@ class TwoPhaseCommitCoordinator:
         options: WriterOptions,
         transaction_timeout_ms: int,
         hooks: WriterHooks = NO_HOOKS,
-        open_log: Callable[[WriterOptions], DecisionLog] = DecisionLog,
-        session_of: Callable[[KafkaConnection], TransactionSession] = cached_session,
+        open_log: Callable[[WriterOptions], DecisionLog] = KafkaDecisionLog,
+        session_of: Callable[[KafkaConnection], TransactionClient] = cached_session,
         visible: VisibilityCheck | None = None,
     ) -> None:
         self._options = options
@@ -146,7 +145,7 @@ class TwoPhaseCommitCoordinator:
             states = session.describe([p.transactional_id for p in last.participants])
         return all(is_committed(p, states[p.transactional_id]) for p in last.participants)
 
-    def _prepare(self, session: TransactionSession, decision_log: DecisionLog, epoch: EpochId | None) -> Judgement:
+    def _prepare(self, session: TransactionClient, decision_log: DecisionLog, epoch: EpochId | None) -> Judgement:
         before = self._last_before_fencing(decision_log, session)
         if epoch is not None:
             self._refuse_unless_owner(judge(before, epoch), epoch, session, [])
@@ -184,7 +183,7 @@ class TwoPhaseCommitCoordinator:
         tasks = _task_commits(messages, epoch)
         why = None if last is None else self._replay_difference(last, epoch, tasks, self._input_of(epoch, tasks))
         if why is not None:
-            raise KafkaEosRunRefusedError(why)
+            raise Ending.RUN_REFUSED.error(why)
 
     def _input_of(self, epoch: EpochId, tasks: Sequence[TaskCommit]) -> EpochInput:
         rows = sum(t.input_rows for t in tasks)
@@ -194,7 +193,7 @@ class TwoPhaseCommitCoordinator:
         # Where the offset log cannot be read, the rows' source columns still say where the micro-batch read.
         return replace(read, source_columns=_source_offsets(tasks) or None) if read.source_end is None else read
 
-    def _commit(self, session: TransactionSession, decision_log: DecisionLog, epoch: EpochId,
+    def _commit(self, session: TransactionClient, decision_log: DecisionLog, epoch: EpochId,
                 tasks: Sequence[TaskCommit], epoch_input: EpochInput) -> None:
         own = [t.transaction for t in tasks if t.transaction is not None]
         # A run that does not own the prefix is refused before it fences the owner.
@@ -255,7 +254,7 @@ class TwoPhaseCommitCoordinator:
             self._complete(decision_log, decision, phase2_deadline)
         log.info("Committed %s of prefix %s: %d participants", epoch, self._prefix, len(participants))
 
-    def _consumed(self, epoch: EpochId, tasks: Sequence[TaskCommit], epoch_input: EpochInput, session: TransactionSession,
+    def _consumed(self, epoch: EpochId, tasks: Sequence[TaskCommit], epoch_input: EpochInput, session: TransactionClient,
                   own: Sequence[PreparedTxnState]) -> tuple[tuple[Position, ...], tuple[Position, ...]]:
         """(next offset, first offset) per source partition the epoch consumed: from the rows' source columns, or,
         for a stream with ``consumerGroup`` whose rows carry none, from Spark's offset log (the micro-batch's end)."""
@@ -266,7 +265,7 @@ class TwoPhaseCommitCoordinator:
         positions = kafka_positions(epoch_input)
         if positions is None:
             abort_prepared(session, own)
-            raise KafkaEosRunRefusedError(
+            raise Ending.RUN_REFUSED.error(
                 f"consumerGroup '{self._options.consumer_group}': {epoch.describe()}'s rows carry no source columns, and "
                 f"Spark's offset log under checkpointLocation '{self._options.checkpoint_location}' could not be read or "
                 "names a source that is not Kafka, so the offsets it consumed are unknown. Nothing of it was committed; "
@@ -288,7 +287,7 @@ class TwoPhaseCommitCoordinator:
         settle_group(self._options.connection, group, committed,
                      own=(self._options.decision_log_topic, self._prefix))
 
-    def _refuse_unless_known(self, last: LogRecord | None, epoch: EpochId, session: TransactionSession,
+    def _refuse_unless_known(self, last: LogRecord | None, epoch: EpochId, session: TransactionClient,
                              own: Sequence[PreparedTxnState]) -> None:
         """A query past micro-batch 0 whose prefix has no record at all did not start on this prefix: its
         checkpoint was made under another prefix (spelt another way, or another transactional.id.prefix),
@@ -296,7 +295,7 @@ class TwoPhaseCommitCoordinator:
         if last is not None or epoch.kind != "stream" or not epoch.batch_id or self._options.allow_new_prefix:
             return
         abort_prepared(session, own)
-        raise KafkaEosRunRefusedError(
+        raise Ending.RUN_REFUSED.error(
             f"transactional.id.prefix '{self._prefix}' has no record of streaming query {epoch.run_id}, which is at "
             f"micro-batch {epoch.batch_id}: the query started under another prefix (a checkpoint path spelt another "
             "way, a changed transactional.id.prefix or decisionLogTopic), and a micro-batch it decided there and Spark "
@@ -305,7 +304,7 @@ class TwoPhaseCommitCoordinator:
             "record); or, if that prefix has nothing undecided, add .option('allowNewPrefix', 'true') once."
         )
 
-    def _refuse_if_being_swept(self, last: LogRecord | None, epoch: EpochId, session: TransactionSession,
+    def _refuse_if_being_swept(self, last: LogRecord | None, epoch: EpochId, session: TransactionClient,
                                own: Sequence[PreparedTxnState]) -> None:
         """A sweep that proved it owned the prefix before this driver fenced it may still be aborting the
         transactions it announced then: a participant among them could be aborted after the decision."""
@@ -313,7 +312,7 @@ class TwoPhaseCommitCoordinator:
         if not swept:
             return
         abort_prepared(session, own)
-        raise KafkaEosEpochAbortedError(
+        raise Ending.SWEPT.error(
             f"{epoch.describe()} of transactional.id.prefix '{self._prefix}' was not committed: while its tasks' "
             f"transactions were open, a sweep of the prefix (`kafka-eos recover` or `reset`, or another driver of it) "
             f"listed {len(swept)} of them as lingering ({', '.join(t.transactional_id for t in swept)}) and may still "
@@ -321,7 +320,7 @@ class TwoPhaseCommitCoordinator:
             "micro-batch again). Fix: run `kafka-eos recover` and `reset` only while no query or job uses the prefix.")
 
     def _refuse_unless_same_input(self, last: LogRecord, epoch: EpochId, tasks: Sequence[TaskCommit], epoch_input: EpochInput,
-                                  session: TransactionSession, own: Sequence[PreparedTxnState]) -> None:
+                                  session: TransactionClient, own: Sequence[PreparedTxnState]) -> None:
         """A replay is recognised by its epoch id, but only the same input makes it one: Spark plans a micro-batch
         again over other offsets when its checkpoint's offset log lost it, and a ``writeId`` may be re-run over other
         data. Such a run is refused before anything of it is visible."""
@@ -329,7 +328,7 @@ class TwoPhaseCommitCoordinator:
         if why is None:
             return
         abort_prepared(session, own)
-        raise KafkaEosRunRefusedError(why)
+        raise Ending.RUN_REFUSED.error(why)
 
     def _replay_difference(self, last: LogRecord, epoch: EpochId, tasks: Sequence[TaskCommit],
                            epoch_input: EpochInput) -> str | None:
@@ -375,13 +374,13 @@ class TwoPhaseCommitCoordinator:
                 "goes on from there; or start the query on a new checkpoint (and transactional.id.prefix) whose "
                 "startingOffsets begin where the decided micro-batch ended.")
 
-    def _wait_for_decision_in_flight(self, session: TransactionSession) -> None:
+    def _wait_for_decision_in_flight(self, session: TransactionClient) -> None:
         """A live driver's decision commits within milliseconds of being written; one still open after
         :data:`DECISION_IN_FLIGHT_WAIT_S` is a crashed driver's, which the fence then aborts."""
         wait_until(lambda: self._coordinator_state(session) != TxnState.ONGOING, Deadline(DECISION_IN_FLIGHT_WAIT_S),
                    Backoff(0.01, 0.5))
 
-    def _coordinator_state(self, session: TransactionSession) -> str:
+    def _coordinator_state(self, session: TransactionClient) -> str:
         """The state of the prefix's coordinator transaction, as DescribeTransactions names it (a :class:`TxnState` value)."""
         coordinator_id = coordinator_transactional_id(self._prefix)
         try:
@@ -391,7 +390,7 @@ class TwoPhaseCommitCoordinator:
                 raise transactional_id_refused(self._options.connection, self._prefix) from None
             raise
 
-    def _committed_before(self, session: TransactionSession) -> str | None:
+    def _committed_before(self, session: TransactionClient) -> str | None:
         """What shows that the prefix committed a decision before, or None. The coordinator id's state does, unless
         a driver fenced it and died before its next commit (InitProducerId leaves it Empty); then a task id of the
         prefix in a committed state does: only a decision's phase 2 commits one. The broker keeps either for
@@ -403,7 +402,7 @@ class TwoPhaseCommitCoordinator:
         committed = sorted(t.transactional_id for t in listed if parse_task_transactional_id(self._prefix, t.transactional_id))
         return f"its task transaction {committed[0]} committed" if committed else None
 
-    def _last_before_fencing(self, decision_log: DecisionLog, session: TransactionSession,
+    def _last_before_fencing(self, decision_log: DecisionLog, session: TransactionClient,
                              own: Sequence[PreparedTxnState] = ()) -> LogRecord | None:
         """The prefix's last record, read before this driver fences the coordinator id. A prefix without a
         record whose coordinator id committed before (the broker keeps an id's last state for
@@ -429,22 +428,22 @@ class TwoPhaseCommitCoordinator:
             "an earlier writeId all of it."
         )
 
-    def _refuse_unless_owner(self, judgement: Judgement, epoch: EpochId, session: TransactionSession,
+    def _refuse_unless_owner(self, judgement: Judgement, epoch: EpochId, session: TransactionClient,
                              own: Sequence[PreparedTxnState]) -> None:
         if judgement.verdict != Verdict.REFUSE:
             return
         abort_prepared(session, own)
         if judgement.fix:
-            raise KafkaEosRunRefusedError(f"transactional.id.prefix '{self._prefix}' refused {epoch.describe()}: {judgement.reason}. "
-                                      f"Nothing of it was committed. Fix: {judgement.fix}.")
-        raise KafkaEosRunRefusedError(
+            raise Ending.RUN_REFUSED.error(f"transactional.id.prefix '{self._prefix}' refused {epoch.describe()}: {judgement.reason}. "
+                                           f"Nothing of it was committed. Fix: {judgement.fix}.")
+        raise Ending.RUN_REFUSED.error(
             f"transactional.id.prefix '{self._prefix}' refused {epoch.describe()}: {judgement.reason}. Nothing of it "
             "was committed. Fix: give this query (or job) its own transactional.id.prefix; or, if the run that owns "
             "the prefix is gone for good (its checkpoint deleted), hand the prefix over with "
             f"`kafka-eos reset --bootstrap-servers ... --prefix {self._prefix}` (python -m spark_kafka_eos.cli reset ...)."
         )
 
-    def _finish_replay(self, session: TransactionSession, decision_log: DecisionLog, last: LogRecord,
+    def _finish_replay(self, session: TransactionClient, decision_log: DecisionLog, last: LogRecord,
                        own: Sequence[PreparedTxnState]) -> None:
         """Spark re-ran an epoch that is already decided: its output is (being) committed, so this
         run's other transactions are duplicates and are aborted (first, so that they cannot linger
@@ -457,7 +456,7 @@ class TwoPhaseCommitCoordinator:
         log.warning("Epoch %s of prefix %s was already decided: aborted %d duplicate transactions",
                     last.epoch_id, self._prefix, len(duplicates))
 
-    def _verify(self, session: TransactionSession, participants: Sequence[Participant]) -> int:
+    def _verify(self, session: TransactionClient, participants: Sequence[Participant]) -> int:
         """Check every participant is still open; return the earliest deadline (broker clock, ms)."""
         states = session.describe([p.transactional_id for p in participants])
         problems = [
@@ -469,7 +468,7 @@ class TwoPhaseCommitCoordinator:
             self._abort_epoch(session, participants, "; ".join(problems))
         return min(d.transaction_start_time_ms + d.transaction_timeout_ms for d in states.values())
 
-    def _decide(self, session: TransactionSession, decision_log: DecisionLog, decision: LogRecord,
+    def _decide(self, session: TransactionClient, decision_log: DecisionLog, decision: LogRecord,
                 group_offsets: dict[tuple[str, int], int] | None, deadline_ms: int) -> None:
         coordinator_id = coordinator_transactional_id(self._prefix)
         began = time.monotonic()
@@ -493,11 +492,11 @@ class TwoPhaseCommitCoordinator:
         except _DeadlineTooNear as late:
             self._abort_epoch(session, decision.participants, str(late))
         except RecordNotCommittedError as refused:
-            _abort_undecided(session, decision, refused)
+            _abort_undecided(session, decision, refused, Ending.DECISION_REFUSED)
         except Exception as err:
             self._settle_unknown_outcome(session, decision_log, decision, err)
 
-    def _settle_unknown_outcome(self, session: TransactionSession, decision_log: DecisionLog, decision: LogRecord,
+    def _settle_unknown_outcome(self, session: TransactionClient, decision_log: DecisionLog, decision: LogRecord,
                                 err: Exception) -> None:
         """The decision write failed: its outcome is whatever the log says. Fence first, the log's own producer
         too (a commit still in flight can then no longer land), then read it back. The operation goes on with
@@ -506,7 +505,7 @@ class TwoPhaseCommitCoordinator:
             recorded = decision_log.fenced_last(self._prefix, anew=True)
         except Exception as unreadable:
             # Unknown outcome: abort nothing; abort() or the next recovery reads the log again.
-            raise KafkaEosCommitOutcomeUnknownError(
+            raise Ending.DECISION_UNREADABLE.error(
                 f"The decision write failed ({err}) and the log could not be read back ({unreadable}); "
                 "the epoch's fate is settled by the next recovery."
             ) from err
@@ -519,29 +518,29 @@ class TwoPhaseCommitCoordinator:
             # it decided these participants, they are committed and aborting them fails harmlessly; if another
             # copy of the run decided other ones, these are aborted.
             abort_prepared(session, [p.txn for p in decision.participants])
-            raise KafkaEosEpochCommittedError(
+            raise Ending.DECIDED_AND_FOLLOWED.error(
                 f"Epoch {decision.epoch_id} of prefix '{self._prefix}' IS COMMITTED (the log records it, and a later "
                 f"record follows), though its decision write reported {err}. Do not re-run it: a re-run writes nothing more."
             ) from err
-        _abort_undecided(session, decision, err)
+        _abort_undecided(session, decision, err, Ending.DECISION_NOT_IN_LOG)
 
-    def _abort_epoch(self, session: TransactionSession, participants: Sequence[Participant], why: str) -> None:
+    def _abort_epoch(self, session: TransactionClient, participants: Sequence[Participant], why: str) -> None:
         abort_prepared(session, [p.txn for p in participants])
-        raise KafkaEosEpochAbortedError(
+        raise Ending.TOO_LATE.error(
             f"The epoch was aborted instead of committed, because not every task's transaction can still be committed: "
             f"{why}. Nothing of it is visible. Fix: the epoch ran longer than the transaction timeout allows; make epochs "
             "shorter (smaller micro-batches: maxOffsetsPerTrigger; or split a batch write), or raise "
             "kafka.transaction.timeout.ms up to the broker's transaction.max.timeout.ms."
         )
 
-    def _abort_on_error(self, session: TransactionSession, own: Sequence[PreparedTxnState], check: Callable[[], None]) -> None:
+    def _abort_on_error(self, session: TransactionClient, own: Sequence[PreparedTxnState], check: Callable[[], None]) -> None:
         try:
             check()
         except Exception:
             abort_prepared(session, own)
             raise
 
-    def _finish_decided(self, session: TransactionSession, decision: LogRecord, deadline_ms: int) -> Deadline:
+    def _finish_decided(self, session: TransactionClient, decision: LogRecord, deadline_ms: int) -> Deadline:
         """Phase 2 of the decision just taken, retried until the participants' deadline; returns what is left of
         that budget. Past the commit point, a failure must not read as "nothing was written": a re-run of a batch
         job would write everything twice."""
@@ -552,14 +551,14 @@ class TwoPhaseCommitCoordinator:
         except KafkaEosCommittedDataLostError:
             raise
         except Exception as err:
-            raise KafkaEosEpochCommittedError(
+            raise Ending.PHASE2_UNFINISHED.error(
                 f"Epoch {decision.epoch_id} of prefix '{self._prefix}' IS COMMITTED (its decision is in the log), but "
                 f"phase 2 did not finish: {err}. Do not re-run it: the next start of a writer with this prefix (or "
                 f"`kafka-eos recover --prefix {self._prefix} ...`) makes all of it visible."
             ) from err
         return deadline
 
-    def _sweep_after_phase2(self, session: TransactionSession, decision_log: DecisionLog, decision: LogRecord,
+    def _sweep_after_phase2(self, session: TransactionClient, decision_log: DecisionLog, decision: LogRecord,
                             listing: Future[list[TxnDescription]]) -> bool:
         """Abort what the decided epoch left open (failed and speculative attempts) before the commit returns: the
         next epoch's tasks open transactions as soon as it has, and a sweep after that would take theirs for
@@ -589,7 +588,7 @@ class TwoPhaseCommitCoordinator:
                         self._prefix, decision.epoch_id, err, self._prefix)
         return completed
 
-    def _finish(self, session: TransactionSession, decision_log: DecisionLog, record: LogRecord | None,
+    def _finish(self, session: TransactionClient, decision_log: DecisionLog, record: LogRecord | None,
                 budget_s: float) -> LogRecord | None:
         """Phase 2 of ``record`` if it is a decision, then its completion (:meth:`_roll_forward`, :meth:`_complete`).
         Returns the prefix's last record."""
@@ -599,7 +598,7 @@ class TwoPhaseCommitCoordinator:
         self._roll_forward(session, record, deadline, decision_log)
         return self._complete(decision_log, record, deadline)
 
-    def _roll_forward(self, session: TransactionSession, decision: LogRecord, deadline: Deadline,
+    def _roll_forward(self, session: TransactionClient, decision: LogRecord, deadline: Deadline,
                       decision_log: DecisionLog | None = None, just_decided: bool = False) -> None:
         """Commit every participant of ``decision``, retrying failures until ``deadline``. Given the ``decision_log``
         (``decision`` is the prefix's last record, this driver fenced it): a participant whose probe lies above its
@@ -636,7 +635,7 @@ class TwoPhaseCommitCoordinator:
             return decision
         return completed
 
-    def _sweep(self, session: TransactionSession, decision_log: DecisionLog, last: LogRecord | None, keep: Sequence[str]) -> None:
+    def _sweep(self, session: TransactionClient, decision_log: DecisionLog, last: LogRecord | None, keep: Sequence[str]) -> None:
         """Abort what is left open of the prefix. Ownership is proven after listing by re-appending the last
         record in the coordinator's transaction, which fails if another driver has fenced this one."""
         abort_lingering(session, self._prefix, self._timeout_ms, lambda batch: _prove(decision_log, self._prefix, last, batch), keep)
@@ -681,7 +680,7 @@ class TwoPhaseCommitCoordinator:
                     # Whatever failed after the decision (the commit's error, or its Python worker's death) must not
                     # read as "nothing was written": a retry without writeId is a new job, and would write it all again.
                     # (A stream's restart replays the micro-batch, which is recognised.)
-                    raise KafkaEosEpochCommittedError(
+                    raise Ending.DECIDED_BEFORE_ABORT.error(
                         f"Epoch {epoch} of prefix '{self._prefix}' IS COMMITTED: its decision was taken before the "
                         "failure Spark reports with this error, and this abort finished it. Do not re-run it: all of its "
                         "records are visible (a re-run with the same writeId writes nothing more; one without would "
@@ -693,7 +692,7 @@ class TwoPhaseCommitCoordinator:
                 self._sweep(session, decision_log, last, keep=())
                 self._sweep_stragglers(session, decision_log, last)
 
-    def _sweep_stragglers(self, session: TransactionSession, decision_log: DecisionLog, last: LogRecord | None) -> None:
+    def _sweep_stragglers(self, session: TransactionClient, decision_log: DecisionLog, last: LogRecord | None) -> None:
         """Spark calls abort() as soon as the job fails, while it still stops the epoch's other tasks: a task
         whose write returned just then prepares a transaction nobody will decide (its Python worker lives on,
         so its guard lets it go). Sweep again for :data:`STRAGGLER_GRACE_S`; each sweep proves ownership first,
@@ -756,19 +755,19 @@ def _settle_marker(connection: KafkaConnection, group: str, marker: GroupMarker)
     fix = (f"Fix: kafka-eos recover --bootstrap-servers {connection.bootstrap_servers} --prefix {marker.prefix} "
            f"--decision-log-topic {marker.log_topic}")
     if marker.log_topic not in cluster_metadata(connection).topics:
-        raise KafkaEosRunRefusedError(
+        raise Ending.RUN_REFUSED.error(
             f"consumerGroup '{group}' was moved by {marker.epoch_id} of prefix '{marker.prefix}', but its decision log "
             f"'{marker.log_topic}' no longer exists: nothing can tell whether the records before the group's offsets "
             "were committed. Nothing was read or written. Fix: check that prefix's output, then clear the mark with "
             f"kafka-consumer-groups --group {group} --reset-offsets --to-current --all-topics --execute."
         )
-    decision_log = DecisionLog(options)
+    decision_log = KafkaDecisionLog(options)
 
     def settled() -> bool:
         # Finished (a later record follows only a finished decision), or reset with its recovery.
         last = decision_log.last(marker.prefix)
         if last is None:
-            raise KafkaEosRunRefusedError(
+            raise Ending.RUN_REFUSED.error(
                 f"consumerGroup '{group}' was moved by {marker.epoch_id} of prefix '{marker.prefix}', but its decision log "
                 f"'{marker.log_topic}' has no record of that prefix (the log was deleted and re-created, or compacted "
                 "away): nothing can tell whether the records before the group's offsets were committed. Nothing was "
@@ -786,7 +785,7 @@ def _settle_marker(connection: KafkaConnection, group: str, marker: GroupMarker)
     except KafkaEosCommittedDataLostError as lost:
         raise KafkaEosCommittedDataLostError(f"consumerGroup '{group}' points past records that are lost: {lost}") from lost
     except Exception as err:
-        raise KafkaEosEpochAbortedError(
+        raise Ending.GROUP_NOT_SETTLED.error(
             f"consumerGroup '{group}' points past records of {marker.epoch_id} of prefix '{marker.prefix}' that are "
             f"decided but not yet visible, and rolling that decision forward failed: {err}. Nothing was read or "
             f"written. {fix}"
@@ -824,10 +823,10 @@ def _judge(decision_log: DecisionLog, last: LogRecord | None, epoch: EpochId) ->
     return judgement
 
 
-def _abort_undecided(session: TransactionSession, decision: LogRecord, err: Exception) -> None:
+def _abort_undecided(session: TransactionClient, decision: LogRecord, err: Exception, ending: Ending) -> None:
     """The decision is certainly not in the log: abort its participants, so that nothing pins the LSO."""
     abort_prepared(session, [p.txn for p in decision.participants])
-    raise KafkaEosEpochAbortedError(f"The decision could not be written, so the epoch was aborted (nothing of it is visible): {err}") from err
+    raise ending.error(f"The decision could not be written, so the epoch was aborted (nothing of it is visible): {err}") from err
 
 
 def _prove(decision_log: DecisionLog, prefix: str, last: LogRecord | None, batch: Sequence[TxnDescription]) -> None:
@@ -847,7 +846,7 @@ def _task_commits(messages: Sequence[WriterCommitMessage | None], epoch: EpochId
     tasks = [m for m in messages if isinstance(m, TaskCommit)]
     strangers = sorted({t.epoch_id for t in tasks} - {str(epoch)})
     if strangers:
-        raise KafkaEosEpochAbortedError(f"Tasks of epoch(s) {strangers} were handed to the commit of {epoch}: a bug; nothing was committed.")
+        raise Ending.STRANGER_TASKS.error(f"Tasks of epoch(s) {strangers} were handed to the commit of {epoch}: a bug; nothing was committed.")
     return tasks
 
 

@@ -9,9 +9,9 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from spark_kafka_eos.client_errors import ClientError, KafkaErrorCode
+from spark_kafka_eos.decision_log.records import Position
 from spark_kafka_eos.errors import KafkaEosWriteError
 from spark_kafka_eos.write.commit_message import PartitionCount
-from spark_kafka_eos.write.log_record import Position
 from spark_kafka_eos.write.visibility import record_digest
 
 _PURGED = frozenset({KafkaErrorCode.PURGE_QUEUE, KafkaErrorCode.PURGE_INFLIGHT})

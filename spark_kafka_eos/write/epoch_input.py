@@ -19,8 +19,8 @@ import os
 from collections.abc import Sequence
 from urllib.parse import urlparse
 
+from spark_kafka_eos.decision_log.records import EpochInput, Position
 from spark_kafka_eos.read.reader import ORIGIN_KEY
-from spark_kafka_eos.write.log_record import EpochInput, Position
 
 log = logging.getLogger(__name__)
 

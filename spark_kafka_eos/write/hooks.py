@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from spark_kafka_eos.txn.session import TransactionSession
-from spark_kafka_eos.write.log_record import LogRecord
+from spark_kafka_eos.decision_log.records import LogRecord
+from spark_kafka_eos.txn.protocol import TransactionClient
 
 BEFORE_DECISION = "before_decision"
 AFTER_DECISION = "after_decision"
@@ -20,7 +20,7 @@ POINTS = (BEFORE_DECISION, AFTER_DECISION, DURING_PHASE2)
 class WriterHooks:
     """Called by the coordinator (driver) and the task writer (executors)."""
 
-    def at(self, point: str, session: TransactionSession, decision: LogRecord) -> None:
+    def at(self, point: str, session: TransactionClient, decision: LogRecord) -> None:
         """The coordinator reached ``point`` of the commit of ``decision``."""
 
     def task_input(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

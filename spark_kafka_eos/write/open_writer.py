@@ -13,6 +13,7 @@ from pyspark.sql.datasource import DataSourceStreamWriter
 from pyspark.sql.types import StructType
 
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos.decision_log.records import EpochId
 from spark_kafka_eos.spark_support import has_arrow_stream_writers
 from spark_kafka_eos.worker_gc import freeze_driver_call_heap
 from spark_kafka_eos.write.broker_support import require_transaction_admin_apis
@@ -21,7 +22,6 @@ from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
 from spark_kafka_eos.write.input_schema import InputColumns, validate_input_schema
 from spark_kafka_eos.write.legacy_stream_writer import KafkaEosLegacyStreamWriter
-from spark_kafka_eos.write.log_record import EpochId
 from spark_kafka_eos.write.ownership import Verdict
 from spark_kafka_eos.write.transaction_timeout import resolve_transaction_timeout_ms
 from spark_kafka_eos.write.writer import KafkaEosBatchWriter

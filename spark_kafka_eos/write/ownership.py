@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from spark_kafka_eos.write.log_record import EpochId, LogRecord
+from spark_kafka_eos.decision_log.records import EpochId, LogRecord
 
 
 class Verdict(Enum):

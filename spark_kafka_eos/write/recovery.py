@@ -19,22 +19,23 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from spark_kafka_eos.decision_log.coordinator_id import coordinator_transactional_id
+from spark_kafka_eos.decision_log.records import LogRecord, Participant
 from spark_kafka_eos.errors import (
     KafkaEosCommitOutcomeUnknownError,
     KafkaEosCommittedDataLostError,
     KafkaEosOutputUnverifiableError,
 )
+from spark_kafka_eos.txn.protocol import TransactionClient
 from spark_kafka_eos.txn.session import (
     PreparedTxnState,
-    TransactionSession,
     TxnDescription,
     TxnFencedError,
     TxnInvalidStateError,
     TxnSessionError,
     TxnState,
 )
-from spark_kafka_eos.write.log_record import LogRecord, Participant
-from spark_kafka_eos.write.transactional_id import belongs_to_prefix, coordinator_transactional_id
+from spark_kafka_eos.write.transactional_id import belongs_to_prefix
 from spark_kafka_eos.write.visibility import ProbeNotStable, ProbeRemoved
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ T = TypeVar("T")
 Item = TypeVar("Item")
 
 
-def roll_forward(session: TransactionSession, decision: LogRecord, visible: VisibilityCheck, just_decided: bool = False) -> None:
+def roll_forward(session: TransactionClient, decision: LogRecord, visible: VisibilityCheck, just_decided: bool = False) -> None:
     """Commit every participant of ``decision`` that is still open. A participant that can no longer be
     committed is lost only if its records are not visible either; that fails loudly. ``just_decided``: the
     caller saw every participant open right before it decided, so EndTxn goes to each at once, and only one
@@ -147,7 +148,7 @@ def _in_parallel(call: Callable[[Item], T], items: Sequence[Item]) -> list[T]:
         return list(pool.map(call, items))
 
 
-def _commit(session: TransactionSession, p: Participant) -> tuple[Participant, TxnDescription] | None:
+def _commit(session: TransactionClient, p: Participant) -> tuple[Participant, TxnDescription] | None:
     try:
         session.commit(p.txn)
         return None
@@ -158,7 +159,7 @@ def _commit(session: TransactionSession, p: Participant) -> tuple[Participant, T
         return None if committable(p, now) and now.state in _COMMITTED else (p, now)
 
 
-def abort_prepared(session: TransactionSession, states: Iterable[PreparedTxnState]) -> None:
+def abort_prepared(session: TransactionClient, states: Iterable[PreparedTxnState]) -> None:
     """Abort exactly these transactions (by producer id and epoch) if they are still open."""
     def abort(state: PreparedTxnState) -> None:
         try:
@@ -169,7 +170,7 @@ def abort_prepared(session: TransactionSession, states: Iterable[PreparedTxnStat
     _in_parallel(abort, list(states))
 
 
-def open_transactions(session: TransactionSession, prefix: str) -> list[TxnDescription]:
+def open_transactions(session: TransactionClient, prefix: str) -> list[TxnDescription]:
     """The open transactions of ``prefix`` (task ids and the coordinator's), described."""
     ids = sorted(
         t.transactional_id for t in session.list_transactions(state_filters=[TxnState.ONGOING.value], id_prefix=f"{prefix}-")
@@ -179,7 +180,7 @@ def open_transactions(session: TransactionSession, prefix: str) -> list[TxnDescr
 
 
 def abort_lingering(
-    session: TransactionSession, prefix: str, transaction_timeout_ms: int,
+    session: TransactionClient, prefix: str, transaction_timeout_ms: int,
     prove_ownership: Callable[[Sequence[TxnDescription]], None],
     keep: Iterable[str] = (), listed: Sequence[TxnDescription] | None = None,
 ) -> list[str]:
@@ -208,7 +209,7 @@ def abort_lingering(
     return aborted
 
 
-def _fence(session: TransactionSession, d: TxnDescription, transaction_timeout_ms: int) -> str:
+def _fence(session: TransactionClient, d: TxnDescription, transaction_timeout_ms: int) -> str:
     """Abort ``d`` by its producer id and epoch, and fence its id; its id, or "" if it moved on since it was listed."""
     try:
         # InitProducerId with the producer id and epoch seen: aborts that transaction and bumps the

@@ -33,13 +33,14 @@ from pyspark import TaskContext
 
 from spark_kafka_eos.client_errors import ClientCallError, ClientError, KafkaErrorCode
 from spark_kafka_eos.cluster import cached_session, cluster_metadata, known_topic
-from spark_kafka_eos.config.engine import Engine
 from spark_kafka_eos.config.writer import STATS_INTERVAL_MS, WriterOptions
+from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos.decision_log.records import EpochId, Position
 from spark_kafka_eos.errors import KafkaEosWriteError
+from spark_kafka_eos.native.engine import Engine
 from spark_kafka_eos.retry import OPERATION_TIMEOUT_S
 from spark_kafka_eos.txn.session import PreparedTxnState, TxnState
 from spark_kafka_eos.write.commit_message import PartitionCount, SourceOffset, TaskCommit
-from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.delivery_reports import write_error
 from spark_kafka_eos.write.input_schema import (
     SOURCE_OFFSET,
@@ -47,7 +48,6 @@ from spark_kafka_eos.write.input_schema import (
     SOURCE_TOPIC,
     InputColumns,
 )
-from spark_kafka_eos.write.log_record import EpochId, Position
 from spark_kafka_eos.write.ownership import already_decided
 from spark_kafka_eos.write.producers import open_producer
 from spark_kafka_eos.write.producers.producer_client import ProducerClient
@@ -183,7 +183,7 @@ def epoch_already_decided(options: WriterOptions, epoch: EpochId) -> bool:
         found = metadata.topics.get(options.decision_log_topic)
         if found is None or found.error is not None:
             return False
-    return already_decided(DecisionLog(options).last(options.prefix, scan_unindexed=False), epoch)
+    return already_decided(KafkaDecisionLog(options).last(options.prefix, scan_unindexed=False), epoch)
 
 
 def _decided_or_abort(options: WriterOptions, epoch: EpochId, prepared: PreparedTxnState) -> bool:

@@ -19,9 +19,9 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from spark_kafka_eos.write.log_record import EpochId
+from spark_kafka_eos.decision_log.coordinator_id import coordinator_transactional_id
+from spark_kafka_eos.decision_log.records import EpochId
 
-COORDINATOR_SUFFIX = "coordinator"
 GENERATIONS = 2
 SLOTS = 4
 """Ids a task attempt may choose from: ``attempt``, ``attempt + SLOT_STRIDE``, ... It takes the first one
@@ -45,10 +45,6 @@ def task_transactional_id(prefix: str, epoch: EpochId, spark_partition: int, att
 def task_transactional_id_candidates(prefix: str, epoch: EpochId, spark_partition: int, attempt_number: int) -> list[str]:
     """The ids a task attempt may use, in order of preference."""
     return [task_transactional_id(prefix, epoch, spark_partition, attempt_number, slot) for slot in range(SLOTS)]
-
-
-def coordinator_transactional_id(prefix: str) -> str:
-    return f"{prefix}-{COORDINATOR_SUFFIX}"
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from confluent_kafka.admin import ConfigResource, OffsetSpec
 from spark_kafka_eos.cluster import admin_client, point_reader
 from spark_kafka_eos.config.reader import Subscription, internal_read_options
 from spark_kafka_eos.config.writer import WriterOptions
+from spark_kafka_eos.decision_log.records import Position
 from spark_kafka_eos.read.partition_reader import read_offset_range
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.retry import REQUEST_TIMEOUT_S
-from spark_kafka_eos.write.log_record import Position
 
 
 def record_digest(key: str | bytes | None, value: str | bytes | None) -> str:

@@ -11,13 +11,13 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from spark_kafka_eos.config.writer import WriterOptions
-from spark_kafka_eos.errors import KafkaEosEpochAbortedError, KafkaEosRunRefusedError
+from spark_kafka_eos.decision_log.records import EpochId
 from spark_kafka_eos.worker_gc import freeze_driver_call_heap, freeze_worker_heap
 from spark_kafka_eos.write.commit_message import TaskCommit
+from spark_kafka_eos.write.commit_outcomes import Ending
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.hooks import WriterHooks
 from spark_kafka_eos.write.input_schema import InputColumns
-from spark_kafka_eos.write.log_record import EpochId
 from spark_kafka_eos.write.task_producer import count_task_input, write_task
 
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
@@ -52,7 +52,7 @@ class StreamWriterCore(_KafkaEosWriterBase):
         query_id = context.getLocalProperty(QUERY_ID_PROPERTY) if context else None
         batch_id = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
         if not query_id or batch_id is None:
-            raise KafkaEosRunRefusedError(
+            raise Ending.RUN_REFUSED.error(
                 f"The task has no {QUERY_ID_PROPERTY} / {BATCH_ID_PROPERTY} property, so its micro-batch cannot be "
                 "identified; nothing was written. kafka_eos needs Spark 4 structured streaming (micro-batch triggers)."
             )
@@ -107,8 +107,8 @@ def _stream_epoch(messages: Sequence[WriterCommitMessage | None], batch_id: int)
         return None
     epoch = epochs.pop()
     if epochs or epoch.batch_id != batch_id:
-        raise KafkaEosEpochAbortedError(f"Tasks of {sorted(map(str, epochs | {epoch}))} were handed to the commit of micro-batch "
-                                  f"{batch_id}: a bug; nothing was committed.")
+        raise Ending.STRANGER_TASKS.error(f"Tasks of {sorted(map(str, epochs | {epoch}))} were handed to the commit of micro-batch "
+                                          f"{batch_id}: a bug; nothing was committed.")
     return epoch
 
 

@@ -19,8 +19,8 @@ import pyarrow as pa
 from confluent_kafka import Producer
 
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
-from spark_kafka_eos.write.decision_log import DecisionLog
-from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
+from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos.decision_log.records import EpochId, LogRecord, Participant
 from tests.benchmarks.common import bootstrap_servers, produce
 
 TASKS = 8
@@ -47,7 +47,7 @@ def options(bootstrap: str, log_topic: str, prefix: str, topic: str = "orders", 
 
 def commit_times_ms(opts: WriterOptions, commits: int, first_batch: int = 0) -> tuple[float, list[float]]:
     """(the prefix's first commit, the following ones), each ``last`` + ``append``, in milliseconds."""
-    decision_log = DecisionLog(opts)
+    decision_log = KafkaDecisionLog(opts)
     decision_log.ensure_topic()
     decision_log.fence(opts.prefix)
     times = []
@@ -95,7 +95,7 @@ def seed_history(opts: WriterOptions, runs: int) -> bool:
         record = LogRecord("complete", opts.prefix, entries[-1][0], history=entries)  # type: ignore[call-arg]
     except TypeError:
         return False
-    decision_log = DecisionLog(opts)
+    decision_log = KafkaDecisionLog(opts)
     decision_log.ensure_topic()
     decision_log.append(record)
     return True

@@ -9,8 +9,8 @@ import uuid
 import pyarrow as pa
 
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos.decision_log.records import EpochId
 from spark_kafka_eos.write.commit_message import TaskCommit
-from spark_kafka_eos.write.log_record import EpochId
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from tests.harness.kafka import KafkaTestCluster
 

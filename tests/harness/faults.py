@@ -26,10 +26,11 @@ import pyarrow as pa
 from pyspark import TaskContext
 
 from spark_kafka_eos.datasource import KafkaEosDataSource
+from spark_kafka_eos.decision_log.records import LogRecord
 from spark_kafka_eos.errors import KafkaEosError, KafkaEosOptionError
-from spark_kafka_eos.txn.session import PreparedTxnState, TransactionSession
+from spark_kafka_eos.txn.protocol import TransactionClient
+from spark_kafka_eos.txn.session import PreparedTxnState
 from spark_kafka_eos.write.hooks import AFTER_DECISION, NO_HOOKS, POINTS, WriterHooks
-from spark_kafka_eos.write.log_record import LogRecord
 
 FAULTS_FORMAT = "kafka_eos_faults"
 FAIL_AT_OPTION = "testing.failAt"
@@ -58,7 +59,7 @@ class FaultHooks(WriterHooks):
             raise KafkaEosOptionError(FAIL_AT_OPTION, f"is {spec!r}.", f"use one of {', '.join(POINTS + (TASK_POINT,))}.")
         return cls(point, mode)
 
-    def at(self, point: str, session: TransactionSession, decision: LogRecord) -> None:
+    def at(self, point: str, session: TransactionClient, decision: LogRecord) -> None:
         if point != self.point:
             return
         if point == "during_phase2":
@@ -87,7 +88,7 @@ class AbortAfterDecision(WriterHooks):
     victim: PreparedTxnState
     fence: bool = False
 
-    def at(self, point: str, session: TransactionSession, decision: LogRecord) -> None:
+    def at(self, point: str, session: TransactionClient, decision: LogRecord) -> None:
         if point != AFTER_DECISION:
             return
         if self.fence:

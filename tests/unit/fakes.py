@@ -6,9 +6,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Self
+from typing import Self, TypedDict
 
+from spark_kafka_eos.config.connection import KafkaConnection
 from spark_kafka_eos.config.writer import WriterOptions
+from spark_kafka_eos.decision_log.protocol import DecisionLog
+from spark_kafka_eos.decision_log.records import ArchiveRef, HistoryEntry, LogRecord, Participant, archive_overflow
+from spark_kafka_eos.txn.protocol import TransactionClient
 from spark_kafka_eos.txn.session import (
     PreparedTxnState,
     TxnDescription,
@@ -18,7 +22,6 @@ from spark_kafka_eos.txn.session import (
     TxnState,
     TxnTimeoutError,
 )
-from spark_kafka_eos.write.log_record import ArchiveRef, HistoryEntry, LogRecord, archive_overflow
 
 TIMEOUT_MS = 60_000
 _producer_ids = itertools.count(1000)
@@ -200,6 +203,9 @@ class FakeDecisionLog:
             raise failure
 
 
+    def records_since(self, since: int = 0) -> tuple[list[LogRecord], int]:
+        return list(self.cluster.records[since:]), len(self.cluster.records)
+
     def keep_for_reuse(self) -> None:
         """Nothing is kept: every operation fences anew, as drivers in separate processes do."""
 
@@ -209,7 +215,15 @@ class FakeDecisionLog:
             raise TxnFencedError("the coordinator id was fenced by another driver", f"{prefix}-coordinator", "AddOffsetsToTxn")
 
 
-def fake_seams(cluster: Cluster) -> dict[str, Callable[..., object]]:
+class CoordinatorSeams(TypedDict):
+    """The keyword arguments of :class:`TwoPhaseCommitCoordinator` that reach Kafka."""
+
+    open_log: Callable[[WriterOptions], DecisionLog]
+    session_of: Callable[[KafkaConnection], TransactionClient]
+    visible: Callable[[Participant], bool]
+
+
+def fake_seams(cluster: Cluster) -> CoordinatorSeams:
     """Keyword arguments for :class:`TwoPhaseCommitCoordinator`."""
     return {
         "open_log": lambda options: FakeDecisionLog(cluster),

@@ -42,7 +42,11 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import ConfigResource
 
-import spark_kafka_eos.write.log_record as log_record_module
+import spark_kafka_eos.decision_log.records as log_record_module
+from spark_kafka_eos.decision_log.coordinator_id import COORDINATOR_TRANSACTION_TIMEOUT_MS, coordinator_transactional_id
+from spark_kafka_eos.decision_log.group_marker import GroupMarker
+from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog, RecordNotCommittedError
+from spark_kafka_eos.decision_log.records import EpochId, LogRecord
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
 from spark_kafka_eos.read.planner import OffsetRange
 from spark_kafka_eos.txn.session import (
@@ -54,11 +58,8 @@ from spark_kafka_eos.txn.session import (
     TxnState,
 )
 from spark_kafka_eos.write.commit_message import TaskCommit
-from spark_kafka_eos.write.decision_log import COORDINATOR_TRANSACTION_TIMEOUT_MS, DecisionLog, RecordNotCommittedError
-from spark_kafka_eos.write.group_marker import GroupMarker
-from spark_kafka_eos.write.log_record import EpochId, LogRecord
 from spark_kafka_eos.write.ownership import already_decided
-from spark_kafka_eos.write.transactional_id import coordinator_transactional_id, task_transactional_id_candidates
+from spark_kafka_eos.write.transactional_id import task_transactional_id_candidates
 from spark_kafka_eos.write.visibility import record_digest
 from tests.unit.fakes import NothingToClose
 
@@ -419,42 +420,42 @@ class ModelSession(NothingToClose):
 
 
 class ModelDecisionLog:
-    """The DecisionLog subset the coordinator uses, over the model: one instance per operation, which fences
+    """The KafkaDecisionLog subset the coordinator uses, over the model: one instance per operation, which fences
     the coordinator id (InitProducerId) the first time it needs it, as a new coordinator producer does."""
 
     def __init__(self, model: KafkaModel) -> None:
         self.model = model
         self.holder: PreparedTxnState | None = None
         self.fenced_as: PreparedTxnState | None = None
-        # The bookkeeping DecisionLog keeps for keep_history_mark (when the code under test has it).
+        # The bookkeeping KafkaDecisionLog keeps for keep_history_mark (when the code under test has it).
         self._id_committed = True
         self._last_seen: dict[str, LogRecord] = {}
 
-    keep_history_mark = getattr(DecisionLog, "keep_history_mark", lambda self, prefix: None)
-    """The real DecisionLog's: after an operation that fenced and committed nothing, re-append the last record seen."""
+    keep_history_mark = getattr(KafkaDecisionLog, "keep_history_mark", lambda self, prefix: None)
+    """The real KafkaDecisionLog's: after an operation that fenced and committed nothing, re-append the last record seen."""
 
     def ensure_topic(self) -> None:
         if not self.model.log_exists:
             self.model.log_exists = True  # created, empty
 
     def fence(self, prefix: str) -> None:
-        """As DecisionLog's: a fence that replaces this log's own earlier one must take the id's next epoch."""
+        """As KafkaDecisionLog's: a fence that replaces this log's own earlier one must take the id's next epoch."""
         if self.holder is None:
             txn_id = coordinator_transactional_id(prefix)
             pid, epoch = self.model.init_producer_id(txn_id, COORDINATOR_TRANSACTION_TIMEOUT_MS)
             self.holder = PreparedTxnState(txn_id, pid, epoch)
             self._id_committed = False
             self._last_seen.pop(prefix, None)
-            refuse = getattr(DecisionLog, "_refuse_unless_successor", lambda prefix, before, now: None)
+            refuse = getattr(KafkaDecisionLog, "_refuse_unless_successor", lambda prefix, before, now: None)
             try:
                 refuse(prefix, self.fenced_as, self.holder)
             except KafkaEosDecisionLogError:
-                self.holder = None  # as DecisionLog: the refused producer is never used
+                self.holder = None  # as KafkaDecisionLog: the refused producer is never used
                 raise
             self.fenced_as = self.holder
 
     def fenced_last(self, prefix: str, anew: bool = False) -> LogRecord | None:
-        """As DecisionLog's: fence (anew: the log's own producer too), read the last record, mark a new fence at once."""
+        """As KafkaDecisionLog's: fence (anew: the log's own producer too), read the last record, mark a new fence at once."""
         if anew:
             self.holder = self.fenced_as = None
             self._last_seen.pop(prefix, None)
@@ -481,7 +482,7 @@ class ModelDecisionLog:
         if pending is not None and meta is not None and meta.state == TxnState.ONGOING:
             self.model.advance(meta.start_ms + meta.timeout_ms + 1 - self.model.clock_ms)
         if not self.model.log_exists:
-            self.ensure_topic()  # DecisionLog.last looks at the topic again before scanning
+            self.ensure_topic()  # KafkaDecisionLog.last looks at the topic again before scanning
             return None
         last = self.model.last(prefix)
         if last is not None:
@@ -525,7 +526,7 @@ class ModelDecisionLog:
         self._commit(holder, record.prefix)
         self._last_seen[record.prefix] = record
         if fault in ("lost_response", "lost_response_recovered"):
-            # As DecisionLog, when its commit fails: the outcome (and so the prefix's last record) is unknown.
+            # As KafkaDecisionLog, when its commit fails: the outcome (and so the prefix's last record) is unknown.
             self.holder, self._id_committed = None, False
             self._last_seen.pop(record.prefix, None)
             if fault == "lost_response_recovered" and self.model.on_lost_response is not None:
@@ -537,7 +538,7 @@ class ModelDecisionLog:
             (holder.transactional_id, holder.producer_id, holder.producer_epoch)))
 
     def _commit(self, holder: PreparedTxnState, prefix: str) -> None:
-        """Commit the coordinator's transaction; a refusal fails as DecisionLog's commit does."""
+        """Commit the coordinator's transaction; a refusal fails as KafkaDecisionLog's commit does."""
         try:
             self.model.end_txn(holder, commit=True)
         except (TxnFencedError, TxnInvalidStateError) as err:
@@ -555,7 +556,7 @@ class ModelDecisionLog:
 
     def archive(self, prefix: str, history: tuple[tuple[str, int], ...],
                 archives: tuple[tuple[int, str], ...]) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[int, str], ...]]:
-        """As DecisionLog.archive: once the history outgrows its limit, its oldest runs are committed to an archive
+        """As KafkaDecisionLog.archive: once the history outgrows its limit, its oldest runs are committed to an archive
         record of their own (in a coordinator transaction) and dropped from the history."""
         overflow = getattr(log_record_module, "archive_overflow", lambda history: None)(history)
         if overflow is None:
@@ -570,7 +571,7 @@ class ModelDecisionLog:
         return kept, (*archives, (offset, value))
 
     def archived_runs(self, record: LogRecord) -> tuple[tuple[str, int], ...]:
-        """As DecisionLog.archived_runs: an archive that is gone (the log re-created) is an error."""
+        """As KafkaDecisionLog.archived_runs: an archive that is gone (the log re-created) is an error."""
         runs: list[tuple[str, int]] = []
         for offset, expected in getattr(record, "archives", ()):
             found = self.model.archives.get(offset)

@@ -11,9 +11,10 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from spark_kafka_eos import cli, compiled
 from spark_kafka_eos.client_errors import ClientCallError, ClientError, KafkaErrorCode
+from spark_kafka_eos.error_text import error_text
 from spark_kafka_eos.errors import KafkaEosWriteError
+from spark_kafka_eos.native import clients as compiled
 from spark_kafka_eos.write.input_schema import InputColumns
 from spark_kafka_eos.write.producers.confluent import ConfluentProducer
 
@@ -46,7 +47,7 @@ def test_a_record_refused_once_the_queue_has_room_is_the_tasks_write_error() -> 
 
 def test_the_cli_prints_a_client_call_error_as_a_kafka_error() -> None:
     error = ClientCallError(ClientError(-185, "_TIMED_OUT", "Local: Timed out"))
-    assert cli._error_text(error) == "Kafka: Local: Timed out"
+    assert error_text(error) == "Kafka: Local: Timed out"
 
 
 def test_a_compiled_wheel_without_error_names_still_reports_the_code(monkeypatch: pytest.MonkeyPatch) -> None:

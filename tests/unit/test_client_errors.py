@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError
 
 import spark_kafka_eos
 from spark_kafka_eos.client_errors import ClientError, KafkaErrorCode
-from spark_kafka_eos.native_extension import native_module
+from spark_kafka_eos.native.extension import native_module
 
 
 def _librdkafka_name(code: KafkaErrorCode) -> str:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from spark_kafka_eos import cli
 from spark_kafka_eos.errors import (
     CommitOutcome,
     KafkaEosCommitError,
@@ -20,6 +20,8 @@ from spark_kafka_eos.errors import (
     KafkaEosWriteError,
     commit_outcome,
 )
+from spark_kafka_eos.ops import console as cli
+from spark_kafka_eos.write.commit_outcomes import Ending
 
 OUTCOMES: list[tuple[type[KafkaEosCommitError], CommitOutcome, bool, int]] = [
     (KafkaEosEpochAbortedError, CommitOutcome.ABORTED, True, 2),
@@ -87,3 +89,22 @@ def test_the_command_line_tool_exits_2_on_any_other_error(monkeypatch: pytest.Mo
     monkeypatch.setattr(cli, "open_session", lambda connection: nullcontext())
 
     assert cli.main(["recover", "--bootstrap-servers", "127.0.0.1:9", "--prefix", "p"]) == 2
+
+
+def operations_page_endings() -> list[tuple[str, str, str, str]]:
+    """The rows of the operations page's table "How a commit ends": (when, what happened, outcome, participants)."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    section = page[page.index("## How a commit ends"):]
+    section = section[:section.index("\n## ")]
+    rows = [line.strip("|").split(" | ") for line in section.splitlines() if line.startswith("| ") and not line.startswith("| when ")]
+    return [(when.strip(), happened, outcome.strip("`"), participants.strip()) for when, happened, outcome, participants in rows]
+
+
+def test_the_operations_page_shows_the_coordinators_table_of_endings_row_for_row() -> None:
+    assert operations_page_endings() == [(e.moment, e.happened, e.outcome.value, e.participants) for e in Ending]
+
+
+@pytest.mark.parametrize("ending", list(Ending), ids=lambda e: e.name)
+def test_each_ending_raises_the_error_of_its_outcome(ending: Ending) -> None:
+    error = ending.error("what happened")
+    assert error.outcome == ending.outcome and commit_outcome(str(error)) == ending.outcome

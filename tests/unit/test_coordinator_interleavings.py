@@ -10,6 +10,8 @@ from collections.abc import Iterable
 
 import pytest
 
+from spark_kafka_eos.decision_log import records as log_record
+from spark_kafka_eos.decision_log.records import EpochId, LogRecord, Participant
 from spark_kafka_eos.errors import (
     KafkaEosCommittedDataLostError,
     KafkaEosDecisionLogError,
@@ -18,10 +20,8 @@ from spark_kafka_eos.errors import (
     KafkaEosRunRefusedError,
 )
 from spark_kafka_eos.txn.session import TxnDescription, TxnState
-from spark_kafka_eos.write import log_record
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
 from spark_kafka_eos.write.ownership import Verdict
 from spark_kafka_eos.write.transactional_id import task_transactional_id
 from tests.harness.faults import AbortAfterDecision
@@ -32,7 +32,7 @@ Q1, Q2 = "query-1", "query-2"
 
 
 def coordinator(cluster: Cluster) -> TwoPhaseCommitCoordinator:
-    return TwoPhaseCommitCoordinator(options(PREFIX), TIMEOUT_MS, **fake_seams(cluster))  # type: ignore[arg-type]
+    return TwoPhaseCommitCoordinator(options(PREFIX), TIMEOUT_MS, **fake_seams(cluster))
 
 
 def task(cluster: Cluster, epoch: EpochId, partition: int, attempt: int = 0, started_ms: int | None = None) -> TaskCommit:
@@ -100,8 +100,9 @@ def test_phase_2_of_its_own_decision_commits_each_participant_without_describing
     cluster = Cluster()
     session = _DescribesAfterDecision(cluster)
     tasks = [task(cluster, EpochId.stream(Q1, 0), p) for p in (0, 1, 2)]
-    seams = {**fake_seams(cluster), "session_of": lambda connection: session}
-    TwoPhaseCommitCoordinator(options(PREFIX), TIMEOUT_MS, **seams).commit(EpochId.stream(Q1, 0), tasks)  # type: ignore[arg-type]
+    seams = fake_seams(cluster)
+    seams["session_of"] = lambda connection: session
+    TwoPhaseCommitCoordinator(options(PREFIX), TIMEOUT_MS, **seams).commit(EpochId.stream(Q1, 0), tasks)
     assert committed(cluster, *tasks)
     assert session.described == []  # the participants were seen open right before the decision
 
@@ -237,7 +238,7 @@ def test_abort_of_a_decided_epoch_rolls_it_forward() -> None:
     tasks = [task(cluster, EpochId.stream(Q1, 0), p) for p in (0, 1)]
     cluster.transient_commit_failures = 1_000  # phase 2 cannot finish now
     with pytest.raises(KafkaEosEpochCommittedError, match="IS COMMITTED"):
-        TwoPhaseCommitCoordinator(options(PREFIX), TIMEOUT_MS, **fake_seams(cluster)).commit(  # type: ignore[arg-type]
+        TwoPhaseCommitCoordinator(options(PREFIX), TIMEOUT_MS, **fake_seams(cluster)).commit(
             EpochId.stream(Q1, 0), tasks)
     cluster.transient_commit_failures = 0
     cluster.failing_appends.clear()
@@ -253,7 +254,7 @@ def test_abort_of_a_decided_batch_job_rolls_it_forward_and_says_it_is_committed(
     tasks = [task(cluster, job, p) for p in (0, 1)]
     cluster.transient_commit_failures = 1_000  # phase 2 cannot finish now
     with pytest.raises(KafkaEosEpochCommittedError, match="IS COMMITTED"):
-        TwoPhaseCommitCoordinator(options(PREFIX), TIMEOUT_MS, **fake_seams(cluster)).commit(job, tasks)  # type: ignore[arg-type]
+        TwoPhaseCommitCoordinator(options(PREFIX), TIMEOUT_MS, **fake_seams(cluster)).commit(job, tasks)
     cluster.transient_commit_failures = 0
     with pytest.raises(KafkaEosEpochCommittedError, match="IS COMMITTED.*Do not re-run"):
         coordinator(cluster).abort(job, tasks)  # Spark calls abort after commit raised

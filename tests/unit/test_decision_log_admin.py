@@ -9,10 +9,10 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigEntry, ConfigResource
 
+from spark_kafka_eos.decision_log import kafka_log as decision_log_module
+from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
 from spark_kafka_eos.txn.session import PreparedTxnState
-from spark_kafka_eos.write import decision_log as decision_log_module
-from spark_kafka_eos.write.decision_log import DecisionLog
 from tests.unit.fakes import options as writer_options
 
 
@@ -37,7 +37,7 @@ def test_a_describe_that_times_out_is_asked_again_of_a_new_admin_client(monkeypa
     """After a broker's SIGKILL the kept client may wait for the dead controller until its request times out."""
     stale, fresh = _Admin(KafkaError._TIMED_OUT), _Admin()
     monkeypatch.setattr(decision_log_module, "renew_admin_client", lambda connection: fresh)
-    log = DecisionLog(writer_options("p"))
+    log = KafkaDecisionLog(writer_options("p"))
     log._admin = stale  # type: ignore[assignment]
     log._check_cleanup_policy()
     assert (stale.calls, fresh.calls) == (1, 1)
@@ -46,7 +46,7 @@ def test_a_describe_that_times_out_is_asked_again_of_a_new_admin_client(monkeypa
 def test_other_errors_are_not_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
     stale, fresh = _Admin(KafkaError.POLICY_VIOLATION), _Admin()
     monkeypatch.setattr(decision_log_module, "renew_admin_client", lambda connection: fresh)
-    log = DecisionLog(writer_options("p"))
+    log = KafkaDecisionLog(writer_options("p"))
     log._admin = stale  # type: ignore[assignment]
     with pytest.raises(KafkaException):
         log._check_cleanup_policy()
@@ -57,11 +57,11 @@ def test_a_producer_replacing_the_operations_own_must_take_the_ids_next_epoch() 
     """The coordinator producer of an operation is replaced when its commit's answer was lost; another driver may have
     initialised the id in between, and the operation must not write what it read before."""
     mine = PreparedTxnState("p-coordinator", 7, 3)
-    DecisionLog._refuse_unless_successor("p", None, mine)  # the operation's first fence
-    DecisionLog._refuse_unless_successor("p", mine, PreparedTxnState("p-coordinator", 7, 4))
+    KafkaDecisionLog._refuse_unless_successor("p", None, mine)  # the operation's first fence
+    KafkaDecisionLog._refuse_unless_successor("p", mine, PreparedTxnState("p-coordinator", 7, 4))
     for other in (PreparedTxnState("p-coordinator", 7, 5), PreparedTxnState("p-coordinator", 8, 0)):
         with pytest.raises(KafkaEosDecisionLogError, match="no longer owns prefix p"):
-            DecisionLog._refuse_unless_successor("p", mine, other)
+            KafkaDecisionLog._refuse_unless_successor("p", mine, other)
 
 
 def test_a_replacing_producer_that_is_not_the_successor_is_dropped_and_refused_again(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -82,7 +82,7 @@ def test_a_replacing_producer_that_is_not_the_successor_is_dropped_and_refused_a
 
     monkeypatch.setattr(decision_log_module, "cached_session", lambda connection: Session())
     monkeypatch.setattr(decision_log_module, "start_transactional_producer", lambda config, topic, timeout: object())
-    decision_log = DecisionLog(writer_options())
+    decision_log = KafkaDecisionLog(writer_options())
     decision_log.fence("p")  # the operation's fence: epoch 3
     decision_log._producer = None  # its commit's answer was lost: its next transaction needs a new producer
     for _ in range(2):

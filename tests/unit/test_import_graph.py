@@ -90,6 +90,32 @@ def test_no_subpackage_imports_one_that_imports_it_back() -> None:
     assert circles(packages) == []
 
 
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        for target in graph[stack.pop()] - seen:
+            seen.add(target)
+            stack.append(target)
+    return seen
+
+
+def test_the_decision_log_depends_on_neither_the_write_path_nor_the_operator_tools() -> None:
+    graph = import_graph()
+    log_modules = [name for name in graph if subpackage(name) == f"{PACKAGE}.decision_log"]
+    assert f"{PACKAGE}.decision_log.protocol" in log_modules
+    above = {f"{PACKAGE}.write", f"{PACKAGE}.ops", f"{PACKAGE}.cli"}
+    assert {m: sorted(t for t in reachable(graph, m) if subpackage(t) in above) for m in log_modules} == {m: [] for m in log_modules}
+
+
+def test_only_the_command_entry_point_imports_the_operator_tools() -> None:
+    graph = import_graph()
+    importers = {name for name, targets in graph.items()
+                 if subpackage(name) != f"{PACKAGE}.ops" and any(subpackage(t) == f"{PACKAGE}.ops" for t in targets)}
+    assert importers == {f"{PACKAGE}.cli"}
+
+
 def rust_module_graph() -> dict[str, set[str]]:
     """Rust module -> the crate's modules it uses (``crate::<module>``), its ``#[cfg(test)]`` part left out."""
     modules = {path.stem: path.read_text().split("#[cfg(test)]")[0] for path in NATIVE_SOURCES.glob("*.rs")}

@@ -6,8 +6,7 @@ import os
 
 import pytest
 
-from spark_kafka_eos.errors import KafkaEosDecisionLogError
-from spark_kafka_eos.write.log_envelope import (
+from spark_kafka_eos.decision_log.envelope import (
     MAX_INLINE_BYTES,
     Manifest,
     chunk_key,
@@ -17,6 +16,7 @@ from spark_kafka_eos.write.log_envelope import (
     parse_head,
     split,
 )
+from spark_kafka_eos.errors import KafkaEosDecisionLogError
 
 PREFIX = "orders-etl"
 

@@ -70,24 +70,26 @@ from hypothesis import HealthCheck, reproduce_failure, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
-import spark_kafka_eos.cli as cli_module
+import spark_kafka_eos.decision_log.records as log_record_module
+import spark_kafka_eos.ops.console as cli_module
 import spark_kafka_eos.retry as retry_module
 import spark_kafka_eos.write.consumer_group as consumer_group_module
 import spark_kafka_eos.write.coordinator as coordinator_module
 import spark_kafka_eos.write.epoch_input as epoch_input_module
-import spark_kafka_eos.write.log_record as log_record_module
+import spark_kafka_eos.write.prefix_repair as prefix_repair_module
 import spark_kafka_eos.write.recovery as recovery_module
 import spark_kafka_eos.write.visibility as visibility_module
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos.decision_log.coordinator_id import coordinator_transactional_id
+from spark_kafka_eos.decision_log.records import EpochId, LogRecord
 from spark_kafka_eos.errors import KafkaEosCommittedDataLostError, KafkaEosError, KafkaEosOutputUnverifiableError
 from spark_kafka_eos.read.reader import ORIGIN_KEY
 from spark_kafka_eos.txn.session import PreparedTxnState, TxnDescription, TxnListing, TxnState
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.hooks import AFTER_DECISION, BEFORE_DECISION, DURING_PHASE2, NO_HOOKS, WriterHooks
-from spark_kafka_eos.write.log_record import EpochId, LogRecord
 from spark_kafka_eos.write.ownership import Verdict
-from spark_kafka_eos.write.transactional_id import belongs_to_prefix, coordinator_transactional_id
+from spark_kafka_eos.write.transactional_id import belongs_to_prefix
 from tests.unit.kafka_model import (
     DAY_MS,
     SOURCE_TOPIC,
@@ -108,7 +110,7 @@ from tests.unit.kafka_model import (
 # -- known gaps: False keeps the rules that reach them out of the run ---------------------------------------
 PLAY_LOG_LOSS_AFTER_A_CRASH_BETWEEN_FENCE_AND_COMMIT = False
 """Limit, narrowed (README, "What Kafka forgets"): a fence now commits the prefix's last record again at once
-(``DecisionLog.fenced_last``), and a transaction of the coordinator id that failed is followed by that mark at the
+(``KafkaDecisionLog.fenced_last``), and a transaction of the coordinator id that failed is followed by that mark at the
 end of the operation; a committed task id of the prefix is a second witness. Left: a driver that dies while a
 coordinator transaction is open (mid decision write: the broker then aborts it) leaves no mark, and its replays
 re-initialise the task ids that showed a commit; if the log is lost before the prefix's next operation, a re-run of a
@@ -422,7 +424,7 @@ class OperatorModel(RuleBasedStateMachine):
         # Resuming from a group that another prefix's decision moved settles that decision (settle_group), with a
         # decision log and coordinator of its own: the model's.
         self.stack.enter_context(patch.object(coordinator_module, "cluster_metadata", self._cluster_metadata))
-        self.stack.enter_context(patch.object(coordinator_module, "DecisionLog", lambda options: ModelDecisionLog(self.model)))
+        self.stack.enter_context(patch.object(coordinator_module, "KafkaDecisionLog", lambda options: ModelDecisionLog(self.model)))
         self.stack.enter_context(patch.object(coordinator_module, "TwoPhaseCommitCoordinator", self._coordinator_of))
         # Spark's offset log, read by the real epoch_input.stream_input: the model's queries' (Query.ranges).
         self.stack.enter_context(patch.object(epoch_input_module, "_read_text", self._read_checkpoint))
@@ -538,8 +540,8 @@ class OperatorModel(RuleBasedStateMachine):
     def _coordinator_of(self, options: WriterOptions, timeout_ms: int, hooks: WriterHooks = NO_HOOKS) -> TwoPhaseCommitCoordinator:
         return TwoPhaseCommitCoordinator(
             options, timeout_ms, hooks,
-            open_log=lambda options: self._decision_log(),  # type: ignore[arg-type,return-value]
-            session_of=lambda connection: self._session(),  # type: ignore[arg-type,return-value]
+            open_log=lambda options: self._decision_log(),
+            session_of=lambda connection: self._session(),
         )
 
     def _decision_log(self) -> ModelDecisionLog:
@@ -1061,12 +1063,12 @@ class OperatorModel(RuleBasedStateMachine):
 
         args = argparse.Namespace(yes=True, accept_data_loss=accept_data_loss, out=cli_module.Output("reset", as_json=False))
         with patch.object(cli_module, "existing_decision_log", existing_decision_log), \
-                patch.object(cli_module, "DecisionLog", lambda options: self._decision_log()), \
-                patch.object(cli_module, "resolve_transaction_timeout_ms", lambda options: TRANSACTION_TIMEOUT_MS), \
-                patch.object(cli_module, "TwoPhaseCommitCoordinator", lambda options, timeout_ms: self.coordinator(prefix=prefix)), \
+                patch.object(cli_module, "KafkaDecisionLog", lambda options: self._decision_log()), \
+                patch.object(prefix_repair_module, "resolve_transaction_timeout_ms", lambda options: TRANSACTION_TIMEOUT_MS), \
+                patch.object(prefix_repair_module, "TwoPhaseCommitCoordinator", lambda options, timeout_ms: self.coordinator(prefix=prefix)), \
                 contextlib.redirect_stdout(io.StringIO()) as printed:
             try:
-                code = self._guarded(lambda: cli_module.reset_command(self.options[prefix], self._session(), args))  # type: ignore[arg-type]
+                code = self._guarded(lambda: cli_module.reset_command(self.options[prefix], self._session(), args))
             except KafkaEosError:
                 return
         if code != cli_module.EXIT_OK:

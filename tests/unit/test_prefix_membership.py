@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_kafka_eos.write.log_record import EpochId
+from spark_kafka_eos.decision_log.records import EpochId
 from spark_kafka_eos.write.transactional_id import (
     SLOT_STRIDE,
     belongs_to_prefix,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spark_kafka_eos.write.log_record import EpochId
+from spark_kafka_eos.decision_log.records import EpochId
 from spark_kafka_eos.write.transactional_id import (
     belongs_to_prefix,
     coordinator_transactional_id,

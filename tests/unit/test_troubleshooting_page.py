@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 
 import spark_kafka_eos
-from spark_kafka_eos import cli, errors
+from spark_kafka_eos import errors
+from spark_kafka_eos.ops import console as cli
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md"
 

@@ -1,6 +1,6 @@
 """The range reader's consumers: one protocol (:mod:`.range_fetcher`), one module per client library
 (:mod:`.native`, the compiled extension over librdkafka; :mod:`.confluent`, confluent-kafka's consumer), and
-:func:`open_fetcher`, which picks one by ``readEngine`` in that order of preference."""
+:func:`open_fetcher`, which picks one by ``readEngine`` (:func:`~spark_kafka_eos.native.engine.choose_client`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, KafkaException
 from spark_kafka_eos.config.librdkafka import for_librdkafka
 from spark_kafka_eos.config.reader import ReaderOptions
 from spark_kafka_eos.errors import KafkaEosOptionError
+from spark_kafka_eos.native.engine import choose_client
 from spark_kafka_eos.read.fetchers.confluent import open_confluent_fetcher
 from spark_kafka_eos.read.fetchers.native import open_native_fetcher
 from spark_kafka_eos.read.fetchers.range_fetcher import RangeFetcher
@@ -27,15 +28,14 @@ def open_fetcher(
     configuration), else the pure-Python one; on a consumer kept from an earlier read, unless ``fresh``."""
     topic, partition = offset_range.topic, offset_range.partition
     config = for_librdkafka({**options.consumer_config(), "statistics.interval.ms": statistics_interval_ms(options.poll_timeout_ms)})
-    if options.read_engine != "python":
-        native = open_native_fetcher(
-            config, topic, partition, options.include_headers, options.max_records_per_batch, options.max_bytes_per_batch,
-            on_statistics, required=options.read_engine == "native", fresh=fresh,
-        )
-        if native is not None:
-            return native
-    builder = RecordBatchBuilder(topic, partition, options.include_headers, options.max_records_per_batch, options.max_bytes_per_batch)
-    return open_confluent_fetcher(config, topic, partition, builder, on_statistics, _consumer, fresh=fresh)
+
+    def open_python() -> RangeFetcher:
+        builder = RecordBatchBuilder(topic, partition, options.include_headers, options.max_records_per_batch, options.max_bytes_per_batch)
+        return open_confluent_fetcher(config, topic, partition, builder, on_statistics, _consumer, fresh=fresh)
+
+    return choose_client(options.read_engine, lambda required: open_native_fetcher(
+        config, topic, partition, options.include_headers, options.max_records_per_batch, options.max_bytes_per_batch,
+        on_statistics, required=required, fresh=fresh), open_python)
 
 
 def _consumer(config: dict[str, Any]) -> Consumer:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from spark_kafka_eos.compiled import forward_logs, open_compiled, raise_compiled_error
+from spark_kafka_eos.native.clients import forward_logs, open_compiled, raise_compiled_error
 from spark_kafka_eos.read.fetchers.range_fetcher import FetchError, FetchStep
 from spark_kafka_eos.read.idle_consumers import IDLE_CONSUMERS, consumer_key
 from spark_kafka_eos.read.record_batch import ConstantColumns, timestamp_out_of_range, unparsable_headers

@@ -17,8 +17,8 @@ from typing import Any
 import pyarrow as pa
 
 from spark_kafka_eos.client_errors import ClientCallError, ClientError, KafkaErrorCode
-from spark_kafka_eos.compiled import compiled_client_error, forward_logs, open_compiled
 from spark_kafka_eos.config.librdkafka import for_librdkafka
+from spark_kafka_eos.native.clients import compiled_client_error, forward_logs, open_compiled
 from spark_kafka_eos.txn.transactional_producer import WARM_UP_TIMEOUT_S
 from spark_kafka_eos.write.delivery_reports import DeliveryTally, EosStats, write_error
 from spark_kafka_eos.write.input_schema import (

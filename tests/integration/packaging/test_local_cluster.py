@@ -17,10 +17,10 @@ from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic, Resour
 from pyspark.sql import SparkSession
 
 from spark_kafka_eos.config.writer import parse_writer_options
+from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos.decision_log.records import EpochId
 from spark_kafka_eos.errors import KafkaEosError
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.decision_log import DecisionLog
-from spark_kafka_eos.write.log_record import EpochId
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from tests.harness.kafka import KafkaTestCluster
 from tests.harness.kafka_tools import assert_stable, open_transactions_by_kafka
@@ -104,7 +104,7 @@ class TransactionalWriter(threading.Thread):
         except KafkaEosError:
             self.failed_commits += 1
             self._settle(coordinator)
-            last = DecisionLog(self.options).last(self.options.prefix)
+            last = KafkaDecisionLog(self.options).last(self.options.prefix)
             (self.committed if last is not None and last.last_decided(epoch) == epoch else self.aborted).extend(values)
             return
         self.committed.extend(values)

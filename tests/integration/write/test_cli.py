@@ -19,11 +19,11 @@ import pytest
 
 from spark_kafka_eos.cli import main
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos.decision_log.records import EpochId, LogRecord, Participant
 from spark_kafka_eos.errors import KafkaEosRunRefusedError
 from spark_kafka_eos.txn.session import TransactionSession, TxnState
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.decision_log import DecisionLog
-from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import open_transactions_by_kafka
@@ -151,7 +151,7 @@ def test_recover_rolls_an_open_decided_participant_forward(
     values = [f"decided-{i}".encode() for i in range(30)]
     rows = pa.RecordBatch.from_pydict({"value": values}, schema=pa.schema([("value", pa.binary())]))
     participant = prepared_participant(options, rows, EpochId.batch("cli"), attempt=1, task_attempt_id=42)
-    decision_log = DecisionLog(options)
+    decision_log = KafkaDecisionLog(options)
     decision_log.ensure_topic()
     decision_log.append(LogRecord("decision", prefix.name, "stream:q:7", (participant,), "cli-group", (("in", 0, 13),)))
 
@@ -181,7 +181,7 @@ def test_recover_rolls_an_open_decided_participant_forward(
 
 def test_reset_needs_yes_then_lets_a_new_query_start_from_batch_zero(capsys: pytest.CaptureFixture[str], prefix: Prefix) -> None:
     options = prefix.options()
-    decision_log = DecisionLog(options)
+    decision_log = KafkaDecisionLog(options)
     decision_log.ensure_topic()
     decision_log.append(LogRecord("complete", prefix.name, "stream:q:7"))
     before = decision_log.last(prefix.name)
@@ -209,7 +209,7 @@ def test_reset_needs_yes_then_lets_a_new_query_start_from_batch_zero(capsys: pyt
 
 
 def test_reset_goes_past_a_lost_participant_only_when_told(capsys: pytest.CaptureFixture[str], prefix: Prefix) -> None:
-    decision_log = DecisionLog(prefix.options())
+    decision_log = KafkaDecisionLog(prefix.options())
     decision_log.ensure_topic()
     never_prepared = Participant(f"{prefix.name}-0123abcd-1-0-0", 4711, 0, 0, (("out", 0, 3),))  # the coordinator knows no such id
     decision_log.append(LogRecord("decision", prefix.name, "stream:q:7", (never_prepared,)))

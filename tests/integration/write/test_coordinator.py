@@ -12,6 +12,11 @@ from confluent_kafka.admin import OffsetSpec
 
 from spark_kafka_eos.cluster import open_session
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos.decision_log import kafka_log as decision_log_module
+from spark_kafka_eos.decision_log.coordinator_id import coordinator_transactional_id
+from spark_kafka_eos.decision_log.index_group import index_group
+from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos.decision_log.records import EpochId, LogRecord, Participant
 from spark_kafka_eos.errors import (
     KafkaEosCommittedDataLostError,
     KafkaEosDecisionLogError,
@@ -20,14 +25,11 @@ from spark_kafka_eos.errors import (
     KafkaEosRunRefusedError,
 )
 from spark_kafka_eos.txn.session import TxnState
-from spark_kafka_eos.write import decision_log as decision_log_module
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.decision_log import DecisionLog, index_group
-from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
 from spark_kafka_eos.write.ownership import Verdict
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
-from spark_kafka_eos.write.transactional_id import coordinator_transactional_id, task_transactional_id
+from spark_kafka_eos.write.transactional_id import task_transactional_id
 from tests.harness.coordinator import TIMEOUT_MS, committed_values, prepare, sink_options, stream_epoch
 from tests.harness.faults import AbortAfterDecision, FaultHooks, InjectedFault
 from tests.harness.kafka import KafkaTestCluster, Sent
@@ -61,8 +63,8 @@ def test_a_replay_whose_tasks_miss_the_decision_after_the_index_expired_is_abort
     kafka.admin.delete_consumer_groups([index_group(options.prefix)])[index_group(options.prefix)].result(30)
 
     scans = []
-    scanned_head = DecisionLog._scanned_head
-    monkeypatch.setattr(DecisionLog, "_scanned_head", lambda log, prefix: scans.append(prefix) or scanned_head(log, prefix))
+    scanned_head = KafkaDecisionLog._scanned_head
+    monkeypatch.setattr(KafkaDecisionLog, "_scanned_head", lambda log, prefix: scans.append(prefix) or scanned_head(log, prefix))
     replay = prepare(options, 0, ["zero"])
     assert replay.transaction is not None and scans == [], "the task's check scanned the log, or saw the decision"
     TwoPhaseCommitCoordinator(options, TIMEOUT_MS).commit(stream_epoch(0), [replay])
@@ -89,7 +91,7 @@ def test_a_decided_participant_that_was_aborted_is_reported_as_lost(kafka: Kafka
     options = sink_options(kafka, topic)
     kept, doomed = prepare(options, 0, ["kept"]), prepare(options, 1, ["x", "y", "z"])
     assert kept.transaction is not None and doomed.transaction is not None
-    decision_log = DecisionLog(options)
+    decision_log = KafkaDecisionLog(options)
     decision_log.ensure_topic()
     decision = LogRecord(
         "decision", options.prefix, str(stream_epoch(3)),
@@ -162,7 +164,7 @@ def test_a_committed_participant_whose_id_was_reused_is_not_reported_lost(kafka:
     options = sink_options(kafka, topic)
     task = prepare(options, 0, ["kept"])
     assert task.transaction is not None
-    decision_log = DecisionLog(options)
+    decision_log = KafkaDecisionLog(options)
     decision_log.ensure_topic()
     decision_log.append(LogRecord("decision", options.prefix, str(stream_epoch(0)), (
         Participant(task.transaction.transactional_id, task.transaction.producer_id, task.transaction.producer_epoch, 0, task.records, task.probe),)))
@@ -186,7 +188,7 @@ def test_another_record_at_a_participants_probe_is_not_taken_for_its_output(kafk
     options = sink_options(kafka, topic)
     task = prepare(options, 0, ["mine"])
     assert task.transaction is not None and task.probe == (topic, 0, 0) and task.probe_digest is not None
-    decision_log = DecisionLog(options)
+    decision_log = KafkaDecisionLog(options)
     decision_log.ensure_topic()
     decision_log.append(LogRecord("decision", options.prefix, str(stream_epoch(0)), (
         Participant(task.transaction.transactional_id, task.transaction.producer_id, task.transaction.producer_epoch, 0, task.records,
@@ -202,7 +204,7 @@ def test_another_record_at_a_participants_probe_is_not_taken_for_its_output(kafk
 def _decided(options: WriterOptions, task: TaskCommit) -> None:
     """A decision of ``task`` alone in the log, its phase 2 not recorded."""
     assert task.transaction is not None
-    decision_log = DecisionLog(options)
+    decision_log = KafkaDecisionLog(options)
     decision_log.ensure_topic()
     decision_log.append(LogRecord("decision", options.prefix, str(stream_epoch(0)), (
         Participant(task.transaction.transactional_id, task.transaction.producer_id, task.transaction.producer_epoch, 0, task.records,
@@ -274,7 +276,7 @@ def test_a_job_retried_while_the_first_run_is_in_phase_2_is_written_once(kafka: 
         first_run.abort(job, tasks)  # Spark's abort of the first run, late: its job's failure says it is committed
     assert committed_values(kafka, topic) == [b"row-0", b"row-1"]
     assert open_transactions(kafka, options.prefix) == []
-    last = DecisionLog(options).last(options.prefix)
+    last = KafkaDecisionLog(options).last(options.prefix)
     assert last is not None and (last.kind, last.epoch) == ("complete", job)
 
 
@@ -364,7 +366,7 @@ def test_a_stream_commit_returns_with_its_completion_written_and_nothing_of_the_
     options = sink_options(kafka, topic)
     coordinator = TwoPhaseCommitCoordinator(options, TIMEOUT_MS)
     coordinator.commit(stream_epoch(0), [prepare(options, 0, ["a"]), prepare(options, 1, ["b"])])
-    last = DecisionLog(options).last(options.prefix)
+    last = KafkaDecisionLog(options).last(options.prefix)
     assert last is not None and (last.kind, last.epoch_id) == ("complete", str(stream_epoch(0)))
     assert committed_values(kafka, topic) == [b"a", b"b"]
     coordinator_id = coordinator_transactional_id(options.prefix)
@@ -379,7 +381,7 @@ def test_planning_does_not_fence_a_decision_whose_participants_are_all_committed
     topic = kafka.create_topic(2)
     options = sink_options(kafka, topic)
     tasks = [prepare(options, 0, ["a"]), prepare(options, 1, ["b"])]
-    decision_log = DecisionLog(options)
+    decision_log = KafkaDecisionLog(options)
     decision_log.ensure_topic()
     decision_log.append(LogRecord("decision", options.prefix, str(stream_epoch(0)), tuple(
         Participant(t.transaction.transactional_id, t.transaction.producer_id, t.transaction.producer_epoch, t.spark_partition,
@@ -410,7 +412,7 @@ def test_a_committed_participant_above_a_pinned_stable_offset_is_rolled_forward_
                       task=TaskIdentity(1, 0, 1), transaction_timeout_ms=300_000)
     task = prepare(options, 0, ["a"])
     assert task.transaction is not None and dead.transaction is not None and task.probe is not None
-    decision_log = DecisionLog(options)
+    decision_log = KafkaDecisionLog(options)
     decision_log.ensure_topic()
     decision_log.append(LogRecord("decision", options.prefix, str(stream_epoch(0)), (
         Participant(task.transaction.transactional_id, task.transaction.producer_id, task.transaction.producer_epoch,

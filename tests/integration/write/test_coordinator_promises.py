@@ -8,9 +8,9 @@ from confluent_kafka import TopicCollection
 from confluent_kafka.admin import ConfigResource, ConfigSource, OffsetSpec, ResourceType
 
 from spark_kafka_eos.cluster import open_session
+from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
 from spark_kafka_eos.errors import KafkaEosEpochAbortedError
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.decision_log import DecisionLog
 from tests.harness.coordinator import TIMEOUT_MS, committed_values, prepare, sink_options, stream_epoch
 from tests.harness.kafka import KafkaTestCluster, OpenTransaction, Sent
 from tests.harness.pipeline import open_transactions
@@ -44,7 +44,7 @@ def test_a_participant_that_is_no_longer_open_is_never_decided(kafka: KafkaTestC
     )):
         TwoPhaseCommitCoordinator(options, TIMEOUT_MS).commit(stream_epoch(0), [healthy, lost])
 
-    assert DecisionLog(options).last(options.prefix) is None, "a decision was recorded"
+    assert KafkaDecisionLog(options).last(options.prefix) is None, "a decision was recorded"
     if usurper is not None:
         # The usurper's transaction is not the coordinator's to end; nothing else of the prefix is open.
         assert open_transactions(kafka, options.prefix) == [lost_id]

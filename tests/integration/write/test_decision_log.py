@@ -15,11 +15,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
 
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos.decision_log import kafka_log as decision_log_module
+from spark_kafka_eos.decision_log.coordinator_id import COORDINATOR_TRANSACTION_TIMEOUT_MS, coordinator_transactional_id
+from spark_kafka_eos.decision_log.index_group import index_group
+from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos.decision_log.records import EpochId, LogRecord, Participant
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
-from spark_kafka_eos.write import decision_log as decision_log_module
-from spark_kafka_eos.write.decision_log import COORDINATOR_TRANSACTION_TIMEOUT_MS, DecisionLog, index_group
-from spark_kafka_eos.write.log_record import EpochId, LogRecord, Participant
-from spark_kafka_eos.write.transactional_id import coordinator_transactional_id
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.pipeline import open_transactions
 
@@ -49,9 +50,9 @@ def new_log_topic() -> str:
     return f"_decisions-{uuid.uuid4().hex[:8]}"
 
 
-def open_log(options: WriterOptions) -> DecisionLog:
+def open_log(options: WriterOptions) -> KafkaDecisionLog:
     """A decision log as the coordinator opens it: topic checked, prefix fenced."""
-    decision_log = DecisionLog(options)
+    decision_log = KafkaDecisionLog(options)
     decision_log.ensure_topic()
     decision_log.fence(options.prefix)
     return decision_log
@@ -91,7 +92,7 @@ def test_a_decision_of_400_tasks_by_100_partitions_round_trips_within_default_li
 
     decision_log.append(record)
 
-    assert DecisionLog(options).last(options.prefix) == record
+    assert KafkaDecisionLog(options).last(options.prefix) == record
     kafka.wait_until_stable(options.decision_log_topic)
     stored = kafka.read_committed(options.decision_log_topic)
     assert len(stored) > 1 and all(len(r.value or b"") < 1_000_000 for r in stored)
@@ -108,10 +109,10 @@ def test_an_aborted_large_decision_leaves_the_last_committed_one_whole(kafka: Ka
     decision_log._produce(producer, log_record(options.prefix, 2, tasks=400, partitions=100))
     producer.abort_transaction(30)
 
-    assert DecisionLog(options).last(options.prefix) == committed
+    assert KafkaDecisionLog(options).last(options.prefix) == committed
     smaller = log_record(options.prefix, 3, tasks=200, partitions=100)
     decision_log.append(smaller)
-    assert DecisionLog(options).last(options.prefix) == smaller
+    assert KafkaDecisionLog(options).last(options.prefix) == smaller
 
 
 def test_compaction_keeps_the_last_decision_whole_after_an_aborted_one(kafka: KafkaTestCluster) -> None:
@@ -139,9 +140,9 @@ def test_compaction_keeps_the_last_decision_whole_after_an_aborted_one(kafka: Ka
         time.sleep(1)
         write_foreign_records(kafka, log_topic, 1)
 
-    assert DecisionLog(options).last(options.prefix) == last
+    assert KafkaDecisionLog(options).last(options.prefix) == last
     kafka.admin.delete_consumer_groups([index_group(options.prefix)])[index_group(options.prefix)].result(30)
-    assert DecisionLog(options).last(options.prefix) == last  # the scan finds it whole too
+    assert KafkaDecisionLog(options).last(options.prefix) == last  # the scan finds it whole too
 
 
 def heads_in_log(kafka: KafkaTestCluster, topic: str, prefix: str) -> int:
@@ -158,9 +159,9 @@ def test_the_last_record_is_found_through_the_index_without_scanning(kafka: Kafk
     decision_log.append(first)
     write_foreign_records(kafka, options.decision_log_topic, 1_000)
 
-    assert DecisionLog(options).last(options.prefix) == first
+    assert KafkaDecisionLog(options).last(options.prefix) == first
     decision_log.append(second)
-    assert DecisionLog(options).last(options.prefix) == second
+    assert KafkaDecisionLog(options).last(options.prefix) == second
 
 
 def test_the_record_a_process_appended_is_its_next_last_without_reading_the_log(
@@ -175,18 +176,18 @@ def test_the_record_a_process_appended_is_its_next_last_without_reading_the_log(
         raise AssertionError("the decision log read a record it had just written")
 
     monkeypatch.setattr(decision_log_module, "_read_at", no_read)
-    assert DecisionLog(options).last(options.prefix) == record
+    assert KafkaDecisionLog(options).last(options.prefix) == record
 
 
 _APPEND_IN_ANOTHER_PROCESS = """
 import sys
-from spark_kafka_eos.write.decision_log import DecisionLog
-from spark_kafka_eos.write.log_record import LogRecord
+from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos.decision_log.records import LogRecord
 from spark_kafka_eos.config.writer import parse_writer_options
 bootstrap, log_topic, prefix, record = sys.argv[1:]
 options = parse_writer_options({"kafka.bootstrap.servers": bootstrap, "topic": "unused", "transactional.id.prefix": prefix,
                                 "decisionLogTopic": log_topic}, streaming=False)
-decision_log = DecisionLog(options)
+decision_log = KafkaDecisionLog(options)
 decision_log.fence(prefix)
 decision_log.append(LogRecord.from_json(record.encode()))
 """
@@ -196,10 +197,10 @@ def test_a_record_another_driver_appended_is_read_not_the_one_this_process_remem
     options = log_options(kafka, new_log_topic())
     mine, theirs = log_record(options.prefix, 1), log_record(options.prefix, 2)
     open_log(options).append(mine)
-    assert DecisionLog(options).last(options.prefix) == mine
+    assert KafkaDecisionLog(options).last(options.prefix) == mine
     subprocess.run([sys.executable, "-c", _APPEND_IN_ANOTHER_PROCESS, kafka.bootstrap_servers, options.decision_log_topic,
                     options.prefix, theirs.to_json().decode()], check=True, timeout=120)
-    assert DecisionLog(options).last(options.prefix) == theirs
+    assert KafkaDecisionLog(options).last(options.prefix) == theirs
 
 
 def test_without_an_index_entry_the_log_is_scanned(kafka: KafkaTestCluster) -> None:
@@ -209,27 +210,27 @@ def test_without_an_index_entry_the_log_is_scanned(kafka: KafkaTestCluster) -> N
     write_like_the_previous_version(kafka, options, older)
     write_foreign_records(kafka, options.decision_log_topic, 100)
     write_like_the_previous_version(kafka, options, newer)
-    assert DecisionLog(options).last(options.prefix) == newer
+    assert KafkaDecisionLog(options).last(options.prefix) == newer
 
     # Indexed from the next append on; an index group deleted (or expired) sends it back to the scan.
     latest = log_record(options.prefix, 3)
     open_log(options).append(latest)
     kafka.admin.delete_consumer_groups([index_group(options.prefix)])[index_group(options.prefix)].result(30)
-    assert DecisionLog(options).last(options.prefix) == latest
+    assert KafkaDecisionLog(options).last(options.prefix) == latest
 
 
 @pytest.fixture
 def scan_starts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Where each read_committed range read of the decision log (a scan for a prefix's head) started."""
     starts: list[int] = []
-    read = DecisionLog._read
+    read = KafkaDecisionLog._read
 
-    def recorded(log: DecisionLog, start: int, end: int, isolation: str) -> Iterator[pa.RecordBatch]:
+    def recorded(log: KafkaDecisionLog, start: int, end: int, isolation: str) -> Iterator[pa.RecordBatch]:
         if isolation == "read_committed":
             starts.append(start)
         return read(log, start, end, isolation)
 
-    monkeypatch.setattr(DecisionLog, "_read", recorded)
+    monkeypatch.setattr(KafkaDecisionLog, "_read", recorded)
     return starts
 
 
@@ -241,7 +242,7 @@ def test_a_second_scan_of_one_operation_goes_on_from_where_the_first_ended(kafka
     older, newer = log_record(options.prefix, 1), log_record(options.prefix, 2)
     write_like_the_previous_version(kafka, options, older)
     write_foreign_records(kafka, options.decision_log_topic, 300)
-    decision_log = DecisionLog(options)
+    decision_log = KafkaDecisionLog(options)
     assert decision_log.last(options.prefix) == older
     write_foreign_records(kafka, options.decision_log_topic, 50)
     write_like_the_previous_version(kafka, options, newer)
@@ -253,7 +254,7 @@ def test_a_log_re_created_between_two_scans_is_scanned_whole(kafka: KafkaTestClu
     options = log_options(kafka, new_log_topic())
     open_log(options)
     write_foreign_records(kafka, options.decision_log_topic, 300)
-    decision_log = DecisionLog(options)
+    decision_log = KafkaDecisionLog(options)
     assert decision_log.last(options.prefix) is None
     kafka.recreate_topic(options.decision_log_topic, config={"cleanup.policy": "compact"})
     record = log_record(options.prefix, 1)
@@ -275,7 +276,7 @@ def test_an_index_entry_that_does_not_match_the_log_is_not_trusted(kafka: KafkaT
         consumer.commit(offsets=[TopicPartition(options.decision_log_topic, 0, 5, metadata="stale")], asynchronous=False)
     finally:
         consumer.close()
-    assert DecisionLog(options).last(options.prefix) == record
+    assert KafkaDecisionLog(options).last(options.prefix) == record
 
 
 def test_the_index_and_a_consumer_group_move_in_the_same_transaction(kafka: KafkaTestCluster, no_scan: None) -> None:
@@ -286,7 +287,7 @@ def test_the_index_and_a_consumer_group_move_in_the_same_transaction(kafka: Kafk
 
     decision_log.append(record, {(source, 0): 42})
 
-    assert DecisionLog(options).last(options.prefix) == record
+    assert KafkaDecisionLog(options).last(options.prefix) == record
     consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group, "isolation.level": "read_committed"})
     try:
         [offset] = consumer.committed([TopicPartition(source, 0)], timeout=30)
@@ -321,13 +322,13 @@ def test_a_crashed_coordinator_of_another_prefix_does_not_stall_a_prefix(kafka: 
     for batch in range(3):
         record = log_record(options.prefix, batch, tasks=300 if batch == 1 else 1, partitions=100)
         decision_log.append(record)
-        assert DecisionLog(options).last(options.prefix) == record
+        assert KafkaDecisionLog(options).last(options.prefix) == record
 
     # Everything above ran while the other prefix's transaction held the log's LSO.
     assert open_transactions(kafka, crashed.prefix) == [coordinator_transactional_id(crashed.prefix)]
     assert log_is_pinned(kafka, log_topic)
     stuck.abort_transaction(30)
-    assert DecisionLog(crashed).last(crashed.prefix) == before_crash
+    assert KafkaDecisionLog(crashed).last(crashed.prefix) == before_crash
 
 
 def test_an_unindexed_record_of_unknown_outcome_is_never_answered_from_a_partial_scan(kafka: KafkaTestCluster) -> None:
@@ -339,9 +340,9 @@ def test_an_unindexed_record_of_unknown_outcome_is_never_answered_from_a_partial
     write_like_the_previous_version(kafka, options, record)  # committed, but above the pinned LSO
 
     with pytest.raises(KafkaEosDecisionLogError, match=f"prefix {options.prefix} has records above it"):
-        DecisionLog(options, settle_timeout_s=1).last(options.prefix)
+        KafkaDecisionLog(options, settle_timeout_s=1).last(options.prefix)
     stuck.abort_transaction(30)
-    assert DecisionLog(options).last(options.prefix) == record
+    assert KafkaDecisionLog(options).last(options.prefix) == record
 
 
 # -- 4. the topic's configuration ---------------------------------------------------------------
@@ -350,7 +351,7 @@ def test_a_log_topic_that_deletes_records_is_refused(kafka: KafkaTestCluster, po
     log_topic = kafka.create_topic(1, prefix="_decisions", config={"cleanup.policy": policy, "retention.ms": "604800000"})
     options = log_options(kafka, log_topic)
     with pytest.raises(KafkaEosDecisionLogError) as refused:
-        DecisionLog(options).ensure_topic()
+        KafkaDecisionLog(options).ensure_topic()
     message = str(refused.value)
     assert f"'{log_topic}' (option decisionLogTopic) has cleanup.policy={policy}" in message
     assert (f"kafka-configs --bootstrap-server {kafka.bootstrap_servers} --alter --entity-type topics "
@@ -362,4 +363,4 @@ def test_a_compacted_log_topic_created_by_an_administrator_is_accepted(kafka: Ka
     options = log_options(kafka, log_topic)
     record = log_record(options.prefix, 1)
     open_log(options).append(record)
-    assert DecisionLog(options).last(options.prefix) == record
+    assert KafkaDecisionLog(options).last(options.prefix) == record

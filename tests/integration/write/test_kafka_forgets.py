@@ -17,13 +17,13 @@ from pyspark.sql import SparkSession
 from spark_kafka_eos.cli import main as cli
 from spark_kafka_eos.cluster import cached_session
 from spark_kafka_eos.config.writer import parse_writer_options
+from spark_kafka_eos.decision_log import records as log_record
+from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos.decision_log.records import EpochId, LogRecord
 from spark_kafka_eos.errors import CommitOutcome, KafkaEosRunRefusedError, commit_outcome
 from spark_kafka_eos.txn.session import TransactionSession, TxnState
-from spark_kafka_eos.write import log_record
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.hooks import WriterHooks
-from spark_kafka_eos.write.log_record import EpochId, LogRecord
 from spark_kafka_eos.write.ownership import Verdict
 from spark_kafka_eos.write.recovery import abort_prepared
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
@@ -307,7 +307,7 @@ def test_a_write_id_older_than_the_history_a_record_carries_is_recognised_from_i
         coordinator = TwoPhaseCommitCoordinator(options, 60_000)
         if coordinator.prepare(job).verdict == Verdict.PROCEED:
             coordinator.commit(job, prepared(options, job, tagged(f"hour-{hour}", 10), partitions=1))
-    last = DecisionLog(options).last(prefix)
+    last = KafkaDecisionLog(options).last(prefix)
     assert last is not None and len(last.archives) == 2 and "batch:hour-0" not in dict(last.runs())
     assert values(kafka, sink) == sorted(v for hour in range(8) for v in tagged(f"hour-{hour}", 10))
     assert open_transactions(kafka, prefix) == []
@@ -333,7 +333,7 @@ def test_a_micro_batch_replayed_after_its_run_was_archived_is_refused_not_taken_
         coordinator = TwoPhaseCommitCoordinator(options, 60_000)
         assert coordinator.prepare(job).verdict == Verdict.PROCEED
         coordinator.commit(job, prepared(options, job, tagged(f"day-{day}", 2), partitions=1))
-    last = DecisionLog(options).last(prefix)
+    last = KafkaDecisionLog(options).last(prefix)
     assert last is not None and last.archives and str(first) not in dict(last.runs())  # the query's run is archived
     with pytest.raises(KafkaEosRunRefusedError, match="micro-batch 0: a replay that can no longer be recognised"):
         TwoPhaseCommitCoordinator(options, 60_000).prepare(first)

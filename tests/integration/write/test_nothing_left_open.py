@@ -15,11 +15,11 @@ from pyspark.sql import SparkSession
 
 from spark_kafka_eos.cluster import cached_session
 from spark_kafka_eos.config.connection import KafkaConnection
+from spark_kafka_eos.decision_log.records import EpochId, LogRecord
 from spark_kafka_eos.txn.session import TransactionSession, TxnTimeoutError
 from spark_kafka_eos.write import task_producer
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.write.hooks import WriterHooks
-from spark_kafka_eos.write.log_record import EpochId, LogRecord
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.transaction_guard import Abandoned, abort_abandoned
 from spark_kafka_eos.write.transactional_id import task_transactional_id

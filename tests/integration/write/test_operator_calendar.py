@@ -23,13 +23,13 @@ from spark_kafka_eos.cli import main as cli
 from spark_kafka_eos.cluster import cached_session
 from spark_kafka_eos.config.connection import KafkaConnection
 from spark_kafka_eos.config.writer import WRITE_ENGINE_VARIABLE, WriterOptions, parse_writer_options
+from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos.decision_log.records import EpochId, LogRecord
 from spark_kafka_eos.errors import KafkaEosEpochAbortedError, KafkaEosEpochCommittedError
 from spark_kafka_eos.txn.session import TransactionSession
 from spark_kafka_eos.write.commit_message import TaskCommit
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.decision_log import DecisionLog
 from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
-from spark_kafka_eos.write.log_record import EpochId, LogRecord
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from tests.harness.kafka import KafkaRecord, KafkaTestCluster, OpenTransaction, Sent
 from tests.harness.pipeline import open_transactions
@@ -221,7 +221,7 @@ def prepared(options: WriterOptions, epoch: EpochId, values_: list[bytes], parti
     return [write_task(options, epoch, [batch], task=TaskIdentity(p, 0, p), transaction_timeout_ms=60_000) for p in range(partitions)]
 
 
-class PausedDecisionLog(DecisionLog):
+class PausedDecisionLog(KafkaDecisionLog):
     """A decision log whose decision, once written and before its commit, lets ``while_open`` run."""
 
     def __init__(self, options: WriterOptions, while_open: Callable[[], None]) -> None:
@@ -366,7 +366,7 @@ def test_a_task_never_fences_an_attempt_that_took_its_id_after_it_looked(
     assert open_transactions(kafka, prefix) == []
 
 
-class SlowDecisionLog(DecisionLog):
+class SlowDecisionLog(KafkaDecisionLog):
     """The decision transaction has started (its record is written) but its offsets take long to send."""
 
     def __init__(self, options: WriterOptions, delay_s: float) -> None:
@@ -395,7 +395,7 @@ def test_the_deadline_is_judged_on_the_brokers_clock_at_the_commit_not_at_the_de
     tasks = [write_task(options, epoch, [batch], task=TaskIdentity(0, 0, 0), transaction_timeout_ms=20_000)]
     slow_log: list[SlowDecisionLog] = []
 
-    def open_slow_log(o: WriterOptions) -> DecisionLog:
+    def open_slow_log(o: WriterOptions) -> KafkaDecisionLog:
         slow_log.append(SlowDecisionLog(o, delay_s=12))
         return slow_log[-1]
 
@@ -416,7 +416,7 @@ def test_an_empty_backfill_re_run_once_its_input_arrived_writes_it(spark: SparkS
     assert open_transactions(kafka, prefix) == []
 
 
-class DecisionLogThatLandsThenReportsATimeout(DecisionLog):
+class DecisionLogThatLandsThenReportsATimeout(KafkaDecisionLog):
     """The decision commits; before its write returns, ``meanwhile`` runs (another driver), then the write
     reports a timeout, as when the commit's answer is lost."""
 
@@ -449,7 +449,7 @@ def test_a_decision_whose_write_reported_an_error_but_landed_and_was_finished_by
 
     answer_lost: list[DecisionLogThatLandsThenReportsATimeout] = []
 
-    def open_log(o: WriterOptions) -> DecisionLog:
+    def open_log(o: WriterOptions) -> KafkaDecisionLog:
         if not answer_lost:
             answer_lost.append(DecisionLogThatLandsThenReportsATimeout(o, another_driver_finishes_job_1_and_runs_job_2))
         return answer_lost[0]

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from spark_kafka_eos import cli
 from spark_kafka_eos.config.writer import WriterOptions
+from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos.decision_log.records import LogRecord
 from spark_kafka_eos.errors import KafkaEosDecisionLogError, KafkaEosEpochAbortedError
+from spark_kafka_eos.ops import console as cli
 from spark_kafka_eos.txn.session import TransactionSession
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.decision_log import DecisionLog
-from spark_kafka_eos.write.log_record import LogRecord
 from spark_kafka_eos.write.recovery import ABORTS_PER_PROOF
 from spark_kafka_eos.write.transactional_id import task_transactional_id
 from tests.harness.coordinator import TIMEOUT_MS, committed_values, prepare, sink_options, stream_epoch
@@ -56,14 +56,14 @@ def _after_the_recovery(monkeypatch: pytest.MonkeyPatch, options: WriterOptions)
 
 def _just_before_the_append(monkeypatch: pytest.MonkeyPatch, options: WriterOptions) -> None:
     """The driver decides right before reset appends its record."""
-    append = DecisionLog.append
+    append = KafkaDecisionLog.append
 
-    def the_driver_decides_first(log: DecisionLog, record: LogRecord, *args: Any, **kwargs: Any) -> None:
+    def the_driver_decides_first(log: KafkaDecisionLog, record: LogRecord, *args: Any, **kwargs: Any) -> None:
         if record.kind == "reset":
             _decide_batch_1(options)
         append(log, record, *args, **kwargs)
 
-    monkeypatch.setattr(DecisionLog, "append", the_driver_decides_first)
+    monkeypatch.setattr(KafkaDecisionLog, "append", the_driver_decides_first)
 
 
 @pytest.mark.parametrize("interleave", [_after_the_recovery, _just_before_the_append], ids=["after-recovery", "before-append"])
@@ -83,7 +83,7 @@ def test_a_decision_taken_while_reset_runs_is_never_overwritten(
     TwoPhaseCommitCoordinator(options, TIMEOUT_MS).commit(stream_epoch(1), [prepare(options, 0, ["one"], stream_epoch(1))])
 
     assert committed_values(kafka, topic) == [b"one", b"zero"]
-    last = DecisionLog(options).last(options.prefix)
+    last = KafkaDecisionLog(options).last(options.prefix)
     assert last is not None and last.kind != "reset" and last.epoch == stream_epoch(1)
     assert code != 0 and "stop" in captured.out + captured.err, captured
     assert open_transactions(kafka, options.prefix) == []

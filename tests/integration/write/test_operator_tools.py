@@ -25,8 +25,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from spark_kafka_eos.cli import main
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
-from spark_kafka_eos.write.decision_log import DecisionLog
-from spark_kafka_eos.write.log_record import EpochId, LogRecord
+from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos.decision_log.records import EpochId, LogRecord
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import open_transactions_by_kafka
 from tests.integration.write.test_cli import leave_open, prepared_participant
@@ -67,10 +67,10 @@ def decision_log(kafka: KafkaTestCluster) -> Log:
     rows = pa.RecordBatch.from_pydict({"value": [f"decided-{i}".encode() for i in range(RECORDS)], "partition": [0] * RECORDS},
                                       schema=pa.schema([("value", pa.binary()), ("partition", pa.int32())]))
     participant = prepared_participant(options, rows, EpochId.batch("ops"), attempt=0, task_attempt_id=7)
-    writer = DecisionLog(options)
+    writer = KafkaDecisionLog(options)
     writer.ensure_topic()
     writer.append(LogRecord("decision", log.decided, "stream:query-a:7", (participant,)))
-    DecisionLog(log.options(log.lingering)).append(LogRecord("complete", log.lingering, "batch:backfill-2026-11-01"))
+    KafkaDecisionLog(log.options(log.lingering)).append(LogRecord("complete", log.lingering, "batch:backfill-2026-11-01"))
     leave_open(kafka, sink, log.lingering_id, partition=1, count=5)
     return log
 
@@ -197,7 +197,7 @@ def test_the_exporter_serves_open_transactions_pinned_partitions_and_group_lag_o
     consumer.close()
     sink_group, grouped = f"ops-sink-group-{uuid.uuid4().hex[:6]}", f"ops-grouped-{uuid.uuid4().hex[:6]}"
     # A prefix whose decisions commit a consumerGroup's offsets: the exporter finds the group in the log.
-    DecisionLog(decision_log.options(grouped)).append(
+    KafkaDecisionLog(decision_log.options(grouped)).append(
         LogRecord("complete", grouped, "stream:query-g:0", consumer_group=sink_group, offsets=((source, 0, 4),)), {(source, 0): 4})
     port = free_port()
     exporter = subprocess.Popen(

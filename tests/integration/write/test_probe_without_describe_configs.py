@@ -13,11 +13,11 @@ import pytest
 from confluent_kafka.admin import AclOperation, AdminClient, ResourcePatternType, ResourceType
 
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos.decision_log.records import LogRecord, Participant
 from spark_kafka_eos.errors import KafkaEosOutputUnverifiableError
 from spark_kafka_eos.txn.session import TransactionSession
 from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.decision_log import DecisionLog
-from spark_kafka_eos.write.log_record import LogRecord, Participant
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from tests.harness.coordinator import TIMEOUT_MS, stream_epoch
 from tests.harness.kafka import KafkaTestCluster, Sent
@@ -74,7 +74,7 @@ def test_a_probe_compaction_removed_is_cannot_be_told_not_lost_when_the_cleanup_
     task = write_task(options, stream_epoch(0), [rows], task=TaskIdentity(0, 0, 0), transaction_timeout_ms=TIMEOUT_MS)
     txn = task.transaction
     assert txn is not None and task.probe == (topic, 0, 0)
-    decision_log = DecisionLog(options)
+    decision_log = KafkaDecisionLog(options)
     decision_log.ensure_topic()
     decision_log.append(LogRecord("decision", options.prefix, str(stream_epoch(0)), (
         Participant(txn.transactional_id, txn.producer_id, txn.producer_epoch, 0, task.records, task.probe, task.probe_digest),)))

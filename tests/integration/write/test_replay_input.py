@@ -17,10 +17,10 @@ from pyspark.sql import SparkSession
 
 from spark_kafka_eos.cluster import open_session
 from spark_kafka_eos.config.writer import parse_writer_options
+from spark_kafka_eos.decision_log.coordinator_id import coordinator_transactional_id
+from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
 from spark_kafka_eos.errors import CommitOutcome, commit_outcome
 from spark_kafka_eos.txn.session import TxnState
-from spark_kafka_eos.write.decision_log import DecisionLog
-from spark_kafka_eos.write.transactional_id import coordinator_transactional_id
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.pipeline import open_transactions
 
@@ -152,7 +152,7 @@ def test_a_commit_whose_process_ends_right_after_it_leaves_its_completion_writte
     with open_session(options.connection) as session:
         assert session.describe([coordinator_id])[coordinator_id].state == TxnState.COMPLETE_COMMIT
     assert open_transactions(kafka, prefix) == []
-    last = DecisionLog(options).last(prefix)
+    last = KafkaDecisionLog(options).last(prefix)
     assert last is not None and last.kind == "complete" and last.input is not None and last.input.rows == 2
     assert sink_values(kafka, topic) == [b"a", b"b"]
 

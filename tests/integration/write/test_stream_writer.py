@@ -13,7 +13,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from spark_kafka_eos.config.writer import derived_prefix, parse_writer_options
-from spark_kafka_eos.write.decision_log import DecisionLog
+from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
 from tests.harness.faults import clear_fired, fired
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import assert_stable, transactions_by_kafka
@@ -130,7 +130,7 @@ def test_the_driver_killed_in_its_commit_is_rolled_forward_at_the_restart(spark:
     prefix = derived_prefix(checkpoint)
     options = parse_writer_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": sink,
                                     "transactional.id.prefix": prefix}, streaming=False)
-    decision_log = DecisionLog(options)
+    decision_log = KafkaDecisionLog(options)
     clear_fired()
     crashed = subprocess.run(job + ["--fail-at", f"{point}:kill-driver"], capture_output=True, text=True, timeout=300, cwd=PROJECT)
     assert crashed.returncode != 0

@@ -19,12 +19,12 @@ from confluent_kafka import KafkaError, KafkaException
 
 from spark_kafka_eos.cluster import cached_session
 from spark_kafka_eos.config.writer import WRITE_ENGINE_VARIABLE, WriterOptions, parse_writer_options
+from spark_kafka_eos.decision_log.records import EpochId
 from spark_kafka_eos.errors import KafkaEosWriteError
 from spark_kafka_eos.retry import Backoff, Deadline, wait_until
 from spark_kafka_eos.txn.session import TransactionSession, TxnState
 from spark_kafka_eos.write import task_producer
 from spark_kafka_eos.write.commit_message import TaskCommit
-from spark_kafka_eos.write.log_record import EpochId
 from spark_kafka_eos.write.task_producer import TaskIdentity, epoch_already_decided, write_task
 from spark_kafka_eos.write.transactional_id import task_transactional_id
 from tests.harness.kafka import KafkaTestCluster

@@ -20,12 +20,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from spark_kafka_eos import native_extension
 from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos.decision_log.records import EpochId
 from spark_kafka_eos.errors import KafkaEosOptionError
+from spark_kafka_eos.native import extension as native_extension
 from spark_kafka_eos.txn.session import TransactionSession
 from spark_kafka_eos.write.commit_message import TaskCommit
-from spark_kafka_eos.write.log_record import EpochId
 from spark_kafka_eos.write.producers.native import open_native_producer
 from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.write.visibility import record_digest

@@ -1,4 +1,4 @@
-"""The records of the decision log, and their JSON format (see :mod:`spark_kafka_eos.write.decision_log`).
+"""The records of the decision log, and their JSON format (see :mod:`spark_kafka_eos.decision_log.kafka_log`).
 
 A ``decision`` names the participants of an epoch; ``complete`` follows its phase 2; ``reset``
 (from the CLI) hands a prefix over and remembers who owned it before.

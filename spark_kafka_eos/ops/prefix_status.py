@@ -18,10 +18,11 @@ from typing import Literal, get_args
 
 from spark_kafka_eos.config.reader import PartitionKey, Subscription, internal_read_options
 from spark_kafka_eos.config.writer import WriterOptions
+from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos.decision_log.records import LogRecord
 from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
-from spark_kafka_eos.txn.session import TransactionSession, TxnDescription, TxnState
-from spark_kafka_eos.write.decision_log import DecisionLog
-from spark_kafka_eos.write.log_record import LogRecord
+from spark_kafka_eos.txn.protocol import TransactionClient
+from spark_kafka_eos.txn.session import TxnDescription, TxnState
 from spark_kafka_eos.write.transactional_id import belongs_to_prefix
 
 PrefixState = Literal["complete", "decided-not-finished", "reset"]
@@ -105,7 +106,7 @@ class PrefixCatalog:
     read_up_to: int = 0
 
     def refresh(self) -> PrefixCatalog:
-        log = DecisionLog(self.options)
+        log = KafkaDecisionLog(self.options)
         found, end = log.records_since(self.read_up_to)
         if end < self.read_up_to:  # a new log: what was read of the old one says nothing
             self.records, self.partitions, self.read_up_to = {}, {}, 0
@@ -118,7 +119,7 @@ class PrefixCatalog:
         return self
 
 
-def prefix_statuses(options: WriterOptions, session: TransactionSession, catalog: PrefixCatalog,
+def prefix_statuses(options: WriterOptions, session: TransactionClient, catalog: PrefixCatalog,
                     now_ms: int | None = None) -> list[PrefixStatus]:
     """The state of each prefix of ``catalog`` (see :meth:`PrefixCatalog.refresh`), by prefix."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -155,7 +156,7 @@ def _owner(record: LogRecord) -> str:
     return f"{'query' if epoch.kind == 'stream' else 'writeId'} {epoch.run_id}"
 
 
-def _open_transactions_by_prefix(session: TransactionSession, prefixes: Sequence[str], now_ms: int
+def _open_transactions_by_prefix(session: TransactionClient, prefixes: Sequence[str], now_ms: int
                                  ) -> tuple[dict[str, list[OpenTransaction]], dict[str, set[PartitionKey]]]:
     """The open transactions of each prefix, and the partitions they write to."""
     listed = [t.transactional_id for t in session.list_transactions(state_filters=[TxnState.ONGOING.value])]

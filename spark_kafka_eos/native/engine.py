@@ -8,17 +8,18 @@ pure-Python path; with ``native`` either is an error.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Literal
+from collections.abc import Callable, Mapping
+from typing import Literal, TypeVar
 
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.native_extension import native_installed
+from spark_kafka_eos.native.extension import native_installed
 
 Engine = Literal["auto", "native", "python"]
 """Which client moves the records: the compiled one (``native``), confluent-kafka's (``python``), or the
 compiled one where it is installed and can run the configuration (``auto``)."""
 
 _ENGINES: dict[str, Engine] = {"auto": "auto", "native": "native", "python": "python"}
+_Client = TypeVar("_Client")
 
 
 def engine_option(opts: Mapping[str, str], option: str, variable: str, path: str) -> Engine:
@@ -35,3 +36,11 @@ def engine_option(opts: Mapping[str, str], option: str, variable: str, path: str
             f"install its wheel on the driver and the executors (make native builds it), or use {option}=auto.",
         )
     return _ENGINES[engine]
+
+
+def choose_client(engine: Engine, open_native: Callable[[bool], _Client | None], open_python: Callable[[], _Client]) -> _Client:
+    """The client ``engine`` picks, for the read and the write path alike: the compiled one unless ``python``
+    (``auto``: where it is installed and can run the configuration, else the pure-Python one; ``native``: or an
+    error, which ``open_native`` raises when told the compiled client is required)."""
+    client = None if engine == "python" else open_native(engine == "native")
+    return client if client is not None else open_python()

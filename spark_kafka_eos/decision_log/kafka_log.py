@@ -10,7 +10,7 @@ Writing through ``<prefix>-coordinator`` fences a zombie driver: ``init_transact
 coordinator's epoch, so an older driver's decision can no longer commit.
 
 This module is the log's transport. A record larger than Kafka's default record size is written in
-chunks (:mod:`spark_kafka_eos.write.log_envelope`). Every append also commits, in the same
+chunks (:mod:`spark_kafka_eos.decision_log.envelope`). Every append also commits, in the same
 transaction, an offset of the prefix's *index group* (``<prefix>.kafka-eos-log-index``, a consumer
 group that never has members) pointing just past the record: so finding a prefix's last record is
 one OffsetFetch and one read at a known offset, whatever the log holds for other prefixes. The
@@ -52,27 +52,8 @@ from spark_kafka_eos.config.connection import KafkaConnection
 from spark_kafka_eos.config.librdkafka import for_librdkafka
 from spark_kafka_eos.config.reader import Subscription, internal_read_options
 from spark_kafka_eos.config.writer import WriterOptions
-from spark_kafka_eos.errors import KafkaEosAuthorizationError, KafkaEosDecisionLogError
-from spark_kafka_eos.read.partition_reader import read_offset_range
-from spark_kafka_eos.read.planner import OffsetRange
-from spark_kafka_eos.retry import (
-    COORDINATOR_MOVING,
-    JUST_CREATED,
-    LEADER_MOVING,
-    REQUEST_TIMEOUT_S,
-    UNANSWERED,
-    Backoff,
-    Deadline,
-    kafka_codes,
-    listed_offset,
-    retry,
-    retry_kafka,
-    wait_until,
-)
-from spark_kafka_eos.txn.session import PreparedTxnState, TxnDescription, TxnSessionError, TxnState
-from spark_kafka_eos.txn.transactional_producer import start_transactional_producer
-from spark_kafka_eos.write.group_marker import GroupMarker
-from spark_kafka_eos.write.log_envelope import (
+from spark_kafka_eos.decision_log.coordinator_id import COORDINATOR_TRANSACTION_TIMEOUT_MS, coordinator_transactional_id
+from spark_kafka_eos.decision_log.envelope import (
     Manifest,
     archive_key,
     chunk_key,
@@ -84,15 +65,28 @@ from spark_kafka_eos.write.log_envelope import (
     parse_head,
     split,
 )
-from spark_kafka_eos.write.log_record import HISTORY_LIMIT, ArchiveRef, HistoryEntry, LogRecord, archive_overflow
-from spark_kafka_eos.write.transactional_id import coordinator_transactional_id
+from spark_kafka_eos.decision_log.group_marker import GroupMarker
+from spark_kafka_eos.decision_log.index_group import index_entry, index_error, index_group
+from spark_kafka_eos.decision_log.records import HISTORY_LIMIT, ArchiveRef, HistoryEntry, LogRecord, archive_overflow
+from spark_kafka_eos.errors import KafkaEosAuthorizationError, KafkaEosDecisionLogError
+from spark_kafka_eos.read.partition_reader import read_offset_range
+from spark_kafka_eos.read.planner import OffsetRange
+from spark_kafka_eos.retry import (
+    JUST_CREATED,
+    LEADER_MOVING,
+    REQUEST_TIMEOUT_S,
+    UNANSWERED,
+    Backoff,
+    Deadline,
+    listed_offset,
+    retry_kafka,
+    wait_until,
+)
+from spark_kafka_eos.txn.session import PreparedTxnState, TxnDescription, TxnState
+from spark_kafka_eos.txn.transactional_producer import start_transactional_producer
 
 log = logging.getLogger(__name__)
 
-COORDINATOR_TRANSACTION_TIMEOUT_MS = 60_000
-"""The decision transaction only writes a few records: a short timeout keeps a crashed driver's
-half-written decision from holding the log's LSO for long."""
-INDEX_GROUP_SUFFIX = ".kafka-eos-log-index"
 ARCHIVE_FORMAT = "kafka-eos-history-archive-1"
 _LOG_TOPIC_CONFIG = {
     "cleanup.policy": "compact",
@@ -109,13 +103,10 @@ def _log_topic_config(replication: int) -> dict[str, str]:
 
 
 _NOT_READY = LEADER_MOVING | JUST_CREATED | UNANSWERED
-_INDEX_NOT_READY = kafka_codes(COORDINATOR_MOVING | {KafkaError._TIMED_OUT}, or_flagged_retriable=True)
 _NOT_AUTHORIZED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
 _COMMIT_PROBE_S = 2.0
 """How long a commit waits for its answer before the coordinator is asked whether it committed."""
 _COMMIT_ATTEMPTS = 5
-_INDEX_PROBE_S = 5.0
-"""How long an index read waits before asking, once, whether the group may be used at all."""
 
 
 class RecordNotCommittedError(KafkaEosDecisionLogError):
@@ -123,13 +114,8 @@ class RecordNotCommittedError(KafkaEosDecisionLogError):
     (unlike a failed commit, whose outcome is unknown until the log is read back)."""
 
 
-def index_group(prefix: str) -> str:
-    """The consumer group whose offset on the log points just past ``prefix``'s last record."""
-    return prefix + INDEX_GROUP_SUFFIX
-
-
-class DecisionLog:
-    """Reads the last record of a prefix and appends records in the coordinator's transaction."""
+class KafkaDecisionLog:
+    """The decision log on its compacted Kafka topic (:class:`~spark_kafka_eos.decision_log.protocol.DecisionLog`)."""
 
     def __init__(self, options: WriterOptions, settle_timeout_s: float = 2 * COORDINATOR_TRANSACTION_TIMEOUT_MS / 1000) -> None:
         self._options = options
@@ -232,7 +218,7 @@ class DecisionLog:
         where the prefix has no index entry (its first job, or an entry Kafka let expire after days idle). Every decision
         commits the entry in its own transaction: for the question a task asks once it prepared, where a missed decision
         costs only a duplicate the driver aborts (see ``task_producer.epoch_already_decided``)."""
-        entry = self._index_entry(prefix)
+        entry = index_entry(self._connection, self._topic, prefix, self._settle_timeout_s)
         if entry is None and not scan_unindexed:
             self.ensure_topic()  # a log that is not fit to be one is refused here as well
             return None
@@ -288,34 +274,6 @@ class DecisionLog:
                         "indexed record: scanning the log instead", prefix, offset, self._topic)
             return None
         return value
-
-    def _index_entry(self, prefix: str) -> tuple[int, str] | None:
-        """(offset of the last record, digest of its value) from the index group, or None. A pending
-        index commit (the prefix's coordinator mid-decision, or one whose commit just returned) is
-        waited out: the reader is read_committed, so its OffsetFetch asks for stable offsets."""
-        group = index_group(prefix)
-        diagnosed = False
-
-        def fetch(deadline: Deadline) -> list[KafkaTopicPartition]:
-            nonlocal diagnosed
-            try:
-                return group_offset_reader(self._connection, group).committed(
-                    [KafkaTopicPartition(self._topic, 0)], timeout=min(deadline.left(), _INDEX_PROBE_S))
-            except KafkaException as exc:
-                if exc.args[0].code() == KafkaError._TIMED_OUT and not diagnosed:
-                    diagnosed = True
-                    _refuse_if_group_unauthorized(self._connection, group)
-                raise
-
-        try:
-            [tp] = retry(fetch, Deadline(self._settle_timeout_s), _INDEX_NOT_READY)
-        except KafkaException as exc:
-            if _INDEX_NOT_READY(exc):
-                raise _index_timeout(prefix, group, self._settle_timeout_s, exc.args[0]) from None
-            raise _index_error(group, exc.args[0]) from None
-        if tp.error is not None:
-            raise _index_error(group, tp.error)
-        return (tp.offset - 1, tp.metadata or "") if tp.offset > 0 else None
 
     def _scanned_head(self, prefix: str) -> bytes | None:
         """The last committed head record of ``prefix``, by a read_committed scan of the log. A second scan of this
@@ -410,7 +368,7 @@ class DecisionLog:
                     metadata = group_offset_reader(self._connection, group).consumer_group_metadata()
                     producer.send_offsets_to_transaction([index], metadata, REQUEST_TIMEOUT_S)
                 except KafkaException as exc:
-                    raise _index_error(group, exc.args[0]) from None
+                    raise index_error(group, exc.args[0]) from None
                 if group_offsets and record.consumer_group:
                     marker = GroupMarker(self._topic, record.prefix, record.epoch_id).to_metadata()
                     producer.send_offsets_to_transaction(
@@ -787,34 +745,6 @@ def _next_message(consumer: Consumer, topic: str, offset: int) -> Message | None
         if error.fatal() or error.code() > 0:
             raise KafkaEosDecisionLogError(f"Reading offset {offset} of the decision log '{topic}' failed: {error.str()}")
     raise KafkaEosDecisionLogError(f"Reading offset {offset} of the decision log '{topic}' made no progress for {REQUEST_TIMEOUT_S:g}s.")
-
-
-def _index_timeout(prefix: str, group: str, waited_s: float, error: KafkaError) -> KafkaEosDecisionLogError:
-    return KafkaEosDecisionLogError(
-        f"The index group {group} of prefix {prefix} had no stable offset within {waited_s:g}s ({error.str()}): "
-        "the prefix's coordinator has a decision open (a driver of the prefix is running, or crashed mid-decision), "
-        f"or the group coordinator is unavailable. The broker aborts a crashed decision after "
-        f"{COORDINATOR_TRANSACTION_TIMEOUT_MS / 1000:g}s; retry then."
-    ).with_code(error.code())
-
-
-def _refuse_if_group_unauthorized(connection: KafkaConnection, group: str) -> None:
-    """librdkafka's consumer retries a group it may not use until its timeout, then says only "timed out";
-    DescribeGroups says why at once. Over kafka-python: librdkafka's admin OffsetFetch, met by NOT_COORDINATOR or
-    a coordinator that went down, can abort the process later (librdkafka issues #5040, #4605). Anything but an
-    authorization failure is left to the wait."""
-    try:
-        cached_session(connection).describe_group(group, timeout_s=_INDEX_PROBE_S)
-    except TxnSessionError as exc:
-        if exc.error == "GROUP_AUTHORIZATION_FAILED":
-            raise _index_error(group, KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED)) from None
-
-
-def _index_error(group: str, error: KafkaError) -> KafkaEosDecisionLogError:
-    fix = (f" Fix: allow the sink's principal to Read group {group} (e.g. a prefixed ACL on the transactional id prefix: "
-           "kafka-acls --add --allow-principal ... --operation Read --group <prefix> --resource-pattern-type prefixed)."
-           if error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED else "")
-    return KafkaEosDecisionLogError(f"The decision log index group {group} could not be used: {error.str()}.{fix}").with_code(error.code())
 
 
 def _group_metadata(connection: KafkaConnection, group: str) -> object:

@@ -5,7 +5,7 @@ Per prefix: the last record's age and state, open transactions and the oldest on
 per partition its last decision wrote to, the last stable offset, the high watermark and their difference. Per
 consumer group (each ``--group``, and each ``consumerGroup`` a prefix's last record names): each partition's
 committed offset and its lag behind the last stable offset. A scrape reads only
-what the decision log gained since the last one (:class:`~spark_kafka_eos.prefix_status.PrefixCatalog`), so its
+what the decision log gained since the last one (:class:`~spark_kafka_eos.ops.prefix_status.PrefixCatalog`), so its
 cost grows with the open transactions and sink partitions, not with the log's history. A scrape that fails says so
 in ``kafka_eos_exporter_up 0`` rather than with stale figures, within the scrape timeout (8 s by default, below
 Prometheus's default 10 s): a read still running then goes on in the background, and the next scrape takes its
@@ -33,7 +33,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions
 from spark_kafka_eos.cluster import admin_client, open_session
 from spark_kafka_eos.config.writer import WriterOptions
 from spark_kafka_eos.errors import KafkaEosError
-from spark_kafka_eos.prefix_status import (
+from spark_kafka_eos.ops.prefix_status import (
     PREFIX_STATES,
     PrefixCatalog,
     PrefixStatus,

@@ -1,7 +1,7 @@
 """What the compiled extension's read and write paths share: opening a client of it (or None, for the pure-Python
 path, where it cannot run the configuration), the librdkafka settings it can run, and its log lines. Whether it is
-installed: :mod:`~spark_kafka_eos.native_extension`; the engine options that choose it:
-:mod:`~spark_kafka_eos.config.engine`."""
+installed: :mod:`~spark_kafka_eos.native.extension`; the engine options that choose it:
+:mod:`~spark_kafka_eos.native.engine`."""
 
 from __future__ import annotations
 
@@ -11,13 +11,11 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from spark_kafka_eos.client_errors import ClientCallError, ClientError, KafkaErrorCode
-from spark_kafka_eos.config.librdkafka import LIBRDKAFKA_LOGGER
-from spark_kafka_eos.config.secrets import scrub
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.native_extension import native_module
+from spark_kafka_eos.librdkafka_logs import log_librdkafka_line
+from spark_kafka_eos.native.extension import native_module
+from spark_kafka_eos.secrets import scrub
 
-# librdkafka's syslog levels, as confluent-kafka maps them for its ``logger``.
-_LOG_LEVELS = {0: logging.CRITICAL, 1: logging.CRITICAL, 2: logging.CRITICAL, 3: logging.ERROR, 4: logging.WARNING, 5: logging.INFO, 6: logging.INFO}
 # Settings the Python client handles itself, not librdkafka.
 _PYTHON_SETTINGS = {"logger", "stats_cb", "on_delivery"}
 _Client = TypeVar("_Client")
@@ -68,7 +66,7 @@ def open_compiled(config: Mapping[str, Any], make: Callable[[ModuleType, list[tu
 def forward_logs(lines: list[tuple[int, str, str, str]]) -> None:
     """Log librdkafka's lines (syslog level, facility, client name, line) as confluent-kafka's ``logger`` would."""
     for level, facility, client, line in lines:
-        LIBRDKAFKA_LOGGER.log(_LOG_LEVELS.get(level, logging.DEBUG), "%s [%s] %s", facility, client, line)
+        log_librdkafka_line(level, facility, client, line)
 
 
 def compiled_client_error(code: int, reason: str | None = None, fatal: bool = False, retriable: bool = False,
