@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -146,16 +147,23 @@ def clear_fired() -> None:
         marker.unlink()
 
 
+SPARK_JVM_MAIN_CLASSES = (b"org.apache.spark.deploy.SparkSubmit", b"org.apache.spark.executor.")
+
+
 def kill_parent_jvm() -> None:
-    """SIGKILL the JVM this Python worker descends from (a driver, or an executor): a real crash."""
+    """SIGKILL the Spark JVM this Python worker descends from (a driver, or an executor): a real crash. Only a JVM
+    whose command line names Spark's driver or executor main class is killed, never another JVM (a test's broker);
+    the victim is named on stderr, which a failing test prints."""
     pid = os.getpid()
     while pid > 1:
         stat = Path(f"/proc/{pid}/stat").read_text()
         pid = int(stat.rsplit(")", 1)[1].split()[1])
-        if b"java" in Path(f"/proc/{pid}/cmdline").read_bytes():
+        command_line = Path(f"/proc/{pid}/cmdline").read_bytes()
+        if any(main_class in command_line for main_class in SPARK_JVM_MAIN_CLASSES):
+            print(f"testing.failAt: SIGKILL of Spark's JVM, pid {pid}, from Python worker {os.getpid()}", file=sys.stderr, flush=True)
             os.kill(pid, signal.SIGKILL)
             os._exit(1)
-    raise InjectedFault("testing.failAt asked to kill a JVM, but this Python worker has no JVM parent")
+    raise InjectedFault("testing.failAt asked to kill a JVM, but this Python worker descends from no Spark JVM")
 
 
 def make_importable_by_workers() -> None:
