@@ -184,7 +184,17 @@ class KafkaOffsetLookup:
                 isolation_level=isolation or self._isolation,
                 request_timeout=self._timeout_s,
             )
-            return {(tp.topic, tp.partition): listed_offset(future.result(self._timeout_s).offset) for tp, future in futures.items()}
+            listed, refused = {}, set()
+            for tp, future in futures.items():
+                try:
+                    listed[(tp.topic, tp.partition)] = listed_offset(future.result(self._timeout_s).offset)
+                except KafkaException as exc:
+                    if exc.args[0].code() != KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                        raise
+                    refused.add(tp.topic)  # its ACLs removed since the metadata named it
+            if refused:
+                raise topic_authorization_error(self._options, sorted(refused), "TOPIC_AUTHORIZATION_FAILED on ListOffsets")
+            return listed
 
         return self._retrying("list offsets", request)
 
