@@ -383,3 +383,33 @@ def test_a_decision_whose_commit_answer_is_lost_is_finished_in_time(spark: Spark
     wait_for_schedule(run)
     judge_exactly_once(run, judge, sink, prefix, decision_log, [Sent(i % 3, str(i).encode(), f"v{i}".encode()) for i in range(300)],
                        ordered=False)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("stall_s", [2.0, 4.0])
+def test_a_task_whose_add_partitions_answer_is_lost_writes_exactly_once_without_a_rerun(spark: SparkSession, proxied: ProxiedKafka,
+                                                                                       stall_s: float) -> None:
+    """The broker adds a task's partition to its transaction, but its answer never reaches the task (the connection
+    is stalled, then reset). The task's client retries on a new connection and the one run succeeds, exactly once: a
+    task that waited out its transaction's timeout would fail the run (the decision needs 10 s of it left)."""
+    judge = proxied.judge()
+    tag = uuid.uuid4().hex[:8]
+    sink, prefix, decision_log = judge.create_topic(3, prefix="faults-sink"), f"faults-lost-add-{tag}", f"_decisions-faults-{tag}"
+    lost = Fault(0.0, BLACKHOLE_RESPONSE, duration_s=stall_s, apis=(f"AddPartitionsToTxn/{prefix}-",))
+    run = Run(proxied, FaultSchedule(SEED, 20, (lost,)))
+    proxied.proxy.run(run.schedule)
+    (spark.range(0, 300, numPartitions=3)
+     .selectExpr("CAST(id AS STRING) AS key", "CONCAT('v', CAST(id AS STRING)) AS value", "CAST(id % 3 AS INT) AS partition")
+     .write.format("kafka_eos").mode("append")
+     .option("kafka.bootstrap.servers", proxied.proxied_bootstrap)
+     .option("topic", sink)
+     .option("transactional.id.prefix", prefix)
+     .option("decisionLogTopic", decision_log)
+     .option("writeId", "lost-add")
+     .option("kafka.transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
+     .save())
+    print(f"\nwrite done at t+{proxied.proxy.elapsed_s():.1f}s\n{run.explain()}")
+    fired = [f for f in proxied.proxy.log if f.fault == lost]
+    assert fired and fired[0].answered and "coordinator" not in fired[0].detail, run.explain()
+    judge_exactly_once(run, judge, sink, prefix, decision_log, [Sent(i % 3, str(i).encode(), f"v{i}".encode()) for i in range(300)],
+                       ordered=False)
