@@ -6,60 +6,19 @@
 
 The public API is what ``__all__`` names (``help(KafkaEosDataSource)`` lists the options), the error
 classes (also in :mod:`spark_kafka_eos.errors`), :mod:`spark_kafka_eos.schema_registry` (Confluent wire
-format columns) and the ``spark_kafka_eos.librdkafka`` logger. Every other module is internal and may change.
+format columns) and the ``spark_kafka_eos.librdkafka`` logger. Everything in ``spark_kafka_eos._internal`` is
+internal and may change in any release.
 """
 
-from spark_kafka_eos.spark_support import require_supported_spark
+from spark_kafka_eos._internal.spark_support import require_supported_spark
 
 require_supported_spark()
 
-from spark_kafka_eos.datasource import KafkaEosDataSource  # noqa: E402 - after the check, which names what is missing
-from spark_kafka_eos.errors import (  # noqa: E402
-    CommitOutcome,
-    KafkaEosAuthenticationError,
-    KafkaEosAuthorizationError,
-    KafkaEosCommitError,
-    KafkaEosCommitOutcomeUnknownError,
-    KafkaEosCommittedDataLostError,
-    KafkaEosDataLossError,
-    KafkaEosDecisionLogError,
-    KafkaEosEpochAbortedError,
-    KafkaEosEpochCommittedError,
-    KafkaEosError,
-    KafkaEosOptionError,
-    KafkaEosOutputUnverifiableError,
-    KafkaEosReadError,
-    KafkaEosRunRefusedError,
-    KafkaEosSchemaError,
-    KafkaEosUnavailableError,
-    KafkaEosUnsupportedBrokerError,
-    KafkaEosWriteError,
-    commit_outcome,
-)
-from spark_kafka_eos.threads import activate_session  # noqa: E402
+from spark_kafka_eos import errors  # noqa: E402 - after the check, which names what is missing
+from spark_kafka_eos._internal.threads import activate_session  # noqa: E402
+from spark_kafka_eos.datasource import KafkaEosDataSource  # noqa: E402
+from spark_kafka_eos.errors import *  # noqa: E402, F403 - every public error class, CommitOutcome and commit_outcome
 
-__all__ = [
-    "CommitOutcome",
-    "KafkaEosAuthenticationError",
-    "KafkaEosAuthorizationError",
-    "KafkaEosCommitError",
-    "KafkaEosCommitOutcomeUnknownError",
-    "KafkaEosCommittedDataLostError",
-    "KafkaEosDataLossError",
-    "KafkaEosDataSource",
-    "KafkaEosDecisionLogError",
-    "KafkaEosEpochAbortedError",
-    "KafkaEosEpochCommittedError",
-    "KafkaEosError",
-    "KafkaEosOptionError",
-    "KafkaEosOutputUnverifiableError",
-    "KafkaEosReadError",
-    "KafkaEosRunRefusedError",
-    "KafkaEosSchemaError",
-    "KafkaEosUnavailableError",
-    "KafkaEosUnsupportedBrokerError",
-    "KafkaEosWriteError",
-    "activate_session",
-    "commit_outcome",
-]
+__all__ = ["KafkaEosDataSource", "activate_session"]
+__all__ += errors.__all__
 __version__ = "0.1.0"

@@ -1,11 +1,11 @@
 """The ``kafka-eos`` command's entry point, and ``python -m spark_kafka_eos.cli`` where the package is importable but
-its command is not installed. The commands are :mod:`spark_kafka_eos.ops.console`'s."""
+its command is not installed."""
 
 from __future__ import annotations
 
 import sys
 
-from spark_kafka_eos.ops.console import main
+from spark_kafka_eos._internal.ops.console import main
 
 __all__ = ["main"]
 

@@ -11,17 +11,18 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from spark_kafka_eos.config.options import GC_FREEZE, boolean_option, options_help
-from spark_kafka_eos.config.reader import parse_reader_options
+from spark_kafka_eos._internal.config.options import GC_FREEZE, boolean_option, options_help
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.read.reader import KafkaEosBatchReader
+from spark_kafka_eos._internal.schema import record_schema
+from spark_kafka_eos._internal.spark_support import has_read_limits
+from spark_kafka_eos._internal.worker_gc import freeze_driver_call_heap
+from spark_kafka_eos._internal.write.coordinator import settle_group
+from spark_kafka_eos._internal.write.hooks import NO_HOOKS, WriterHooks
+from spark_kafka_eos._internal.write.open_writer import open_batch_writer, open_stream_writer
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.read.reader import KafkaEosBatchReader
-from spark_kafka_eos.schema import record_schema
-from spark_kafka_eos.spark_support import has_read_limits
-from spark_kafka_eos.worker_gc import freeze_driver_call_heap
-from spark_kafka_eos.write.coordinator import settle_group
-from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
-from spark_kafka_eos.write.open_writer import open_batch_writer, open_stream_writer
 
+__all__ = ["KafkaEosDataSource"]
 
 class KafkaEosDataSource(DataSource):
     """Exactly-once Kafka for Spark: ``format("kafka_eos")`` with the options of Spark's Kafka source
@@ -61,10 +62,10 @@ class KafkaEosDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         options = parse_reader_options(self.options, streaming=True)
         if has_read_limits():
-            from spark_kafka_eos.read.admission_stream_reader import KafkaEosStreamReader
+            from spark_kafka_eos._internal.read.admission_stream_reader import KafkaEosStreamReader
 
             return KafkaEosStreamReader(options, group_guard=settle_group)
-        from spark_kafka_eos.read.legacy_stream_reader import KafkaEosLegacyStreamReader
+        from spark_kafka_eos._internal.read.legacy_stream_reader import KafkaEosLegacyStreamReader
 
         return KafkaEosLegacyStreamReader(options, group_guard=settle_group)
 

@@ -7,6 +7,29 @@ import re
 from enum import Enum
 from typing import ClassVar, TypeVar
 
+__all__ = [
+    "CommitOutcome",
+    "KafkaEosAuthenticationError",
+    "KafkaEosAuthorizationError",
+    "KafkaEosCommitError",
+    "KafkaEosCommitOutcomeUnknownError",
+    "KafkaEosCommittedDataLostError",
+    "KafkaEosDataLossError",
+    "KafkaEosDecisionLogError",
+    "KafkaEosEpochAbortedError",
+    "KafkaEosEpochCommittedError",
+    "KafkaEosError",
+    "KafkaEosOptionError",
+    "KafkaEosOutputUnverifiableError",
+    "KafkaEosReadError",
+    "KafkaEosRunRefusedError",
+    "KafkaEosSchemaError",
+    "KafkaEosUnavailableError",
+    "KafkaEosUnsupportedBrokerError",
+    "KafkaEosWriteError",
+    "commit_outcome",
+]
+
 _E = TypeVar("_E", bound="KafkaEosError")
 
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+__all__ = ["GUID_HEADER_BYTES", "HEADER_BYTES", "KEY_SCHEMA_ID_HEADER", "MAX_MESSAGE_INDEX_BYTES", "VALUE_SCHEMA_ID_HEADER", "payload",
+           "schema_id", "wire_format"]
 HEADER_BYTES = 5
 """The magic byte and the 4-byte schema id of the prefix form."""
 GUID_HEADER_BYTES = 17

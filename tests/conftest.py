@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from spark_kafka_eos.config.reader import READ_ENGINE_VARIABLE
-from spark_kafka_eos.config.writer import WRITE_ENGINE_VARIABLE
-from spark_kafka_eos.read.idle_consumers import IDLE_CONSUMERS
+from spark_kafka_eos._internal.config.reader import READ_ENGINE_VARIABLE
+from spark_kafka_eos._internal.config.writer import WRITE_ENGINE_VARIABLE
+from spark_kafka_eos._internal.read.idle_consumers import IDLE_CONSUMERS
 from tests.benchmarks.common import find_connector_jars
 from tests.harness.kafka import KafkaTestCluster
 

@@ -18,9 +18,9 @@ from contextlib import ExitStack
 import pyarrow as pa
 from confluent_kafka import Producer
 
-from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
-from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
-from spark_kafka_eos.decision_log.records import EpochId, LogRecord, Participant
+from spark_kafka_eos._internal.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos._internal.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos._internal.decision_log.records import EpochId, LogRecord, Participant
 from tests.benchmarks.common import bootstrap_servers, produce
 
 TASKS = 8
@@ -63,8 +63,8 @@ def coordinator_commit_times_ms(opts: WriterOptions, commits: int, first_batch: 
                                 source: str | None = None) -> list[float]:
     """Whole commits of ``participants`` prepared tasks each (the tasks' writing is not timed), in milliseconds.
     With ``source``, each participant's rows come from its own partition of ``source`` (100 offsets per batch)."""
-    from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-    from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
+    from spark_kafka_eos._internal.write.coordinator import TwoPhaseCommitCoordinator
+    from spark_kafka_eos._internal.write.task_producer import TaskIdentity, write_task
 
     coordinator = TwoPhaseCommitCoordinator(opts, 60_000)
     times = []

@@ -21,11 +21,11 @@ from contextlib import ExitStack
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from spark_kafka_eos.cluster import open_session
-from spark_kafka_eos.config.writer import parse_writer_options
-from spark_kafka_eos.decision_log.records import LogRecord, Participant
-from spark_kafka_eos.ops.exporter import KafkaEosCollector, scrape_once
-from spark_kafka_eos.ops.prefix_status import PrefixCatalog, prefix_statuses
+from spark_kafka_eos._internal.cluster import open_session
+from spark_kafka_eos._internal.config.writer import parse_writer_options
+from spark_kafka_eos._internal.decision_log.records import LogRecord, Participant
+from spark_kafka_eos._internal.ops.exporter import KafkaEosCollector, scrape_once
+from spark_kafka_eos._internal.ops.prefix_status import PrefixCatalog, prefix_statuses
 from tests.benchmarks.common import bootstrap_servers, request_log
 
 PREFIXES = int(os.environ.get("BENCH_PREFIXES", "1000"))

@@ -35,9 +35,9 @@ SETTINGS: dict[str, dict[str, str]] = {
 
 
 def read_in_this_process(bootstrap: str, topic: str, end: int, engine: str, extra: dict[str, str]) -> dict[str, float]:
-    from spark_kafka_eos.config.reader import parse_reader_options
-    from spark_kafka_eos.read.partition_reader import read_offset_range
-    from spark_kafka_eos.read.planner import OffsetRange
+    from spark_kafka_eos._internal.config.reader import parse_reader_options
+    from spark_kafka_eos._internal.read.partition_reader import read_offset_range
+    from spark_kafka_eos._internal.read.planner import OffsetRange
 
     options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "readEngine": engine, **extra}
     parsed = parse_reader_options({k.lower(): v for k, v in options.items()}, streaming=False)

@@ -17,10 +17,10 @@ from contextlib import ExitStack
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from spark_kafka_eos.config.reader import parse_reader_options
-from spark_kafka_eos.read.idle_consumers import IDLE_CONSUMERS
-from spark_kafka_eos.read.partition_reader import read_offset_range
-from spark_kafka_eos.read.planner import OffsetRange
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.read.idle_consumers import IDLE_CONSUMERS
+from spark_kafka_eos._internal.read.partition_reader import read_offset_range
+from spark_kafka_eos._internal.read.planner import OffsetRange
 from tests.benchmarks.common import bootstrap_servers, check_count
 
 RANGE = 150

@@ -95,10 +95,10 @@ def raw_transactional(bootstrap: str, topic: str, records: int) -> None:
 
 
 def commit_times(bootstrap: str, topic: str, rounds: int = 15) -> list[float]:
-    from spark_kafka_eos.config.writer import parse_writer_options
-    from spark_kafka_eos.decision_log.records import EpochId
-    from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-    from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
+    from spark_kafka_eos._internal.config.writer import parse_writer_options
+    from spark_kafka_eos._internal.decision_log.records import EpochId
+    from spark_kafka_eos._internal.write.coordinator import TwoPhaseCommitCoordinator
+    from spark_kafka_eos._internal.write.task_producer import TaskIdentity, write_task
 
     options = parse_writer_options(
         {"kafka.bootstrap.servers": bootstrap, "topic": topic, "transactional.id.prefix": f"bench-{uuid.uuid4().hex[:6]}"}, streaming=True

@@ -1,7 +1,7 @@
 """What Spark allows a Python data source at most, with no Kafka at all: a source that yields pre-built Arrow
 batches of the Kafka schema (batch and stream), and a stream sink that counts its Arrow batches and drops them.
 The benchmarks show every figure against these ceilings too. They keep their Python workers' heaps out of pyspark's
-collection after each call as kafka_eos does (:mod:`spark_kafka_eos.worker_gc`, at the same calls): what any Python
+collection after each call as kafka_eos does (:mod:`spark_kafka_eos._internal.worker_gc`, at the same calls): what any Python
 data source can do, so not counted as kafka_eos's own gain."""
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ try:  # Spark 4.2+: the engine passes admission control to Python sources (Trigg
 except ImportError:  # pragma: no cover - older Sparks: the stream ceiling is not offered
     SupportsTriggerAvailableNow = None  # type: ignore[assignment,misc]
 
-from spark_kafka_eos.schema import arrow_record_schema, record_schema
-from spark_kafka_eos.worker_gc import freeze_driver_call_heap, freeze_worker_heap
+from spark_kafka_eos._internal.schema import arrow_record_schema, record_schema
+from spark_kafka_eos._internal.worker_gc import freeze_driver_call_heap, freeze_worker_heap
 
 CEILING_SOURCE = "bench_arrow_ceiling"
 CEILING_SINK = "bench_discarding_sink"

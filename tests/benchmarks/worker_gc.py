@@ -4,7 +4,7 @@ pyspark's daemon runs ``gc.collect()`` after every call a reused worker serves: 
 calls Spark makes in a Python worker (the schema, the read planning, the writer's creation, a commit). The probe
 (``worker_gc_probe/sitecustomize.py``, on the workers' ``PYTHONPATH``) times each collection; :func:`report`
 prints, per kind of worker, the collections, the objects they walked and their milliseconds. The collections that
-:mod:`spark_kafka_eos.worker_gc`'s own freezes run are among them (a few per worker)."""
+:mod:`spark_kafka_eos._internal.worker_gc`'s own freezes run are among them (a few per worker)."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ import sys
 
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from spark_kafka_eos.config.writer import parse_writer_options
-from spark_kafka_eos.write.open_writer import open_stream_writer
+from spark_kafka_eos._internal.config.writer import parse_writer_options
+from spark_kafka_eos._internal.write.open_writer import open_stream_writer
 from tests.harness.coordinator import prepare
 
 

@@ -8,10 +8,10 @@ import uuid
 
 import pyarrow as pa
 
-from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
-from spark_kafka_eos.decision_log.records import EpochId
-from spark_kafka_eos.write.commit_message import TaskCommit
-from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
+from spark_kafka_eos._internal.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos._internal.decision_log.records import EpochId
+from spark_kafka_eos._internal.write.commit_message import TaskCommit
+from spark_kafka_eos._internal.write.task_producer import TaskIdentity, write_task
 from tests.harness.kafka import KafkaTestCluster
 
 TIMEOUT_MS = 60_000

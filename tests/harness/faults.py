@@ -1,6 +1,6 @@
 """Fault injection for writer tests: a ``kafka_eos_faults`` data source whose writer hooks fail, kill
 or stall at a named point. It lives here, not in the package: production code only has the no-op seams
-(:class:`spark_kafka_eos.write.hooks.WriterHooks`).
+(:class:`spark_kafka_eos._internal.write.hooks.WriterHooks`).
 
 Option ``testing.failAt``:
 - ``before_decision`` / ``after_decision`` / ``during_phase2`` raise at that point of the driver's
@@ -26,12 +26,12 @@ from pathlib import Path
 import pyarrow as pa
 from pyspark import TaskContext
 
+from spark_kafka_eos._internal.decision_log.records import LogRecord
+from spark_kafka_eos._internal.txn.protocol import TransactionClient
+from spark_kafka_eos._internal.txn.session import PreparedTxnState
+from spark_kafka_eos._internal.write.hooks import AFTER_DECISION, NO_HOOKS, POINTS, WriterHooks
 from spark_kafka_eos.datasource import KafkaEosDataSource
-from spark_kafka_eos.decision_log.records import LogRecord
 from spark_kafka_eos.errors import KafkaEosError, KafkaEosOptionError
-from spark_kafka_eos.txn.protocol import TransactionClient
-from spark_kafka_eos.txn.session import PreparedTxnState
-from spark_kafka_eos.write.hooks import AFTER_DECISION, NO_HOOKS, POINTS, WriterHooks
 
 FAULTS_FORMAT = "kafka_eos_faults"
 FAIL_AT_OPTION = "testing.failAt"

@@ -24,7 +24,7 @@ def main(argv: list[str]) -> int:
     spark.sparkContext.setLogLevel("DEBUG")
     failures = 0
     try:
-        from spark_kafka_eos.config.reader import parse_reader_options
+        from spark_kafka_eos._internal.config.reader import parse_reader_options
 
         print(repr(parse_reader_options({k.lower(): v for k, v in {**options, "subscribe": topic}.items()}, streaming=False)))
         df = spark.read.format("kafka_eos").options(**options).option("subscribe", topic).load()

@@ -47,9 +47,9 @@ from pathlib import Path
 
 from confluent_kafka.admin import OffsetSpec
 
-from spark_kafka_eos.config.writer import derived_prefix
-from spark_kafka_eos.decision_log.coordinator_id import coordinator_transactional_id
-from spark_kafka_eos.write.hooks import POINTS
+from spark_kafka_eos._internal.config.writer import derived_prefix
+from spark_kafka_eos._internal.decision_log.coordinator_id import coordinator_transactional_id
+from spark_kafka_eos._internal.write.hooks import POINTS
 from tests.harness.faults import MARKERS_ENV
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import open_transactions_by_kafka

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 
-from spark_kafka_eos.schema import record_schema
+from spark_kafka_eos._internal.schema import record_schema
 from tests.harness.kafka import KafkaRecord, KafkaTestCluster
 
 COMPARED = ["key", "value", "topic", "partition", "offset"]

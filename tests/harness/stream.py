@@ -9,8 +9,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from spark_kafka_eos.config.reader import parse_reader_options
-from spark_kafka_eos.read.admission_stream_reader import KafkaEosStreamReader
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.read.admission_stream_reader import KafkaEosStreamReader
 from tests.harness.kafka import KafkaTestCluster
 
 

@@ -8,12 +8,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Self, TypedDict
 
-from spark_kafka_eos.config.connection import KafkaConnection
-from spark_kafka_eos.config.writer import WriterOptions
-from spark_kafka_eos.decision_log.protocol import DecisionLog
-from spark_kafka_eos.decision_log.records import ArchiveRef, HistoryEntry, LogRecord, Participant, archive_overflow
-from spark_kafka_eos.txn.protocol import TransactionClient
-from spark_kafka_eos.txn.session import (
+from spark_kafka_eos._internal.config.connection import KafkaConnection
+from spark_kafka_eos._internal.config.writer import WriterOptions
+from spark_kafka_eos._internal.decision_log.protocol import DecisionLog
+from spark_kafka_eos._internal.decision_log.records import ArchiveRef, HistoryEntry, LogRecord, Participant, archive_overflow
+from spark_kafka_eos._internal.txn.protocol import TransactionClient
+from spark_kafka_eos._internal.txn.session import (
     PreparedTxnState,
     TxnDescription,
     TxnFencedError,
@@ -233,6 +233,6 @@ def fake_seams(cluster: Cluster) -> CoordinatorSeams:
 
 
 def options(prefix: str = "p") -> WriterOptions:
-    from spark_kafka_eos.config.writer import parse_writer_options
+    from spark_kafka_eos._internal.config.writer import parse_writer_options
 
     return parse_writer_options({"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "out", "transactional.id.prefix": prefix}, streaming=True)

@@ -42,14 +42,13 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import ConfigResource
 
-import spark_kafka_eos.decision_log.records as log_record_module
-from spark_kafka_eos.decision_log.coordinator_id import COORDINATOR_TRANSACTION_TIMEOUT_MS, coordinator_transactional_id
-from spark_kafka_eos.decision_log.group_marker import GroupMarker
-from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog, RecordNotCommittedError
-from spark_kafka_eos.decision_log.records import EpochId, LogRecord
-from spark_kafka_eos.errors import KafkaEosDecisionLogError
-from spark_kafka_eos.read.planner import OffsetRange
-from spark_kafka_eos.txn.session import (
+import spark_kafka_eos._internal.decision_log.records as log_record_module
+from spark_kafka_eos._internal.decision_log.coordinator_id import COORDINATOR_TRANSACTION_TIMEOUT_MS, coordinator_transactional_id
+from spark_kafka_eos._internal.decision_log.group_marker import GroupMarker
+from spark_kafka_eos._internal.decision_log.kafka_log import KafkaDecisionLog, RecordNotCommittedError
+from spark_kafka_eos._internal.decision_log.records import EpochId, LogRecord
+from spark_kafka_eos._internal.read.planner import OffsetRange
+from spark_kafka_eos._internal.txn.session import (
     PreparedTxnState,
     TxnDescription,
     TxnFencedError,
@@ -57,10 +56,11 @@ from spark_kafka_eos.txn.session import (
     TxnListing,
     TxnState,
 )
-from spark_kafka_eos.write.commit_message import TaskCommit
-from spark_kafka_eos.write.ownership import already_decided
-from spark_kafka_eos.write.transactional_id import task_transactional_id_candidates
-from spark_kafka_eos.write.visibility import record_digest
+from spark_kafka_eos._internal.write.commit_message import TaskCommit
+from spark_kafka_eos._internal.write.ownership import already_decided
+from spark_kafka_eos._internal.write.transactional_id import task_transactional_id_candidates
+from spark_kafka_eos._internal.write.visibility import record_digest
+from spark_kafka_eos.errors import KafkaEosDecisionLogError
 from tests.unit.fakes import NothingToClose
 
 DAY_MS = 86_400_000
@@ -642,7 +642,7 @@ class SerialExecutor:
 
 
 def visibility_seams(model: KafkaModel) -> dict[str, object]:
-    """Stand-ins for the reads of ``spark_kafka_eos.write.visibility``, over the model: its offset range read,
+    """Stand-ins for the reads of ``spark_kafka_eos._internal.write.visibility``, over the model: its offset range read,
     its point reader's watermarks, its admin client's DescribeConfigs (denied, when the model says so) and ListOffsets."""
 
     def read_offset_range(options: object, offsets: OffsetRange) -> Iterator[pa.RecordBatch]:

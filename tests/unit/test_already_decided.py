@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from spark_kafka_eos.decision_log.records import EpochId, LogRecord
-from spark_kafka_eos.write.ownership import already_decided
+from spark_kafka_eos._internal.decision_log.records import EpochId, LogRecord
+from spark_kafka_eos._internal.write.ownership import already_decided
 
 Q1, Q2 = "query-1", "query-2"
 

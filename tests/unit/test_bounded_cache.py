@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spark_kafka_eos.bounded_cache import BoundedCache
+from spark_kafka_eos._internal.bounded_cache import BoundedCache
 
 
 def test_keeps_the_most_recently_put_and_hands_the_dropped_to_on_drop() -> None:

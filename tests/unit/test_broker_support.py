@@ -3,7 +3,7 @@ tests/integration/packaging/test_kafka3_broker.py)."""
 
 from __future__ import annotations
 
-from spark_kafka_eos.write.broker_support import missing_apis
+from spark_kafka_eos._internal.write.broker_support import missing_apis
 
 KAFKA_2_8 = {"Produce": (0, 9), "InitProducerId": (0, 4), "EndTxn": (0, 3), "DescribeProducers": (0, 0)}
 KAFKA_3_0 = {**KAFKA_2_8, "DescribeTransactions": (0, 0), "ListTransactions": (0, 0)}

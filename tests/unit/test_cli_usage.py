@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from spark_kafka_eos import __version__
-from spark_kafka_eos.ops.console import DEFAULT_TIMEOUT_S, build_parser, client_settings, main
+from spark_kafka_eos._internal.ops.console import DEFAULT_TIMEOUT_S, build_parser, client_settings, main
 
 
 def test_usage_names_the_kafka_eos_command() -> None:

@@ -11,12 +11,12 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from spark_kafka_eos.client_errors import ClientCallError, ClientError, KafkaErrorCode
-from spark_kafka_eos.error_text import error_text
+from spark_kafka_eos._internal.client_errors import ClientCallError, ClientError, KafkaErrorCode
+from spark_kafka_eos._internal.error_text import error_text
+from spark_kafka_eos._internal.native import clients as compiled
+from spark_kafka_eos._internal.write.input_schema import InputColumns
+from spark_kafka_eos._internal.write.producers.confluent import ConfluentProducer
 from spark_kafka_eos.errors import KafkaEosWriteError
-from spark_kafka_eos.native import clients as compiled
-from spark_kafka_eos.write.input_schema import InputColumns
-from spark_kafka_eos.write.producers.confluent import ConfluentProducer
 
 
 class _FullThenRefusing:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError
 
-import spark_kafka_eos
-from spark_kafka_eos.client_errors import ClientError, KafkaErrorCode
-from spark_kafka_eos.native.extension import native_module
+import spark_kafka_eos._internal
+from spark_kafka_eos._internal.client_errors import ClientError, KafkaErrorCode
+from spark_kafka_eos._internal.native.extension import native_module
 
 
 def _librdkafka_name(code: KafkaErrorCode) -> str:
@@ -45,7 +45,7 @@ _CLIENT_LIBRARIES = {"confluent_kafka", "kafka", "spark_kafka_eos_native"}
 @pytest.mark.parametrize("module", _RULES)
 def test_the_read_and_write_rules_import_no_kafka_client_library(module: str) -> None:
     """Only the engines' adapters (read/fetchers/, write/producers/) speak a client library's errors."""
-    tree = ast.parse((Path(spark_kafka_eos.__file__).parent / module).read_text())
+    tree = ast.parse((Path(spark_kafka_eos._internal.__file__).parent / module).read_text())
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     assert not imported & _CLIENT_LIBRARIES

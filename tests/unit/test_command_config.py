@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_kafka_eos.config.command_config import CommandConfigError, environment_settings, file_settings, read_properties
+from spark_kafka_eos._internal.config.command_config import CommandConfigError, environment_settings, file_settings, read_properties
 
 
 def write(tmp_path: Path, text: str) -> Path:

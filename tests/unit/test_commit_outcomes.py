@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from spark_kafka_eos._internal.ops import console as cli
+from spark_kafka_eos._internal.write.commit_outcomes import Ending
 from spark_kafka_eos.errors import (
     CommitOutcome,
     KafkaEosCommitError,
@@ -20,8 +22,6 @@ from spark_kafka_eos.errors import (
     KafkaEosWriteError,
     commit_outcome,
 )
-from spark_kafka_eos.ops import console as cli
-from spark_kafka_eos.write.commit_outcomes import Ending
 
 OUTCOMES: list[tuple[type[KafkaEosCommitError], CommitOutcome, bool, int]] = [
     (KafkaEosEpochAbortedError, CommitOutcome.ABORTED, True, 2),

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from spark_kafka_eos.config.reader import parse_reader_options
-from spark_kafka_eos.config.writer import parse_writer_options
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.config.writer import parse_writer_options
+from spark_kafka_eos._internal.txn.session import TxnSessionError
 from spark_kafka_eos.errors import KafkaEosError, KafkaEosOptionError
-from spark_kafka_eos.txn.session import TxnSessionError
 
 PASSWORD = "s3cr3t-Pa55"
 WRITER = {"kafka.bootstrap.servers": "b1:9092", "topic": "out", "transactional.id.prefix": "p"}

@@ -10,8 +10,13 @@ from collections.abc import Iterable
 
 import pytest
 
-from spark_kafka_eos.decision_log import records as log_record
-from spark_kafka_eos.decision_log.records import EpochId, LogRecord, Participant
+from spark_kafka_eos._internal.decision_log import records as log_record
+from spark_kafka_eos._internal.decision_log.records import EpochId, LogRecord, Participant
+from spark_kafka_eos._internal.txn.session import TxnDescription, TxnState
+from spark_kafka_eos._internal.write.commit_message import TaskCommit
+from spark_kafka_eos._internal.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos._internal.write.ownership import Verdict
+from spark_kafka_eos._internal.write.transactional_id import task_transactional_id
 from spark_kafka_eos.errors import (
     KafkaEosCommittedDataLostError,
     KafkaEosDecisionLogError,
@@ -19,11 +24,6 @@ from spark_kafka_eos.errors import (
     KafkaEosEpochCommittedError,
     KafkaEosRunRefusedError,
 )
-from spark_kafka_eos.txn.session import TxnDescription, TxnState
-from spark_kafka_eos.write.commit_message import TaskCommit
-from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.ownership import Verdict
-from spark_kafka_eos.write.transactional_id import task_transactional_id
 from tests.harness.faults import AbortAfterDecision
 from tests.unit.fakes import TIMEOUT_MS, Cluster, FakeSession, fake_seams, options
 

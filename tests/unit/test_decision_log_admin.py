@@ -9,10 +9,10 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigEntry, ConfigResource
 
-from spark_kafka_eos.decision_log import kafka_log as decision_log_module
-from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos._internal.decision_log import kafka_log as decision_log_module
+from spark_kafka_eos._internal.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos._internal.txn.session import PreparedTxnState
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
-from spark_kafka_eos.txn.session import PreparedTxnState
 from tests.unit.fakes import options as writer_options
 
 

@@ -1,5 +1,6 @@
 """The docs site (mkdocs.yml, docs/) stays true: the README is a front page that links into it, the options page is
-made from the option declarations, and the testing page's map of promises names only tests that exist."""
+made from the option declarations, the API page from the public modules (everything else is in ``_internal/``), and
+the testing page's map of promises names only tests that exist."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import re
 from pathlib import Path
 from types import ModuleType
 
-from spark_kafka_eos.config.options import OPTIONS
+import spark_kafka_eos
+from spark_kafka_eos._internal.config.options import OPTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 README_MAX_LINES = 250
+PACKAGE_DIR = ROOT / "spark_kafka_eos"
 
 
 def hooks() -> ModuleType:
@@ -69,3 +72,25 @@ def test_the_testing_page_names_only_tests_that_exist() -> None:
         checked += 1
     assert checked > 200
     assert missing == [], missing
+
+
+def test_the_top_of_the_package_holds_only_the_public_modules_and_the_internals() -> None:
+    top = {path.name for path in PACKAGE_DIR.iterdir() if path.name != "__pycache__"}
+    assert top == {"__init__.py", "py.typed", "_internal", "cli.py", "datasource.py", "errors.py", "schema_registry.py"}, (
+        "a new module goes in spark_kafka_eos/_internal/, unless it is public API (then on the API page, by its __all__)")
+
+
+def test_the_api_page_documents_every_exported_name_once_from_a_public_module() -> None:
+    site = hooks()
+    directives = re.findall(r"^::: (\S+)$", site.public_api(), re.MULTILINE)
+    assert not [d for d in directives if "._internal" in d]
+    documented = [d.rsplit(".", 1)[1] for d in directives if "." in d and d.rsplit(".", 1)[0] in site.public_modules()]
+    assert sorted(documented) == sorted(set(documented)), "a name documented twice"
+    assert set(spark_kafka_eos.__all__) <= set(documented)
+    assert {"wire_format", "payload", "schema_id", "main"} <= set(documented)
+
+
+def test_the_api_page_is_the_generated_one() -> None:
+    page = (DOCS / "api.md").read_text()
+    assert hooks().API_MARKER in page
+    assert ":::" not in page, "the API page's directives are generated (conf/mkdocs_hooks.py), not written by hand"

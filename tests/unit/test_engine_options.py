@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from spark_kafka_eos.config.reader import READ_ENGINE_VARIABLE, parse_reader_options
-from spark_kafka_eos.config.writer import WRITE_ENGINE_VARIABLE, parse_writer_options
+from spark_kafka_eos._internal.config.reader import READ_ENGINE_VARIABLE, parse_reader_options
+from spark_kafka_eos._internal.config.writer import WRITE_ENGINE_VARIABLE, parse_writer_options
+from spark_kafka_eos._internal.native import extension as native_extension
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.native import extension as native_extension
 
 BOOTSTRAP = {"kafka.bootstrap.servers": "127.0.0.1:9"}
 ENGINES = {

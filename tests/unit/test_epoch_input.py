@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spark_kafka_eos.decision_log.records import EpochInput
-from spark_kafka_eos.write.epoch_input import input_difference, kafka_positions, read_offset_log, stream_input
+from spark_kafka_eos._internal.decision_log.records import EpochInput
+from spark_kafka_eos._internal.write.epoch_input import input_difference, kafka_positions, read_offset_log, stream_input
 
 META = '{"batchWatermarkMs":0,"batchTimestampMs":1700000000000,"conf":{"spark.sql.shuffle.partitions":"200"}}'
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from spark_kafka_eos.read.idle_consumers import IdleConsumers
-from spark_kafka_eos.retry import Backoff, Deadline, wait_until
+from spark_kafka_eos._internal.read.idle_consumers import IdleConsumers
+from spark_kafka_eos._internal.retry import Backoff, Deadline, wait_until
 
 
 class _Consumer:

@@ -12,6 +12,7 @@ import spark_kafka_eos
 
 PACKAGE_DIR = Path(spark_kafka_eos.__file__).parent
 PACKAGE = PACKAGE_DIR.name
+INTERNAL = f"{PACKAGE}._internal"
 NATIVE_SOURCES = Path(__file__).resolve().parents[2] / "native" / "src"
 
 
@@ -70,8 +71,9 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def subpackage(module: str) -> str:
-    """``spark_kafka_eos.write.coordinator`` -> ``spark_kafka_eos.write``; a top-level module stands for itself."""
-    return ".".join(module.split(".")[:2])
+    """``spark_kafka_eos._internal.write.coordinator`` -> ``spark_kafka_eos._internal.write``; a module at the top of
+    the package or of ``_internal`` stands for itself."""
+    return ".".join(module.split(".")[:3 if module.startswith(f"{INTERNAL}.") else 2])
 
 
 def test_no_module_imports_one_that_imports_it_back() -> None:
@@ -103,16 +105,16 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
 
 def test_the_decision_log_depends_on_neither_the_write_path_nor_the_operator_tools() -> None:
     graph = import_graph()
-    log_modules = [name for name in graph if subpackage(name) == f"{PACKAGE}.decision_log"]
-    assert f"{PACKAGE}.decision_log.protocol" in log_modules
-    above = {f"{PACKAGE}.write", f"{PACKAGE}.ops", f"{PACKAGE}.cli"}
+    log_modules = [name for name in graph if subpackage(name) == f"{INTERNAL}.decision_log"]
+    assert f"{INTERNAL}.decision_log.protocol" in log_modules
+    above = {f"{INTERNAL}.write", f"{INTERNAL}.ops", f"{PACKAGE}.cli"}
     assert {m: sorted(t for t in reachable(graph, m) if subpackage(t) in above) for m in log_modules} == {m: [] for m in log_modules}
 
 
 def test_only_the_command_entry_point_imports_the_operator_tools() -> None:
     graph = import_graph()
     importers = {name for name, targets in graph.items()
-                 if subpackage(name) != f"{PACKAGE}.ops" and any(subpackage(t) == f"{PACKAGE}.ops" for t in targets)}
+                 if subpackage(name) != f"{INTERNAL}.ops" and any(subpackage(t) == f"{INTERNAL}.ops" for t in targets)}
     assert importers == {f"{PACKAGE}.cli"}
 
 

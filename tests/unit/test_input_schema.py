@@ -15,10 +15,10 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos._internal.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos._internal.schema import HEADERS_TYPE
+from spark_kafka_eos._internal.write.input_schema import InputColumns, topic_missing, validate_input_schema
 from spark_kafka_eos.errors import KafkaEosSchemaError
-from spark_kafka_eos.schema import HEADERS_TYPE
-from spark_kafka_eos.write.input_schema import InputColumns, topic_missing, validate_input_schema
 
 SOURCE = [("source_topic", StringType()), ("source_partition", IntegerType()), ("source_offset", LongType())]
 

@@ -1,4 +1,4 @@
-"""The transaction session's Kerberos login from a keytab (spark_kafka_eos/config/kerberos.py), without a KDC: the
+"""The transaction session's Kerberos login from a keytab (spark_kafka_eos/_internal/config/kerberos.py), without a KDC: the
 errors that come before any connection, and how kafka-python's 'GSSAPI' entry is wrapped. The login itself, against
 a real KDC and broker: tests/integration/security/test_kerberos.py."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from kafka.net import sasl
 
-from spark_kafka_eos.config import kerberos
-from spark_kafka_eos.config.connection import KafkaConnection
-from spark_kafka_eos.config.kafka_python import UnsupportedSettingError, translate
+from spark_kafka_eos._internal.config import kerberos
+from spark_kafka_eos._internal.config.connection import KafkaConnection
+from spark_kafka_eos._internal.config.kafka_python import UnsupportedSettingError, translate
 from spark_kafka_eos.errors import KafkaEosOptionError
 
 GSSAPI = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI", "sasl.kerberos.service.name": "kafka"}

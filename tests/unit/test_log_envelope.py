@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from spark_kafka_eos.decision_log.envelope import (
+from spark_kafka_eos._internal.decision_log.envelope import (
     MAX_INLINE_BYTES,
     Manifest,
     chunk_key,

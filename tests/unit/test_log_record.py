@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from spark_kafka_eos.decision_log.records import (
+from spark_kafka_eos._internal.decision_log.records import (
     FORMAT_VERSION,
     EpochId,
     EpochInput,
@@ -16,8 +16,8 @@ from spark_kafka_eos.decision_log.records import (
     history_without,
     memory_after,
 )
+from spark_kafka_eos._internal.txn.session import PreparedTxnState
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
-from spark_kafka_eos.txn.session import PreparedTxnState
 
 PARTICIPANT = Participant("p-0a1b2c3d-1-0-0", 4001, 7, 0, (("out", 0, 12), ("out", 2, 3)), ("out", 0, 40))
 
@@ -133,7 +133,7 @@ def test_a_participant_names_its_transaction_and_its_output() -> None:
 
 
 def test_the_history_round_trips_and_remembers_each_run_once_newest_last() -> None:
-    from spark_kafka_eos.decision_log.records import ARCHIVE_BATCH, HISTORY_LIMIT, archive_overflow, history_with
+    from spark_kafka_eos._internal.decision_log.records import ARCHIVE_BATCH, HISTORY_LIMIT, archive_overflow, history_with
 
     d1 = LogRecord("complete", "p", "batch:d1", history=history_with(None, EpochId.batch("d1"), 1))
     stream = LogRecord("complete", "p", "stream:q:4", history=history_with(d1, EpochId.stream("q", 4), 2))

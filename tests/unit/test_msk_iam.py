@@ -8,10 +8,10 @@ import types
 
 import pytest
 
-from spark_kafka_eos.config.kafka_python import UnsupportedSettingError, translate
-from spark_kafka_eos.config.librdkafka import RECONNECT_BACKOFF_MS, for_librdkafka
+from spark_kafka_eos._internal.config.kafka_python import UnsupportedSettingError, translate
+from spark_kafka_eos._internal.config.librdkafka import RECONNECT_BACKOFF_MS, for_librdkafka
+from spark_kafka_eos._internal.librdkafka_logs import LIBRDKAFKA_LOGGER
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.librdkafka_logs import LIBRDKAFKA_LOGGER
 
 MSK = {"bootstrap.servers": "b-1.msk:9098", "security.protocol": "SASL_SSL", "sasl.mechanism": "AWS_MSK_IAM"}
 

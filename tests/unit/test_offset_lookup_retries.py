@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from spark_kafka_eos.config.reader import parse_reader_options
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.errors import KafkaEosUnavailableError
-from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 
 
 def test_a_future_that_times_out_is_reported_as_unavailable_after_the_retries() -> None:

@@ -70,26 +70,26 @@ from hypothesis import HealthCheck, reproduce_failure, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
-import spark_kafka_eos.decision_log.records as log_record_module
-import spark_kafka_eos.ops.console as cli_module
-import spark_kafka_eos.retry as retry_module
-import spark_kafka_eos.write.consumer_group as consumer_group_module
-import spark_kafka_eos.write.coordinator as coordinator_module
-import spark_kafka_eos.write.epoch_input as epoch_input_module
-import spark_kafka_eos.write.prefix_repair as prefix_repair_module
-import spark_kafka_eos.write.recovery as recovery_module
-import spark_kafka_eos.write.visibility as visibility_module
-from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
-from spark_kafka_eos.decision_log.coordinator_id import coordinator_transactional_id
-from spark_kafka_eos.decision_log.records import EpochId, LogRecord
+import spark_kafka_eos._internal.decision_log.records as log_record_module
+import spark_kafka_eos._internal.ops.console as cli_module
+import spark_kafka_eos._internal.retry as retry_module
+import spark_kafka_eos._internal.write.consumer_group as consumer_group_module
+import spark_kafka_eos._internal.write.coordinator as coordinator_module
+import spark_kafka_eos._internal.write.epoch_input as epoch_input_module
+import spark_kafka_eos._internal.write.prefix_repair as prefix_repair_module
+import spark_kafka_eos._internal.write.recovery as recovery_module
+import spark_kafka_eos._internal.write.visibility as visibility_module
+from spark_kafka_eos._internal.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos._internal.decision_log.coordinator_id import coordinator_transactional_id
+from spark_kafka_eos._internal.decision_log.records import EpochId, LogRecord
+from spark_kafka_eos._internal.read.reader import ORIGIN_KEY
+from spark_kafka_eos._internal.txn.session import PreparedTxnState, TxnDescription, TxnListing, TxnState
+from spark_kafka_eos._internal.write.commit_message import TaskCommit
+from spark_kafka_eos._internal.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos._internal.write.hooks import AFTER_DECISION, BEFORE_DECISION, DURING_PHASE2, NO_HOOKS, WriterHooks
+from spark_kafka_eos._internal.write.ownership import Verdict
+from spark_kafka_eos._internal.write.transactional_id import belongs_to_prefix
 from spark_kafka_eos.errors import KafkaEosCommittedDataLostError, KafkaEosError, KafkaEosOutputUnverifiableError
-from spark_kafka_eos.read.reader import ORIGIN_KEY
-from spark_kafka_eos.txn.session import PreparedTxnState, TxnDescription, TxnListing, TxnState
-from spark_kafka_eos.write.commit_message import TaskCommit
-from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.hooks import AFTER_DECISION, BEFORE_DECISION, DURING_PHASE2, NO_HOOKS, WriterHooks
-from spark_kafka_eos.write.ownership import Verdict
-from spark_kafka_eos.write.transactional_id import belongs_to_prefix
 from tests.unit.kafka_model import (
     DAY_MS,
     SOURCE_TOPIC,

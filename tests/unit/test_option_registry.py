@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from spark_kafka_eos import KafkaEosDataSource
-from spark_kafka_eos.config.options import OPTIONS, boolean_option, options_table
-from spark_kafka_eos.config.reader import parse_reader_options
-from spark_kafka_eos.config.writer import parse_writer_options
+from spark_kafka_eos._internal.config.options import OPTIONS, boolean_option, options_table
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.config.writer import parse_writer_options
 from spark_kafka_eos.errors import KafkaEosOptionError
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_kafka_eos.config.reader import parse_reader_options
+from spark_kafka_eos._internal.config.reader import parse_reader_options
 from spark_kafka_eos.errors import KafkaEosOptionError
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "orders"}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from spark_kafka_eos.decision_log.records import EpochId, LogRecord
-from spark_kafka_eos.write.coordinator import RecoveryReport
-from spark_kafka_eos.write.ownership import Verdict, judge
-from spark_kafka_eos.write.prefix_repair import reset_record
+from spark_kafka_eos._internal.decision_log.records import EpochId, LogRecord
+from spark_kafka_eos._internal.write.coordinator import RecoveryReport
+from spark_kafka_eos._internal.write.ownership import Verdict, judge
+from spark_kafka_eos._internal.write.prefix_repair import reset_record
 
 Q1, Q2 = "query-1", "query-2"
 
@@ -55,7 +55,7 @@ def test_a_format_1_epoch_id_has_no_run() -> None:
 
 
 def test_log_records_round_trip_with_probe_and_previous_owner() -> None:
-    from spark_kafka_eos.decision_log.records import Participant
+    from spark_kafka_eos._internal.decision_log.records import Participant
 
     decision = LogRecord("decision", "p", str(EpochId.stream(Q1, 3)),
                          (Participant("p-0a1b2c3d-1-0-0", 5, 2, 0, (("t", 0, 10),), ("t", 0, 41)),), "g", (("in", 0, 9),))

@@ -6,9 +6,8 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from spark_kafka_eos.config.reader import OffsetBound, PartitionKey, Subscription
-from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError
-from spark_kafka_eos.read.planner import (
+from spark_kafka_eos._internal.config.reader import OffsetBound, PartitionKey, Subscription
+from spark_kafka_eos._internal.read.planner import (
     OffsetRange,
     PackedRanges,
     check_start_available,
@@ -21,6 +20,7 @@ from spark_kafka_eos.read.planner import (
     restart_moved_back,
     split_ranges,
 )
+from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosOptionError
 
 A0, A1 = ("a", 0), ("a", 1)
 

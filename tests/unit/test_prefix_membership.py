@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from spark_kafka_eos.decision_log.records import EpochId
-from spark_kafka_eos.write.transactional_id import (
+from spark_kafka_eos._internal.decision_log.records import EpochId
+from spark_kafka_eos._internal.write.transactional_id import (
     SLOT_STRIDE,
     belongs_to_prefix,
     coordinator_transactional_id,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import spark_kafka_eos
 from spark_kafka_eos import KafkaEosDataSource
-from spark_kafka_eos.config.options import READER_OPTIONS, WRITER_AND_SPARK_OPTIONS
+from spark_kafka_eos._internal.config.options import READER_OPTIONS, WRITER_AND_SPARK_OPTIONS
 from spark_kafka_eos.errors import KafkaEosError
 
 

@@ -12,11 +12,11 @@ from collections import deque
 import pyarrow as pa
 from confluent_kafka import KafkaError
 
-from spark_kafka_eos.config.reader import parse_reader_options
-from spark_kafka_eos.read.fetchers.range_fetcher import FetchError, FetchStep
-from spark_kafka_eos.read.partition_reader import _RangeReader
-from spark_kafka_eos.read.planner import OffsetRange
-from spark_kafka_eos.read.progress import FetchProgress
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.read.fetchers.range_fetcher import FetchError, FetchStep
+from spark_kafka_eos._internal.read.partition_reader import _RangeReader
+from spark_kafka_eos._internal.read.planner import OffsetRange
+from spark_kafka_eos._internal.read.progress import FetchProgress
 
 Delivery = int | FetchError
 

@@ -13,14 +13,14 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError
 
-from spark_kafka_eos.client_errors import ClientCallError, ClientError, KafkaErrorCode
-from spark_kafka_eos.config.reader import parse_reader_options
+from spark_kafka_eos._internal.client_errors import ClientCallError, ClientError, KafkaErrorCode
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.read import partition_reader
+from spark_kafka_eos._internal.read.fetchers.range_fetcher import FetchError, FetchStep
+from spark_kafka_eos._internal.read.partition_reader import _RangeReader
+from spark_kafka_eos._internal.read.planner import OffsetRange
+from spark_kafka_eos._internal.read.progress import FetchProgress
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosReadError
-from spark_kafka_eos.read import partition_reader
-from spark_kafka_eos.read.fetchers.range_fetcher import FetchError, FetchStep
-from spark_kafka_eos.read.partition_reader import _RangeReader
-from spark_kafka_eos.read.planner import OffsetRange
-from spark_kafka_eos.read.progress import FetchProgress
 
 TOPIC = "t"
 

@@ -2,7 +2,7 @@
 
 import json
 
-from spark_kafka_eos.read.progress import FetchProgress, StallWatch, statistics_interval_ms
+from spark_kafka_eos._internal.read.progress import FetchProgress, StallWatch, statistics_interval_ms
 
 
 def test_a_moving_fetch_offset_is_progress_while_the_position_stands() -> None:

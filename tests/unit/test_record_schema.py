@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from spark_kafka_eos.schema import arrow_record_schema, record_schema
+from spark_kafka_eos._internal.schema import arrow_record_schema, record_schema
 
 
 @pytest.mark.parametrize("include_headers", [False, True])

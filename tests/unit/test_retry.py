@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from spark_kafka_eos.retry import (
+from spark_kafka_eos._internal.retry import (
     COORDINATOR_MOVING,
     OFFSET_INVALID,
     UNANSWERED,

@@ -8,7 +8,7 @@ import sys
 import pyspark
 import pytest
 
-from spark_kafka_eos import spark_support
+from spark_kafka_eos._internal import spark_support
 
 
 def test_the_installed_pyspark_is_supported() -> None:

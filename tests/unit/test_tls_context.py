@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
-from spark_kafka_eos.config.kafka_python import translate
-from spark_kafka_eos.config.tls import TlsSettingError, tls_context
+from spark_kafka_eos._internal.config.kafka_python import translate
+from spark_kafka_eos._internal.config.tls import TlsSettingError, tls_context
 
 PASSWORD = "st0re-Pa55"
 

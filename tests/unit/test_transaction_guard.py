@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from spark_kafka_eos.config.connection import KafkaConnection
-from spark_kafka_eos.write import transaction_guard_process
-from spark_kafka_eos.write.transaction_guard import Abandoned
+from spark_kafka_eos._internal.config.connection import KafkaConnection
+from spark_kafka_eos._internal.write import transaction_guard_process
+from spark_kafka_eos._internal.write.transaction_guard import Abandoned
 
 
 def messages(*lines: dict[str, object]) -> io.TextIOWrapper:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from spark_kafka_eos.decision_log.records import EpochId
-from spark_kafka_eos.write.transactional_id import (
+from spark_kafka_eos._internal.decision_log.records import EpochId
+from spark_kafka_eos._internal.write.transactional_id import (
     belongs_to_prefix,
     coordinator_transactional_id,
     parse_task_transactional_id,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import spark_kafka_eos
 from spark_kafka_eos import errors
-from spark_kafka_eos.ops import console as cli
+from spark_kafka_eos._internal.ops import console as cli
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md"
 

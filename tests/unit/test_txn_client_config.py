@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from spark_kafka_eos.config.kafka_python import ClientConfig, translate
-from spark_kafka_eos.txn.session import TransactionSession
+from spark_kafka_eos._internal.config.kafka_python import ClientConfig, translate
+from spark_kafka_eos._internal.txn.session import TransactionSession
 
 PASSWORD = "s3cr3t-Pa55"
 KEY_PASSWORD = "k3y-Pa55"

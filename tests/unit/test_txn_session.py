@@ -6,7 +6,7 @@ from __future__ import annotations
 import kafka.errors as Errors
 import pytest
 
-from spark_kafka_eos.txn.session import (
+from spark_kafka_eos._internal.txn.session import (
     PreparedTxnState,
     ResumedTxn,
     TransactionSession,

@@ -10,9 +10,9 @@ import types
 
 import pytest
 
-from spark_kafka_eos import worker_gc
-from spark_kafka_eos.config.reader import parse_reader_options
-from spark_kafka_eos.config.writer import parse_writer_options
+from spark_kafka_eos._internal import worker_gc
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.config.writer import parse_writer_options
 from spark_kafka_eos.errors import KafkaEosOptionError
 
 

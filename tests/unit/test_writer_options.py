@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_kafka_eos.config.writer import (
+from spark_kafka_eos._internal.config.writer import (
     DEFAULT_DECISION_LOG_TOPIC,
     WriterOptions,
     derived_prefix,

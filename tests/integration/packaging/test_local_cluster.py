@@ -16,12 +16,12 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic, ResourceType
 from pyspark.sql import SparkSession
 
-from spark_kafka_eos.config.writer import parse_writer_options
-from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
-from spark_kafka_eos.decision_log.records import EpochId
+from spark_kafka_eos._internal.config.writer import parse_writer_options
+from spark_kafka_eos._internal.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos._internal.decision_log.records import EpochId
+from spark_kafka_eos._internal.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos._internal.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.errors import KafkaEosError
-from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from tests.harness.kafka import KafkaTestCluster
 from tests.harness.kafka_tools import assert_stable, open_transactions_by_kafka
 from tests.harness.local_cluster import LocalCluster
@@ -211,7 +211,7 @@ def test_a_sweep_aborts_what_the_live_brokers_list_while_one_broker_is_down(
     down = next(node for node in kafka_cluster.broker_ids() if node not in kept)
     kafka_cluster.kill(down)
     try:
-        with caplog.at_level(logging.DEBUG, logger="spark_kafka_eos.txn.session"):
+        with caplog.at_level(logging.DEBUG, logger="spark_kafka_eos._internal.txn.session"):
             TwoPhaseCommitCoordinator(options, 60_000).recover()
         # The fault met the sweep: its last round was answered by every broker but the one down (which
         # failed in earlier rounds, or had already left the metadata).

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import OffsetSpec
 
-from spark_kafka_eos.config.writer import derived_prefix
+from spark_kafka_eos._internal.config.writer import derived_prefix
 from tests.harness.faults import clear_fired, fired
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import assert_stable, open_transactions_by_kafka

@@ -12,10 +12,10 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec
 from pyspark.sql import SparkSession
 
-from spark_kafka_eos.config.reader import parse_reader_options
-from spark_kafka_eos.read import partition_reader
-from spark_kafka_eos.read.partition_reader import READ_AHEAD, read_offset_range, read_offset_ranges
-from spark_kafka_eos.read.planner import OffsetRange, pack_ranges
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.read import partition_reader
+from spark_kafka_eos._internal.read.partition_reader import READ_AHEAD, read_offset_range, read_offset_ranges
+from spark_kafka_eos._internal.read.planner import OffsetRange, pack_ranges
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.local_kafka import LocalKafka
 from tests.harness.spark import assert_same_records, kafka_eos

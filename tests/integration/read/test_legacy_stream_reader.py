@@ -9,11 +9,11 @@ import uuid
 
 import pytest
 
-from spark_kafka_eos.config.reader import parse_reader_options
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.read.legacy_stream_reader import KafkaEosLegacyStreamReader
+from spark_kafka_eos._internal.read.planner import ranges_of
+from spark_kafka_eos._internal.read.reader import ORIGIN_KEY, from_stream_offset
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.read.legacy_stream_reader import KafkaEosLegacyStreamReader
-from spark_kafka_eos.read.planner import ranges_of
-from spark_kafka_eos.read.reader import ORIGIN_KEY, from_stream_offset
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import group_offsets
 

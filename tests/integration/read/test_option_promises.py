@@ -22,8 +22,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql.streaming.datasource import ReadMinRows
 
-from spark_kafka_eos.config.reader import parse_reader_options
-from spark_kafka_eos.read import reader as reader_module
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.read import reader as reader_module
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.stream import stream_reader
 

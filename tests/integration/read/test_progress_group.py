@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_kafka_eos.ops import console as cli
+from spark_kafka_eos._internal.ops import console as cli
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import group_offsets
 from tests.harness.spark import kafka_eos

@@ -17,15 +17,15 @@ import pyarrow as pa
 import pytest
 from confluent_kafka.admin import OffsetSpec
 
-from spark_kafka_eos.config.reader import READ_ENGINE_VARIABLE, ReaderOptions, parse_reader_options
+from spark_kafka_eos._internal.config.reader import READ_ENGINE_VARIABLE, ReaderOptions, parse_reader_options
+from spark_kafka_eos._internal.read.fetchers.confluent import ConfluentFetcher
+from spark_kafka_eos._internal.read.fetchers.native import NativeFetcher
+from spark_kafka_eos._internal.read.idle_consumers import IDLE_CONSUMERS
+from spark_kafka_eos._internal.read.partition_reader import open_fetcher, read_offset_range
+from spark_kafka_eos._internal.read.planner import OffsetRange
+from spark_kafka_eos._internal.read.progress import FetchProgress
+from spark_kafka_eos._internal.read.record_batch import MAX_TIMESTAMP_MS
 from spark_kafka_eos.errors import KafkaEosOptionError, KafkaEosReadError
-from spark_kafka_eos.read.fetchers.confluent import ConfluentFetcher
-from spark_kafka_eos.read.fetchers.native import NativeFetcher
-from spark_kafka_eos.read.idle_consumers import IDLE_CONSUMERS
-from spark_kafka_eos.read.partition_reader import open_fetcher, read_offset_range
-from spark_kafka_eos.read.planner import OffsetRange
-from spark_kafka_eos.read.progress import FetchProgress
-from spark_kafka_eos.read.record_batch import MAX_TIMESTAMP_MS
 from tests.harness.kafka import KafkaTestCluster, Sent
 
 CORNERS = [

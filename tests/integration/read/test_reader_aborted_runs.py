@@ -15,10 +15,10 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from spark_kafka_eos.config.reader import parse_reader_options
-from spark_kafka_eos.read.partition_reader import read_offset_range
-from spark_kafka_eos.read.planner import OffsetRange
-from spark_kafka_eos.read.progress import FetchProgress
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.read.partition_reader import read_offset_range
+from spark_kafka_eos._internal.read.planner import OffsetRange
+from spark_kafka_eos._internal.read.progress import FetchProgress
 from tests.harness.kafka import KafkaTestCluster, Sent
 
 pytestmark = [pytest.mark.kafka]

@@ -11,10 +11,10 @@ import time
 import pyarrow as pa
 import pytest
 
-from spark_kafka_eos.config.reader import parse_reader_options
-from spark_kafka_eos.read.idle_consumers import IDLE_CONSUMERS
-from spark_kafka_eos.read.partition_reader import read_offset_ranges
-from spark_kafka_eos.read.planner import OffsetRange
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.read.idle_consumers import IDLE_CONSUMERS
+from spark_kafka_eos._internal.read.partition_reader import read_offset_ranges
+from spark_kafka_eos._internal.read.planner import OffsetRange
 from tests.harness.kafka import Sent
 from tests.harness.local_cluster import LocalCluster
 

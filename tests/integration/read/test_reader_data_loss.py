@@ -18,10 +18,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
+from spark_kafka_eos._internal.read.admission_stream_reader import KafkaEosStreamReader
+from spark_kafka_eos._internal.read.planner import OffsetRange
+from spark_kafka_eos._internal.read.reader import StreamOffset
 from spark_kafka_eos.errors import KafkaEosDataLossError
-from spark_kafka_eos.read.admission_stream_reader import KafkaEosStreamReader
-from spark_kafka_eos.read.planner import OffsetRange
-from spark_kafka_eos.read.reader import StreamOffset
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.spark import kafka_eos
 from tests.harness.stream import parquet_values, stream, stream_reader, to_parquet

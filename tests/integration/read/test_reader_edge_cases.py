@@ -12,11 +12,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
-from spark_kafka_eos.config.reader import parse_reader_options
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.read.partition_reader import read_offset_range
+from spark_kafka_eos._internal.read.planner import OffsetRange
+from spark_kafka_eos._internal.read.reader import ORIGIN_KEY
 from spark_kafka_eos.errors import KafkaEosDataLossError
-from spark_kafka_eos.read.partition_reader import read_offset_range
-from spark_kafka_eos.read.planner import OffsetRange
-from spark_kafka_eos.read.reader import ORIGIN_KEY
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.spark import kafka_eos
 from tests.harness.stream import stream, stream_reader

@@ -36,9 +36,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from spark_kafka_eos.config.reader import PartitionKey, Subscription
+from spark_kafka_eos._internal.config.reader import PartitionKey, Subscription
+from spark_kafka_eos._internal.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos.errors import KafkaEosDataLossError
-from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.secured_kafka import READER, SecuredCluster, SecuredKafka, allow
 from tests.harness.stream import stream_reader

@@ -17,8 +17,8 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import NewTopic
 from pyspark.sql import SparkSession
 
-from spark_kafka_eos.config.reader import parse_reader_options
-from spark_kafka_eos.read.offset_lookup import KafkaOffsetLookup
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.read.offset_lookup import KafkaOffsetLookup
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import run_kafka_tool
 from tests.harness.local_kafka import LocalKafka

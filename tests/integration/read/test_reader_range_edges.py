@@ -14,11 +14,11 @@ import pyarrow as pa
 import pytest
 from kafka.record.util import calc_crc32c
 
-from spark_kafka_eos.config.reader import parse_reader_options
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.read import partition_reader
+from spark_kafka_eos._internal.read.partition_reader import read_offset_range, read_offset_ranges
+from spark_kafka_eos._internal.read.planner import OffsetRange
 from spark_kafka_eos.errors import KafkaEosReadError
-from spark_kafka_eos.read import partition_reader
-from spark_kafka_eos.read.partition_reader import read_offset_range, read_offset_ranges
-from spark_kafka_eos.read.planner import OffsetRange
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.integration.read.test_reader_silent_skips import segment_of
 

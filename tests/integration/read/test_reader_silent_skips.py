@@ -12,11 +12,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from spark_kafka_eos.config.reader import parse_reader_options
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.read import partition_reader
+from spark_kafka_eos._internal.read.partition_reader import read_offset_range
+from spark_kafka_eos._internal.read.planner import OffsetRange
 from spark_kafka_eos.errors import KafkaEosDataLossError, KafkaEosReadError
-from spark_kafka_eos.read import partition_reader
-from spark_kafka_eos.read.partition_reader import read_offset_range
-from spark_kafka_eos.read.planner import OffsetRange
 from tests.conftest import BOOTSTRAP_ENV
 from tests.harness.kafka import KafkaTestCluster, Sent
 

@@ -11,9 +11,9 @@ from confluent_kafka.admin import OffsetSpec
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
+from spark_kafka_eos._internal.read.planner import OffsetRange, ranges_of
+from spark_kafka_eos._internal.read.reader import ORIGIN_KEY
 from spark_kafka_eos.errors import KafkaEosDataLossError
-from spark_kafka_eos.read.planner import OffsetRange, ranges_of
-from spark_kafka_eos.read.reader import ORIGIN_KEY
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.stream import stream, stream_reader, to_memory, values
 

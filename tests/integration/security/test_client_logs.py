@@ -6,10 +6,10 @@ import logging
 
 import pytest
 
-from spark_kafka_eos.config.reader import parse_reader_options
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.read.partition_reader import read_offset_range
+from spark_kafka_eos._internal.read.planner import OffsetRange
 from spark_kafka_eos.errors import KafkaEosReadError
-from spark_kafka_eos.read.partition_reader import read_offset_range
-from spark_kafka_eos.read.planner import OffsetRange
 from tests.harness.local_kafka import free_loopback_port
 
 

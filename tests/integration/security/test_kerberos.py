@@ -22,9 +22,9 @@ import pytest
 from confluent_kafka.admin import OffsetSpec
 from pyspark.sql import SparkSession
 
-from spark_kafka_eos.config.kafka_python import translate
-from spark_kafka_eos.config.writer import parse_writer_options
-from spark_kafka_eos.txn.session import TransactionSession, TxnState
+from spark_kafka_eos._internal.config.kafka_python import translate
+from spark_kafka_eos._internal.config.writer import parse_writer_options
+from spark_kafka_eos._internal.txn.session import TransactionSession, TxnState
 from tests.harness.coordinator import committed_values, prepare, sink_options
 from tests.harness.kafka import KafkaTestCluster
 from tests.harness.kdc import Kdc, missing_tools

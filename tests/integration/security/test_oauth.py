@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_kafka_eos.ops import console as cli
+from spark_kafka_eos._internal.ops import console as cli
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.oauth_kafka import CLIENT_SECRET, OAuthKafka
 

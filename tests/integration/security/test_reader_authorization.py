@@ -14,11 +14,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AclOperation, AdminClient, NewTopic, ResourceType
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from spark_kafka_eos.config.reader import parse_reader_options
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.read.admission_stream_reader import KafkaEosStreamReader
+from spark_kafka_eos._internal.read.partition_reader import read_offset_range
+from spark_kafka_eos._internal.read.planner import OffsetRange
 from spark_kafka_eos.errors import KafkaEosAuthorizationError
-from spark_kafka_eos.read.admission_stream_reader import KafkaEosStreamReader
-from spark_kafka_eos.read.partition_reader import read_offset_range
-from spark_kafka_eos.read.planner import OffsetRange
 from tests.harness.secured_kafka import SecuredKafka, allow
 
 pytestmark = [pytest.mark.kafka]
@@ -84,7 +84,7 @@ def test_a_refused_consumer_group_does_not_fail_a_read(secured: SecuredKafka, ca
         except BaseException as err:  # noqa: BLE001 - reported by the test below
             failures.append(err)
 
-    with caplog.at_level(logging.WARNING, logger="spark_kafka_eos.read.partition_reader"):
+    with caplog.at_level(logging.WARNING, logger="spark_kafka_eos._internal.read.partition_reader"):
         reader = threading.Thread(target=read)
         reader.start()
         deadline = time.monotonic() + 60

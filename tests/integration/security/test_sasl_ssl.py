@@ -20,8 +20,8 @@ import pytest
 from confluent_kafka.admin import AclOperation, AclPermissionType, NewTopic, OffsetSpec, ResourceType
 from pyspark.sql import SparkSession
 
+from spark_kafka_eos._internal.config.writer import DERIVED_PREFIX_START, derived_prefix
 from spark_kafka_eos.cli import main as cli
-from spark_kafka_eos.config.writer import DERIVED_PREFIX_START, derived_prefix
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import assert_stable, open_transactions_by_kafka
 from tests.harness.notebook_runner import notebook_command

@@ -1,13 +1,13 @@
-"""What a process keeps of a cluster (``spark_kafka_eos.cluster.CLIENTS``): kept between uses, and made
+"""What a process keeps of a cluster (``spark_kafka_eos._internal.cluster.CLIENTS``): kept between uses, and made
 anew after ``invalidate``."""
 
 from __future__ import annotations
 
 import pytest
 
-from spark_kafka_eos.cluster import CLIENTS, ClusterClients, admin_client, cached_session, known_topic, remember_topic
-from spark_kafka_eos.config.connection import KafkaConnection
-from spark_kafka_eos.config.writer import parse_writer_options
+from spark_kafka_eos._internal.cluster import CLIENTS, ClusterClients, admin_client, cached_session, known_topic, remember_topic
+from spark_kafka_eos._internal.config.connection import KafkaConnection
+from spark_kafka_eos._internal.config.writer import parse_writer_options
 from tests.harness.kafka import KafkaTestCluster
 
 pytestmark = pytest.mark.kafka

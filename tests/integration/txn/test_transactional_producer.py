@@ -9,7 +9,7 @@ import uuid
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from spark_kafka_eos.txn.transactional_producer import start_transactional_producer
+from spark_kafka_eos._internal.txn.transactional_producer import start_transactional_producer
 from tests.harness.kafka import KafkaTestCluster
 
 

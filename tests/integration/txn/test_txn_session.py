@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 
-from spark_kafka_eos.txn.session import (
+from spark_kafka_eos._internal.txn.session import (
     PreparedTxnState,
     TransactionSession,
     TxnFatalError,

@@ -17,14 +17,14 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from spark_kafka_eos._internal.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos._internal.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos._internal.decision_log.records import EpochId, LogRecord, Participant
+from spark_kafka_eos._internal.txn.session import TransactionSession, TxnState
+from spark_kafka_eos._internal.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos._internal.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.cli import main
-from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
-from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
-from spark_kafka_eos.decision_log.records import EpochId, LogRecord, Participant
 from spark_kafka_eos.errors import KafkaEosRunRefusedError
-from spark_kafka_eos.txn.session import TransactionSession, TxnState
-from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import open_transactions_by_kafka
 

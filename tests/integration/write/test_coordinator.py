@@ -10,13 +10,19 @@ import pyarrow as pa
 import pytest
 from confluent_kafka.admin import OffsetSpec
 
-from spark_kafka_eos.cluster import open_session
-from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
-from spark_kafka_eos.decision_log import kafka_log as decision_log_module
-from spark_kafka_eos.decision_log.coordinator_id import coordinator_transactional_id
-from spark_kafka_eos.decision_log.index_group import index_group
-from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
-from spark_kafka_eos.decision_log.records import EpochId, LogRecord, Participant
+from spark_kafka_eos._internal.cluster import open_session
+from spark_kafka_eos._internal.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos._internal.decision_log import kafka_log as decision_log_module
+from spark_kafka_eos._internal.decision_log.coordinator_id import coordinator_transactional_id
+from spark_kafka_eos._internal.decision_log.index_group import index_group
+from spark_kafka_eos._internal.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos._internal.decision_log.records import EpochId, LogRecord, Participant
+from spark_kafka_eos._internal.txn.session import TxnState
+from spark_kafka_eos._internal.write.commit_message import TaskCommit
+from spark_kafka_eos._internal.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos._internal.write.ownership import Verdict
+from spark_kafka_eos._internal.write.task_producer import TaskIdentity, write_task
+from spark_kafka_eos._internal.write.transactional_id import task_transactional_id
 from spark_kafka_eos.errors import (
     KafkaEosCommittedDataLostError,
     KafkaEosDecisionLogError,
@@ -24,12 +30,6 @@ from spark_kafka_eos.errors import (
     KafkaEosOutputUnverifiableError,
     KafkaEosRunRefusedError,
 )
-from spark_kafka_eos.txn.session import TxnState
-from spark_kafka_eos.write.commit_message import TaskCommit
-from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.ownership import Verdict
-from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
-from spark_kafka_eos.write.transactional_id import task_transactional_id
 from tests.harness.coordinator import TIMEOUT_MS, committed_values, prepare, sink_options, stream_epoch
 from tests.harness.faults import AbortAfterDecision, FaultHooks, InjectedFault
 from tests.harness.kafka import KafkaTestCluster, Sent
@@ -337,7 +337,7 @@ def test_a_task_that_prepares_after_the_jobs_abort_began_is_swept(kafka: KafkaTe
     keeps sweeping for a grace period, so that straggler's transaction does not pin the LSO."""
     import threading
 
-    from spark_kafka_eos.write.coordinator import STRAGGLER_GRACE_S
+    from spark_kafka_eos._internal.write.coordinator import STRAGGLER_GRACE_S
 
     topic = kafka.create_topic(2)
     options = sink_options(kafka, topic)

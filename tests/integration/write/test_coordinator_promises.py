@@ -7,10 +7,10 @@ import pytest
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import ConfigResource, ConfigSource, OffsetSpec, ResourceType
 
-from spark_kafka_eos.cluster import open_session
-from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos._internal.cluster import open_session
+from spark_kafka_eos._internal.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos._internal.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos.errors import KafkaEosEpochAbortedError
-from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
 from tests.harness.coordinator import TIMEOUT_MS, committed_values, prepare, sink_options, stream_epoch
 from tests.harness.kafka import KafkaTestCluster, OpenTransaction, Sent
 from tests.harness.pipeline import open_transactions

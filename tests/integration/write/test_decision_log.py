@@ -14,12 +14,12 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
 
-from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
-from spark_kafka_eos.decision_log import kafka_log as decision_log_module
-from spark_kafka_eos.decision_log.coordinator_id import COORDINATOR_TRANSACTION_TIMEOUT_MS, coordinator_transactional_id
-from spark_kafka_eos.decision_log.index_group import index_group
-from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
-from spark_kafka_eos.decision_log.records import EpochId, LogRecord, Participant
+from spark_kafka_eos._internal.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos._internal.decision_log import kafka_log as decision_log_module
+from spark_kafka_eos._internal.decision_log.coordinator_id import COORDINATOR_TRANSACTION_TIMEOUT_MS, coordinator_transactional_id
+from spark_kafka_eos._internal.decision_log.index_group import index_group
+from spark_kafka_eos._internal.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos._internal.decision_log.records import EpochId, LogRecord, Participant
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.pipeline import open_transactions
@@ -181,9 +181,9 @@ def test_the_record_a_process_appended_is_its_next_last_without_reading_the_log(
 
 _APPEND_IN_ANOTHER_PROCESS = """
 import sys
-from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
-from spark_kafka_eos.decision_log.records import LogRecord
-from spark_kafka_eos.config.writer import parse_writer_options
+from spark_kafka_eos._internal.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos._internal.decision_log.records import LogRecord
+from spark_kafka_eos._internal.config.writer import parse_writer_options
 bootstrap, log_topic, prefix, record = sys.argv[1:]
 options = parse_writer_options({"kafka.bootstrap.servers": bootstrap, "topic": "unused", "transactional.id.prefix": prefix,
                                 "decisionLogTopic": log_topic}, streaming=False)

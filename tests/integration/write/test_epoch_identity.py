@@ -100,7 +100,7 @@ def test_a_deleted_and_recreated_checkpoint_fails_loudly_until_the_prefix_is_res
         stream(spark, kafka, source, sink, checkpoint, prefix=None)
     assert values(kafka, sink) == expected(first)
 
-    from spark_kafka_eos.config.writer import derived_prefix
+    from spark_kafka_eos._internal.config.writer import derived_prefix
 
     reset(kafka, derived_prefix(str(checkpoint)))
     shutil.rmtree(checkpoint)

@@ -14,19 +14,19 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
+from spark_kafka_eos._internal.cluster import cached_session
+from spark_kafka_eos._internal.config.writer import parse_writer_options
+from spark_kafka_eos._internal.decision_log import records as log_record
+from spark_kafka_eos._internal.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos._internal.decision_log.records import EpochId, LogRecord
+from spark_kafka_eos._internal.txn.session import TransactionSession, TxnState
+from spark_kafka_eos._internal.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos._internal.write.hooks import WriterHooks
+from spark_kafka_eos._internal.write.ownership import Verdict
+from spark_kafka_eos._internal.write.recovery import abort_prepared
+from spark_kafka_eos._internal.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.cli import main as cli
-from spark_kafka_eos.cluster import cached_session
-from spark_kafka_eos.config.writer import parse_writer_options
-from spark_kafka_eos.decision_log import records as log_record
-from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
-from spark_kafka_eos.decision_log.records import EpochId, LogRecord
 from spark_kafka_eos.errors import CommitOutcome, KafkaEosRunRefusedError, commit_outcome
-from spark_kafka_eos.txn.session import TransactionSession, TxnState
-from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.hooks import WriterHooks
-from spark_kafka_eos.write.ownership import Verdict
-from spark_kafka_eos.write.recovery import abort_prepared
-from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from tests.harness.faults import FAIL_AT_OPTION, FAULTS_FORMAT, clear_fired, fired
 from tests.harness.kafka import KafkaRecord, KafkaTestCluster
 from tests.harness.local_kafka import LocalKafka

@@ -13,16 +13,16 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from pyspark.sql import SparkSession
 
-from spark_kafka_eos.cluster import cached_session
-from spark_kafka_eos.config.connection import KafkaConnection
-from spark_kafka_eos.decision_log.records import EpochId, LogRecord
-from spark_kafka_eos.txn.session import TransactionSession, TxnTimeoutError
-from spark_kafka_eos.write import task_producer
-from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.hooks import WriterHooks
-from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
-from spark_kafka_eos.write.transaction_guard import Abandoned, abort_abandoned
-from spark_kafka_eos.write.transactional_id import task_transactional_id
+from spark_kafka_eos._internal.cluster import cached_session
+from spark_kafka_eos._internal.config.connection import KafkaConnection
+from spark_kafka_eos._internal.decision_log.records import EpochId, LogRecord
+from spark_kafka_eos._internal.txn.session import TransactionSession, TxnTimeoutError
+from spark_kafka_eos._internal.write import task_producer
+from spark_kafka_eos._internal.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos._internal.write.hooks import WriterHooks
+from spark_kafka_eos._internal.write.task_producer import TaskIdentity, write_task
+from spark_kafka_eos._internal.write.transaction_guard import Abandoned, abort_abandoned
+from spark_kafka_eos._internal.write.transactional_id import task_transactional_id
 from tests.harness.faults import FAIL_AT_OPTION, clear_fired, fired
 from tests.harness.kafka import KafkaTestCluster, OpenTransaction, Sent
 from tests.harness.kafka_tools import assert_stable

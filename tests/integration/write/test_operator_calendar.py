@@ -19,18 +19,18 @@ from confluent_kafka import KafkaError, KafkaException
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
+from spark_kafka_eos._internal.cluster import cached_session
+from spark_kafka_eos._internal.config.connection import KafkaConnection
+from spark_kafka_eos._internal.config.writer import WRITE_ENGINE_VARIABLE, WriterOptions, parse_writer_options
+from spark_kafka_eos._internal.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos._internal.decision_log.records import EpochId, LogRecord
+from spark_kafka_eos._internal.txn.session import TransactionSession
+from spark_kafka_eos._internal.write.commit_message import TaskCommit
+from spark_kafka_eos._internal.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos._internal.write.hooks import NO_HOOKS, WriterHooks
+from spark_kafka_eos._internal.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.cli import main as cli
-from spark_kafka_eos.cluster import cached_session
-from spark_kafka_eos.config.connection import KafkaConnection
-from spark_kafka_eos.config.writer import WRITE_ENGINE_VARIABLE, WriterOptions, parse_writer_options
-from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
-from spark_kafka_eos.decision_log.records import EpochId, LogRecord
 from spark_kafka_eos.errors import KafkaEosEpochAbortedError, KafkaEosEpochCommittedError
-from spark_kafka_eos.txn.session import TransactionSession
-from spark_kafka_eos.write.commit_message import TaskCommit
-from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.hooks import NO_HOOKS, WriterHooks
-from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from tests.harness.kafka import KafkaRecord, KafkaTestCluster, OpenTransaction, Sent
 from tests.harness.pipeline import open_transactions
 from tests.integration.write.test_epoch_identity import batch_write, expected, produce, reset, stream, values
@@ -340,7 +340,7 @@ def test_a_task_never_fences_an_attempt_that_took_its_id_after_it_looked(
     ids from the same candidates. The other attempt opens its transaction on the first candidate after
     this task saw it free and before this task's producer starts (on either write path): this task must
     take the next one."""
-    from spark_kafka_eos.write import task_producer
+    from spark_kafka_eos._internal.write import task_producer
 
     monkeypatch.setenv(WRITE_ENGINE_VARIABLE, engine)
     sink, prefix = kafka.create_topic(1, "sink"), f"race-{uuid.uuid4().hex[:6]}"

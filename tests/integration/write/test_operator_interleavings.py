@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from spark_kafka_eos.config.writer import WriterOptions
-from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
-from spark_kafka_eos.decision_log.records import LogRecord
+from spark_kafka_eos._internal.config.writer import WriterOptions
+from spark_kafka_eos._internal.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos._internal.decision_log.records import LogRecord
+from spark_kafka_eos._internal.ops import console as cli
+from spark_kafka_eos._internal.txn.session import TransactionSession
+from spark_kafka_eos._internal.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos._internal.write.recovery import ABORTS_PER_PROOF
+from spark_kafka_eos._internal.write.transactional_id import task_transactional_id
 from spark_kafka_eos.errors import KafkaEosDecisionLogError, KafkaEosEpochAbortedError
-from spark_kafka_eos.ops import console as cli
-from spark_kafka_eos.txn.session import TransactionSession
-from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.recovery import ABORTS_PER_PROOF
-from spark_kafka_eos.write.transactional_id import task_transactional_id
 from tests.harness.coordinator import TIMEOUT_MS, committed_values, prepare, sink_options, stream_epoch
 from tests.harness.faults import FaultHooks, InjectedFault
 from tests.harness.kafka import KafkaTestCluster

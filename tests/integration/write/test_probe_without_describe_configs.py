@@ -12,13 +12,13 @@ import pyarrow as pa
 import pytest
 from confluent_kafka.admin import AclOperation, AdminClient, ResourcePatternType, ResourceType
 
-from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
-from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
-from spark_kafka_eos.decision_log.records import LogRecord, Participant
+from spark_kafka_eos._internal.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos._internal.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos._internal.decision_log.records import LogRecord, Participant
+from spark_kafka_eos._internal.txn.session import TransactionSession
+from spark_kafka_eos._internal.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos._internal.write.task_producer import TaskIdentity, write_task
 from spark_kafka_eos.errors import KafkaEosOutputUnverifiableError
-from spark_kafka_eos.txn.session import TransactionSession
-from spark_kafka_eos.write.coordinator import TwoPhaseCommitCoordinator
-from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
 from tests.harness.coordinator import TIMEOUT_MS, stream_epoch
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.secured_kafka import SecuredKafka, allow

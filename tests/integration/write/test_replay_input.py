@@ -15,12 +15,12 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
-from spark_kafka_eos.cluster import open_session
-from spark_kafka_eos.config.writer import parse_writer_options
-from spark_kafka_eos.decision_log.coordinator_id import coordinator_transactional_id
-from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos._internal.cluster import open_session
+from spark_kafka_eos._internal.config.writer import parse_writer_options
+from spark_kafka_eos._internal.decision_log.coordinator_id import coordinator_transactional_id
+from spark_kafka_eos._internal.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos._internal.txn.session import TxnState
 from spark_kafka_eos.errors import CommitOutcome, commit_outcome
-from spark_kafka_eos.txn.session import TxnState
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.pipeline import open_transactions
 

@@ -12,8 +12,8 @@ from confluent_kafka.admin import OffsetSpec
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
-from spark_kafka_eos.config.writer import derived_prefix, parse_writer_options
-from spark_kafka_eos.decision_log.kafka_log import KafkaDecisionLog
+from spark_kafka_eos._internal.config.writer import derived_prefix, parse_writer_options
+from spark_kafka_eos._internal.decision_log.kafka_log import KafkaDecisionLog
 from tests.harness.faults import clear_fired, fired
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import assert_stable, transactions_by_kafka

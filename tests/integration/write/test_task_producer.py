@@ -17,16 +17,16 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from spark_kafka_eos.cluster import cached_session
-from spark_kafka_eos.config.writer import WRITE_ENGINE_VARIABLE, WriterOptions, parse_writer_options
-from spark_kafka_eos.decision_log.records import EpochId
+from spark_kafka_eos._internal.cluster import cached_session
+from spark_kafka_eos._internal.config.writer import WRITE_ENGINE_VARIABLE, WriterOptions, parse_writer_options
+from spark_kafka_eos._internal.decision_log.records import EpochId
+from spark_kafka_eos._internal.retry import Backoff, Deadline, wait_until
+from spark_kafka_eos._internal.txn.session import TransactionSession, TxnState
+from spark_kafka_eos._internal.write import task_producer
+from spark_kafka_eos._internal.write.commit_message import TaskCommit
+from spark_kafka_eos._internal.write.task_producer import TaskIdentity, epoch_already_decided, write_task
+from spark_kafka_eos._internal.write.transactional_id import task_transactional_id
 from spark_kafka_eos.errors import KafkaEosWriteError
-from spark_kafka_eos.retry import Backoff, Deadline, wait_until
-from spark_kafka_eos.txn.session import TransactionSession, TxnState
-from spark_kafka_eos.write import task_producer
-from spark_kafka_eos.write.commit_message import TaskCommit
-from spark_kafka_eos.write.task_producer import TaskIdentity, epoch_already_decided, write_task
-from spark_kafka_eos.write.transactional_id import task_transactional_id
 from tests.harness.kafka import KafkaTestCluster
 
 pytestmark = pytest.mark.kafka
@@ -121,7 +121,7 @@ def test_rows_leave_one_open_transaction_that_commits_to_exactly_those_rows(
     topic = kafka.create_topic(partitions=3)
     options = sink(kafka, topic)
     batches = [values_batch("a", 40), batch(value=[]), values_batch("b", 25)]
-    # A first task of this process makes the clients the process keeps (spark_kafka_eos.cluster): count
+    # A first task of this process makes the clients the process keeps (spark_kafka_eos._internal.cluster): count
     # threads after it, so that only this task's own producer is measured, whatever ran before.
     warm_topic = kafka.create_topic(partitions=1)
     warm_up = write_task(sink(kafka, warm_topic), EPOCH, iter([values_batch("warm", 1)]), TaskIdentity(0, 0, 1))
@@ -357,8 +357,8 @@ def test_a_transaction_the_producer_failed_to_abort_is_aborted_by_identity(
         kafka: KafkaTestCluster, session: TransactionSession, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """The fault: the producer's abort returns without aborting (as librdkafka did once under load). The task
     checks the coordinator and aborts its transaction by producer id and epoch, so nothing stays open."""
-    from spark_kafka_eos.write.producers.confluent import ConfluentProducer
-    from spark_kafka_eos.write.producers.native import NativeProducer
+    from spark_kafka_eos._internal.write.producers.confluent import ConfluentProducer
+    from spark_kafka_eos._internal.write.producers.native import NativeProducer
 
     for client in (ConfluentProducer, NativeProducer):
         monkeypatch.setattr(client, "abort", lambda self, timeout_s: None)

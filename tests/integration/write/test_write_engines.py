@@ -20,15 +20,15 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from spark_kafka_eos.config.writer import WriterOptions, parse_writer_options
-from spark_kafka_eos.decision_log.records import EpochId
+from spark_kafka_eos._internal.config.writer import WriterOptions, parse_writer_options
+from spark_kafka_eos._internal.decision_log.records import EpochId
+from spark_kafka_eos._internal.native import extension as native_extension
+from spark_kafka_eos._internal.txn.session import TransactionSession
+from spark_kafka_eos._internal.write.commit_message import TaskCommit
+from spark_kafka_eos._internal.write.producers.native import open_native_producer
+from spark_kafka_eos._internal.write.task_producer import TaskIdentity, write_task
+from spark_kafka_eos._internal.write.visibility import record_digest
 from spark_kafka_eos.errors import KafkaEosOptionError
-from spark_kafka_eos.native import extension as native_extension
-from spark_kafka_eos.txn.session import TransactionSession
-from spark_kafka_eos.write.commit_message import TaskCommit
-from spark_kafka_eos.write.producers.native import open_native_producer
-from spark_kafka_eos.write.task_producer import TaskIdentity, write_task
-from spark_kafka_eos.write.visibility import record_digest
 from tests.harness.kafka import KafkaTestCluster
 
 pytestmark = pytest.mark.kafka
