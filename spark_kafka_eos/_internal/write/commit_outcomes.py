@@ -10,25 +10,14 @@ from __future__ import annotations
 
 from enum import Enum
 
-from spark_kafka_eos.errors import (
-    CommitOutcome,
-    KafkaEosCommitError,
-    KafkaEosCommitOutcomeUnknownError,
-    KafkaEosEpochAbortedError,
-    KafkaEosEpochCommittedError,
-    KafkaEosRunRefusedError,
-)
+from spark_kafka_eos.errors import CommitOutcome, KafkaEosCommitError
 
 BEFORE = "before the decision"
 DECISION = "writing the decision"
 AFTER = "after the decision"
 
-_ERRORS: dict[CommitOutcome, type[KafkaEosCommitError]] = {
-    CommitOutcome.ABORTED: KafkaEosEpochAbortedError,
-    CommitOutcome.REFUSED: KafkaEosRunRefusedError,
-    CommitOutcome.COMMITTED: KafkaEosEpochCommittedError,
-    CommitOutcome.UNKNOWN: KafkaEosCommitOutcomeUnknownError,
-}
+# Each outcome's error class: the subclass that states it (errors.py has one for each).
+_ERRORS: dict[CommitOutcome, type[KafkaEosCommitError]] = {error.outcome: error for error in KafkaEosCommitError.__subclasses__()}
 
 
 class Ending(Enum):

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from tests.harness.fault_proxy import (
@@ -150,6 +150,18 @@ def wait_for_schedule(run: Run, slack_s: float = 30.0) -> None:
         time.sleep(0.5)
 
 
+def write_through_proxy(df: DataFrame, proxied: ProxiedKafka, sink: str, prefix: str, decision_log: str, write_id: str) -> None:
+    """``df.write`` to ``sink`` through the proxy, as ``write_id``, with the tests' short transaction timeout."""
+    (df.write.format("kafka_eos").mode("append")
+     .option("kafka.bootstrap.servers", proxied.proxied_bootstrap)
+     .option("topic", sink)
+     .option("transactional.id.prefix", prefix)
+     .option("decisionLogTopic", decision_log)
+     .option("writeId", write_id)
+     .option("kafka.transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
+     .save())
+
+
 # -- (a) a batch backfill, re-run with its writeId until it succeeds ------------------------------------------------
 
 def backfill_through_faults(spark: SparkSession, proxied: ProxiedKafka, schedule: FaultSchedule, rows_per_day: int,
@@ -172,14 +184,7 @@ def backfill_through_faults(spark: SparkSession, proxied: ProxiedKafka, schedule
                 given_up = write_id
                 break
             try:
-                (df.write.format("kafka_eos").mode("append")
-                 .option("kafka.bootstrap.servers", proxied.proxied_bootstrap)
-                 .option("topic", sink)
-                 .option("transactional.id.prefix", prefix)
-                 .option("decisionLogTopic", decision_log)
-                 .option("writeId", write_id)
-                 .option("kafka.transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
-                 .save())
+                write_through_proxy(df, proxied, sink, prefix, decision_log, write_id)
                 break
             except Exception as err:  # noqa: BLE001 - a failed run is allowed: it is re-run with the same writeId
                 run.failed(f"{write_id} try {attempt}", err)
@@ -349,7 +354,16 @@ def test_a_pipeline_whose_offset_lookups_lose_their_answers_is_exactly_once(spar
     stream_through_faults(spark, proxied, tmp_path, FaultSchedule(SEED, 45, faults), per_round=40, max_restarts=10)
 
 
-# -- (c) the commit point's answer lost -----------------------------------------------------------------------------
+# -- (c) one answer lost: the commit point's, a task's --------------------------------------------------------------
+
+THREE_HUNDRED = [Sent(i % 3, str(i).encode(), f"v{i}".encode()) for i in range(300)]
+
+
+def write_three_hundred(spark: SparkSession, proxied: ProxiedKafka, sink: str, prefix: str, decision_log: str, write_id: str) -> None:
+    """One batch write of :data:`THREE_HUNDRED` through the proxy, in three tasks, one run."""
+    df = spark.range(0, 300, numPartitions=3).selectExpr(
+        "CAST(id AS STRING) AS key", "CONCAT('v', CAST(id AS STRING)) AS value", "CAST(id % 3 AS INT) AS partition")
+    write_through_proxy(df, proxied, sink, prefix, decision_log, write_id)
 
 @pytest.mark.long
 def test_a_decision_whose_commit_answer_is_lost_is_finished_in_time(spark: SparkSession, proxied: ProxiedKafka) -> None:
@@ -367,22 +381,12 @@ def test_a_decision_whose_commit_answer_is_lost_is_finished_in_time(spark: Spark
                   then=(slow_fence,))
     run = Run(proxied, FaultSchedule(SEED, 2 * TRANSACTION_TIMEOUT_MS / 1000 + 40, (stall,)))
     proxied.proxy.run(run.schedule)
-    (spark.range(0, 300, numPartitions=3)
-     .selectExpr("CAST(id AS STRING) AS key", "CONCAT('v', CAST(id AS STRING)) AS value", "CAST(id % 3 AS INT) AS partition")
-     .write.format("kafka_eos").mode("append")
-     .option("kafka.bootstrap.servers", proxied.proxied_bootstrap)
-     .option("topic", sink)
-     .option("transactional.id.prefix", prefix)
-     .option("decisionLogTopic", decision_log)
-     .option("writeId", "lost-answer")
-     .option("kafka.transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
-     .save())
+    write_three_hundred(spark, proxied, sink, prefix, decision_log, write_id="lost-answer")
     print(f"\nwrite done at t+{proxied.proxy.elapsed_s():.1f}s\n{run.explain()}")
     fired = [f for f in proxied.proxy.log if f.fault == stall]
     assert fired and fired[0].answered and "EndTxn" in fired[0].detail and f"{prefix}-coordinator" in fired[0].detail, run.explain()
     wait_for_schedule(run)
-    judge_exactly_once(run, judge, sink, prefix, decision_log, [Sent(i % 3, str(i).encode(), f"v{i}".encode()) for i in range(300)],
-                       ordered=False)
+    judge_exactly_once(run, judge, sink, prefix, decision_log, THREE_HUNDRED, ordered=False)
 
 
 @pytest.mark.long
@@ -398,18 +402,8 @@ def test_a_task_whose_add_partitions_answer_is_lost_writes_exactly_once_without_
     lost = Fault(0.0, BLACKHOLE_RESPONSE, duration_s=stall_s, apis=(f"AddPartitionsToTxn/{prefix}-",))
     run = Run(proxied, FaultSchedule(SEED, 20, (lost,)))
     proxied.proxy.run(run.schedule)
-    (spark.range(0, 300, numPartitions=3)
-     .selectExpr("CAST(id AS STRING) AS key", "CONCAT('v', CAST(id AS STRING)) AS value", "CAST(id % 3 AS INT) AS partition")
-     .write.format("kafka_eos").mode("append")
-     .option("kafka.bootstrap.servers", proxied.proxied_bootstrap)
-     .option("topic", sink)
-     .option("transactional.id.prefix", prefix)
-     .option("decisionLogTopic", decision_log)
-     .option("writeId", "lost-add")
-     .option("kafka.transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
-     .save())
+    write_three_hundred(spark, proxied, sink, prefix, decision_log, write_id="lost-add")
     print(f"\nwrite done at t+{proxied.proxy.elapsed_s():.1f}s\n{run.explain()}")
     fired = [f for f in proxied.proxy.log if f.fault == lost]
     assert fired and fired[0].answered and "coordinator" not in fired[0].detail, run.explain()
-    judge_exactly_once(run, judge, sink, prefix, decision_log, [Sent(i % 3, str(i).encode(), f"v{i}".encode()) for i in range(300)],
-                       ordered=False)
+    judge_exactly_once(run, judge, sink, prefix, decision_log, THREE_HUNDRED, ordered=False)
