@@ -55,13 +55,16 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaTestCluster
     if existing:
         yield KafkaTestCluster(existing)
         return
+    from tests.harness.broker_watchdog import BrokerWatchdog
     from tests.harness.local_kafka import LocalKafka
 
     broker = LocalKafka(tmp_path_factory.mktemp("kafka"))
     broker.start()
+    watchdog = BrokerWatchdog(broker, tmp_path_factory.getbasetemp() / "broker-deaths.log").start()
     try:
         yield KafkaTestCluster(broker.bootstrap_servers)
     finally:
+        watchdog.stop()
         # Range consumers this process kept would log their reconnections to the killed broker until exit.
         IDLE_CONSUMERS.close_all()
         if broker.running:  # its data is thrown away: a controlled shutdown would only cost seconds

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -266,6 +267,7 @@ class KafkaTestCluster:
         )
         consumer.assign([TopicPartition(topic, p, -2) for p in ends])
         out: list[KafkaRecord] = []
+        errors: Counter[str] = Counter()  # what the consumer reported instead of records, for a stuck read's message
         deadline = time.monotonic() + timeout_s
         try:
             while True:
@@ -273,9 +275,11 @@ class KafkaTestCluster:
                 if all(ends[p] == 0 or positions.get(p, -1) >= ends[p] for p in ends):
                     break
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"independent consumer stuck at {positions}, ends {ends}")
+                    raise TimeoutError(f"independent consumer stuck at {positions}, ends {ends}; "
+                                       f"it reported {dict(errors) or 'no error'}; assignment {consumer.assignment()}")
                 for msg in consumer.consume(500, 0.5):
                     if msg.error():
+                        errors[str(msg.error())] += 1
                         continue
                     if msg.offset() < ends[msg.partition()]:
                         headers = msg.headers()
