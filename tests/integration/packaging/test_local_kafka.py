@@ -24,7 +24,7 @@ def test_a_cluster_id_with_a_leading_dash_is_formatted(tmp_path: Path) -> None:
         assert metadata.cluster_id == "-" + "A" * 21
 
 
-@pytest.mark.kafka
+@pytest.mark.long  # two broker starts (23 to 66 s): the tests' own scaffolding, not the product
 def test_the_watchdog_restarts_a_broker_killed_from_outside_on_its_data(tmp_path: Path) -> None:
     report = tmp_path / "broker-deaths.log"
     with LocalKafka(tmp_path / "kafka") as broker:
