@@ -45,13 +45,12 @@ class BrokerWatchdog:
 
     def _watch(self) -> None:
         while not self._stopping.wait(POLL_S):
-            process = self._broker._process
-            if process is None or process.poll() is None:
+            ended = self._broker.ended()
+            if ended is None:
                 continue
-            self._tell(process.pid, process.returncode)
+            self._tell(*ended)
             if self._stopping.is_set():
                 return
-            self._broker._process = None
             self._broker.start()
             self.restarts += 1
 

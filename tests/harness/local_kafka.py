@@ -251,6 +251,13 @@ class LocalKafka(StartStop):
         """Whether the broker process this object started is still alive."""
         return self._process is not None and self._process.poll() is None
 
+    def ended(self) -> tuple[int, int] | None:
+        """(pid, exit code) of the broker process this object started, once it has ended on its own; None while it
+        runs or when none was started."""
+        if self._process is None or self._process.poll() is None:
+            return None
+        return self._process.pid, self._process.returncode
+
     def launch(self) -> None:
         """Format the data directory (once) and start the broker process, without waiting for it."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
