@@ -30,7 +30,8 @@ of a record is when an independent read_committed consumer of the sink topic rec
 Production starts once the query's first micro-batch has ended; the first ``BENCH_E2E_WARMUP_SECONDS`` of records are
 left out. ``BENCH_E2E_ROUNDS`` (default ``BENCH_ROUNDS``) alternating rounds; each prints its latencies and the
 micro-batches that started after the warm-up (Spark's ``triggerExecution`` and rows), and the goal's figure is the
-median over the rounds of each system's p99.
+median over the rounds of each system's p99. ``BENCH_E2E_RATE`` may list rates (``5000,10000,20000``): each is
+measured in turn, and the run ends with the ratio at each rate and the two rates between which it crosses 1.0.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ ROWS_PER_BATCH = 300
 BATCHES = int(os.environ.get("BENCH_BATCHES", "12"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 PARTITION_COUNTS = [int(p) for p in os.environ.get("BENCH_PARTITIONS", "2,8,32,64").split(",")]
-E2E_RATE = int(os.environ.get("BENCH_E2E_RATE", "5000"))
+E2E_RATES = [int(rate) for rate in os.environ.get("BENCH_E2E_RATE", "5000").split(",")]
 E2E_SECONDS = float(os.environ.get("BENCH_E2E_SECONDS", "40"))
 E2E_WARMUP_SECONDS = float(os.environ.get("BENCH_E2E_WARMUP_SECONDS", "10"))
 E2E_PARTITIONS = int(os.environ.get("BENCH_E2E_PARTITIONS", "8"))
@@ -265,7 +266,7 @@ class EndToEndRound:
     batch_rows: list[int]
 
 
-def _end_to_end_round(spark: Any, admin: AdminClient, bootstrap: str, system: System) -> EndToEndRound:
+def _end_to_end_round(spark: Any, admin: AdminClient, bootstrap: str, system: System, rate: int) -> EndToEndRound:
     source, sink = f"e2e-src-{uuid.uuid4().hex[:8]}", f"e2e-out-{uuid.uuid4().hex[:8]}"
     for topic in (source, sink):
         admin.create_topics([NewTopic(topic, E2E_PARTITIONS, 1)])[topic].result(30)
@@ -276,7 +277,7 @@ def _end_to_end_round(spark: Any, admin: AdminClient, bootstrap: str, system: Sy
     )
     try:
         _wait_for_first_batch(query)
-        producer = _RateProducer(bootstrap, source, E2E_PARTITIONS, E2E_RATE, E2E_SECONDS)
+        producer = _RateProducer(bootstrap, source, E2E_PARTITIONS, rate, E2E_SECONDS)
         counted_after = time.time() + E2E_WARMUP_SECONDS
         producer.start()
         received, latencies = _received_latencies(bootstrap, sink, E2E_PARTITIONS, producer, counted_after, E2E_SECONDS + 120)
@@ -295,7 +296,22 @@ def _epoch_s(timestamp: str) -> float:
 
 
 def end_to_end(spark: Any, admin: AdminClient, bootstrap: str, systems: dict[str, System]) -> None:
-    print(f">> end to end: {E2E_RATE:,} records a second for {E2E_SECONDS:.0f} s into {E2E_PARTITIONS} partitions, default "
+    ratios = {rate: _end_to_end_at(spark, admin, bootstrap, systems, rate) for rate in E2E_RATES}
+    measured = [(rate, ratio) for rate, ratio in ratios.items() if ratio is not None]
+    if len(measured) < 2:
+        return
+    print("   end-to-end p99 ratio by rate: " + ", ".join(f"{rate:,}/s {ratio:.2f}" for rate, ratio in measured))
+    crossings = [(low, high) for (low, below), (high, above) in zip(measured, measured[1:]) if (below <= 1.0) != (above <= 1.0)]
+    if crossings:
+        print("   the ratio crosses 1.0 between " + "; ".join(f"{low:,} and {high:,} records a second" for low, high in crossings))
+    else:
+        side = "at or under" if measured[0][1] <= 1.0 else "over"
+        print(f"   the ratio does not cross 1.0 between {measured[0][0]:,} and {measured[-1][0]:,} records a second: {side} it throughout")
+
+
+def _end_to_end_at(spark: Any, admin: AdminClient, bootstrap: str, systems: dict[str, System], rate: int) -> float | None:
+    """One rate's alternating rounds; the ratio of the medians of the p99s, when both systems ran."""
+    print(f">> end to end: {rate:,} records a second for {E2E_SECONDS:.0f} s into {E2E_PARTITIONS} partitions, default "
           f"trigger, {E2E_ROUNDS} alternating rounds; latency = read_committed receipt less production time, the first "
           f"{E2E_WARMUP_SECONDS:.0f} s left out; the micro-batches that started after it beside")
     print(f"   {'system':<44} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'batches':>8} {'batch p50':>10} "
@@ -304,17 +320,19 @@ def end_to_end(spark: Any, admin: AdminClient, bootstrap: str, systems: dict[str
     p99s: dict[str, list[float]] = {label: [] for label in chosen}
     for _ in range(E2E_ROUNDS):
         for label in chosen:
-            result = _end_to_end_round(spark, admin, bootstrap, systems[label])
+            result = _end_to_end_round(spark, admin, bootstrap, systems[label], rate)
             p99s[label].append(percentile(result.latencies, 0.99))
             batch_ms = result.batch_ms or [0.0]
             print(f"   {LABELS[label]:<44} {statistics.median(result.latencies):>8.0f} {p99s[label][-1]:>8.0f} "
                   f"{max(result.latencies):>8.0f} {len(result.batch_ms):>8} {statistics.median(batch_ms):>10.0f} "
                   f"{percentile(batch_ms, 0.9):>10.0f} {max(batch_ms):>10.0f} "
                   f"{statistics.median(result.batch_rows or [0]):>9.0f}", flush=True)
-    if len(chosen) == 2:
-        medians = {label: statistics.median(values) for label, values in p99s.items()}
-        print(f"   end-to-end p99, median of the rounds: kafka_eos {medians[EOS]:.0f} ms, Spark's JVM {medians[JVM]:.0f} ms, "
-              f"ratio {medians[EOS] / medians[JVM]:.2f}")
+    if len(chosen) < 2:
+        return None
+    medians = {label: statistics.median(values) for label, values in p99s.items()}
+    print(f"   end-to-end p99, median of the rounds: kafka_eos {medians[EOS]:.0f} ms, Spark's JVM {medians[JVM]:.0f} ms, "
+          f"ratio {medians[EOS] / medians[JVM]:.2f}")
+    return medians[EOS] / medians[JVM]
 
 
 def chosen_systems(chosen: str) -> dict[str, System]:
