@@ -258,8 +258,12 @@ def main() -> None:
                 return run
 
             for tasks in TASK_COUNTS:
-                task_seconds = alternate({BATCH_EOS: tasks_to("kafka_eos", tasks), BATCH_SPARK: tasks_to("kafka", tasks),
-                                          BATCH_CEILING: tasks_to(CEILING_SINK, tasks)}, tasks * ROWS_PER_TASK, ROUNDS)
+                plain = {BATCH_EOS: tasks_to("kafka_eos", tasks), BATCH_SPARK: tasks_to("kafka", tasks),
+                         BATCH_CEILING: tasks_to(CEILING_SINK, tasks)}
+                task_systems, task_cpu = with_cpu(plain)  # the warm-up runs unmeasured
+                task_seconds = alternate(task_systems, tasks * ROWS_PER_TASK, ROUNDS, warm_up=plain,
+                                         warm_up_expected=tasks * ROWS_PER_TASK)
+                report_cpu(task_cpu, task_seconds)
                 eos, sparks, ceiling = (statistics.median(task_seconds[system]) for system in (BATCH_EOS, BATCH_SPARK, BATCH_CEILING))
                 print(f">> {tasks} tasks of {ROWS_PER_TASK} rows: kafka_eos {eos:.2f} s, Spark's Kafka sink {sparks:.2f} s, "
                       f"a Python sink that drops its input {ceiling:.2f} s (medians): {eos / sparks:.2f}x Spark's time "
