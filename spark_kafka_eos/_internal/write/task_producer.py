@@ -253,20 +253,20 @@ class _EarlyProducer:
             self._taken = True
             client.release()
             return
-        started = state != TxnState.NOT_FOUND and self._start_early(client, options, self.candidate, topic)
+        started = state != TxnState.NOT_FOUND and self._start_early(client, topic)
         with self._lock:
             if not self._discarded:
                 self._ready = (client, started)
                 return
         client.release()
 
-    @staticmethod
-    def _start_early(client: ProducerClient, options: WriterOptions, transactional_id: str, topic: str) -> bool:
-        """InitProducerId on an id that exists; False (the task starts it, and meets any error) if it failed."""
+    def _start_early(self, client: ProducerClient, topic: str) -> bool:
+        """InitProducerId on an id that exists, right after :meth:`_run` saw it free (asking again first would only
+        repeat that request); False (the task starts it, and meets any error) if it failed."""
         try:
-            client.start(topic, OPERATION_TIMEOUT_S, _still_free(options, transactional_id))
+            client.start(topic, OPERATION_TIMEOUT_S, None)
         except Exception as err:  # noqa: BLE001 - the task's own start raises what matters
-            log.debug("early init_transactions of %s failed (%s); the task starts it itself", transactional_id, err)
+            log.debug("early init_transactions of %s failed (%s); the task starts it itself", self.candidate, err)
             return False
         return True
 

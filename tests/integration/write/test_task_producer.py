@@ -220,6 +220,35 @@ def test_an_id_an_earlier_epoch_used_is_initialised_while_the_task_waits_for_its
     assert visible_values(kafka, topic) == sorted([f"first-{i}".encode() for i in range(3)] + [f"second-{i}".encode() for i in range(4)])
 
 
+def test_an_id_an_earlier_epoch_used_is_described_once_before_its_early_start(
+    kafka: KafkaTestCluster, session: TransactionSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The warm-up thread asks the id's state, then starts the producer at once: asking again in between would
+    only repeat the request (one more for the broker each task of each micro-batch)."""
+    topic = kafka.create_topic(partitions=1)
+    options = sink(kafka, topic)
+    first = write_task(options, EPOCH, iter([values_batch("first", 3)]), TaskIdentity(0, 0, 16))
+    commit(session, kafka, first, topic)
+    assert first.transaction is not None
+    txn_id = first.transaction.transactional_id
+    asked: list[str] = []
+    describe_now = TransactionSession.describe
+
+    def counted(self: TransactionSession, transactional_ids: list[str]) -> Any:
+        asked.extend(transactional_ids)
+        return describe_now(self, transactional_ids)
+
+    monkeypatch.setattr(TransactionSession, "describe", counted)
+    second = write_task(options, EPOCH, iter([values_batch("second", 2)]), TaskIdentity(0, 0, 17))
+    monkeypatch.undo()
+
+    assert second.transaction is not None and second.transaction.transactional_id == txn_id
+    assert second.transaction.producer_epoch > first.transaction.producer_epoch
+    assert asked.count(txn_id) == 1
+    commit(session, kafka, second, topic)
+    assert visible_values(kafka, topic) == sorted([f"first-{i}".encode() for i in range(3)] + [f"second-{i}".encode() for i in range(2)])
+
+
 def test_no_rows_on_an_id_an_earlier_epoch_used_opens_no_transaction(kafka: KafkaTestCluster, session: TransactionSession) -> None:
     topic = kafka.create_topic(partitions=1)
     options = sink(kafka, topic)
