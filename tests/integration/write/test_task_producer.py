@@ -194,15 +194,21 @@ def test_the_producer_warms_up_while_the_task_waits_for_its_rows(
     assert visible_values(kafka, topic) == sorted(f"early-{i}".encode() for i in range(5))
 
 
+def committed_on_one_id(kafka: KafkaTestCluster, session: TransactionSession, task_attempt_id: int) -> tuple[str, WriterOptions, str]:
+    """(topic, options, the task id): a task's 3 rows ("first-N") committed on a new 1-partition topic, so that a
+    later task of that partition and attempt finds its id used by an earlier epoch."""
+    topic = kafka.create_topic(partitions=1)
+    options = sink(kafka, topic)
+    first = write_task(options, EPOCH, iter([values_batch("first", 3)]), TaskIdentity(0, 0, task_attempt_id))
+    commit(session, kafka, first, topic)
+    assert first.transaction is not None
+    return topic, options, first.transaction.transactional_id
+
+
 def test_an_id_an_earlier_epoch_used_is_initialised_while_the_task_waits_for_its_rows(
     kafka: KafkaTestCluster, session: TransactionSession
 ) -> None:
-    topic = kafka.create_topic(partitions=1)
-    options = sink(kafka, topic)
-    first = write_task(options, EPOCH, iter([values_batch("first", 3)]), TaskIdentity(0, 0, 12))
-    commit(session, kafka, first, topic)
-    assert first.transaction is not None
-    txn_id = first.transaction.transactional_id
+    topic, options, txn_id = committed_on_one_id(kafka, session, 12)
     epoch_before = describe(session, txn_id).producer_epoch
     initialised_before_rows: list[bool] = []
 
@@ -225,12 +231,8 @@ def test_an_id_an_earlier_epoch_used_is_described_once_before_its_early_start(
 ) -> None:
     """The warm-up thread asks the id's state, then starts the producer at once: asking again in between would
     only repeat the request (one more for the broker each task of each micro-batch)."""
-    topic = kafka.create_topic(partitions=1)
-    options = sink(kafka, topic)
-    first = write_task(options, EPOCH, iter([values_batch("first", 3)]), TaskIdentity(0, 0, 16))
-    commit(session, kafka, first, topic)
-    assert first.transaction is not None
-    txn_id = first.transaction.transactional_id
+    topic, options, txn_id = committed_on_one_id(kafka, session, 16)
+    epoch_before = describe(session, txn_id).producer_epoch
     asked: list[str] = []
     describe_now = TransactionSession.describe
 
@@ -243,17 +245,14 @@ def test_an_id_an_earlier_epoch_used_is_described_once_before_its_early_start(
     monkeypatch.undo()
 
     assert second.transaction is not None and second.transaction.transactional_id == txn_id
-    assert second.transaction.producer_epoch > first.transaction.producer_epoch
+    assert second.transaction.producer_epoch > epoch_before
     assert asked.count(txn_id) == 1
     commit(session, kafka, second, topic)
     assert visible_values(kafka, topic) == sorted([f"first-{i}".encode() for i in range(3)] + [f"second-{i}".encode() for i in range(2)])
 
 
 def test_no_rows_on_an_id_an_earlier_epoch_used_opens_no_transaction(kafka: KafkaTestCluster, session: TransactionSession) -> None:
-    topic = kafka.create_topic(partitions=1)
-    options = sink(kafka, topic)
-    first = write_task(options, EPOCH, iter([values_batch("first", 3)]), TaskIdentity(0, 0, 14))
-    commit(session, kafka, first, topic)
+    topic, options, _ = committed_on_one_id(kafka, session, 14)
     threads_before = native_threads()
 
     result = write_task(options, EPOCH, iter([]), TaskIdentity(0, 0, 15))
