@@ -254,7 +254,7 @@ class LocalKafka(StartStop):
     def ended(self) -> tuple[int, int] | None:
         """(pid, exit code) of the broker process this object started, once it has ended on its own; None while it
         runs or when none was started."""
-        if self._process is None or self._process.poll() is None:
+        if self._process is None or self.running:
             return None
         return self._process.pid, self._process.returncode
 
