@@ -7,7 +7,9 @@
 * Connections: ``reconnect.backoff.ms`` starts at 10 ms (librdkafka: 100 ms, jittered), unless set. A
   new client connects to the bootstrap server, then again to the broker its metadata names; that second
   connection waited for the backoff, ~50 ms of every short-lived producer and reader. Repeated failures
-  still back off exponentially, up to ``reconnect.backoff.max.ms``.
+  still back off exponentially, up to ``reconnect.backoff.max.ms``: 1 s unless set, as in Kafka's Java
+  clients (librdkafka: 10 s, so that after a network blip of a few seconds its connections came back up to
+  10 s after the network did).
 * AWS MSK IAM: ``sasl.mechanism=AWS_MSK_IAM`` (kafka-python's name) becomes librdkafka's OAUTHBEARER
   with a token callback that signs with the AWS credentials and region of the environment
   (``aws-msk-iam-sasl-signer-python``, the ``msk`` extra).
@@ -24,6 +26,7 @@ from spark_kafka_eos.errors import KafkaEosOptionError
 
 MSK_IAM = "AWS_MSK_IAM"
 RECONNECT_BACKOFF_MS = 10
+RECONNECT_BACKOFF_MAX_MS = 1000
 _REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
 
 # Java-client settings with no librdkafka meaning, and what to use instead.
@@ -47,8 +50,9 @@ JAVA_ONLY_SETTINGS: Mapping[str, str] = {
 
 
 def for_librdkafka(config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` with the logger, a short first reconnect backoff (unless set) and, for AWS MSK IAM, the OAUTHBEARER token callback."""
-    out = {"reconnect.backoff.ms": RECONNECT_BACKOFF_MS, **config, "logger": LIBRDKAFKA_LOGGER}
+    """``config`` with the logger, short reconnect backoffs (unless set) and, for AWS MSK IAM, the OAUTHBEARER token callback."""
+    out = {"reconnect.backoff.ms": RECONNECT_BACKOFF_MS, "reconnect.backoff.max.ms": RECONNECT_BACKOFF_MAX_MS, **config,
+           "logger": LIBRDKAFKA_LOGGER}
     if str(out.get("sasl.mechanism", out.get("sasl.mechanisms", ""))).strip().upper() == MSK_IAM:
         out.pop("sasl.mechanisms", None)
         out["sasl.mechanism"] = "OAUTHBEARER"

@@ -49,7 +49,6 @@ from spark_kafka_eos._internal.cluster import (
     renew_admin_client,
 )
 from spark_kafka_eos._internal.config.connection import KafkaConnection
-from spark_kafka_eos._internal.config.librdkafka import for_librdkafka
 from spark_kafka_eos._internal.config.reader import Subscription, internal_read_options
 from spark_kafka_eos._internal.config.writer import WriterOptions
 from spark_kafka_eos._internal.decision_log.coordinator_id import COORDINATOR_TRANSACTION_TIMEOUT_MS, coordinator_transactional_id
@@ -81,7 +80,8 @@ from spark_kafka_eos._internal.retry import (
     retry_kafka,
     wait_until,
 )
-from spark_kafka_eos._internal.txn.session import PreparedTxnState, TxnDescription, TxnState
+from spark_kafka_eos._internal.txn.bounded_call import AbandonedCallError, bounded
+from spark_kafka_eos._internal.txn.session import PreparedTxnState, TxnDescription, TxnSessionError, TxnState
 from spark_kafka_eos._internal.txn.transactional_producer import start_transactional_producer
 from spark_kafka_eos.errors import KafkaEosAuthorizationError, KafkaEosDecisionLogError
 
@@ -365,17 +365,14 @@ class KafkaDecisionLog:
                 index = KafkaTopicPartition(self._topic, 0, offset + 1, metadata=digest(value))
                 group = index_group(record.prefix)
                 try:
-                    metadata = group_offset_reader(self._connection, group).consumer_group_metadata()
-                    producer.send_offsets_to_transaction([index], metadata, REQUEST_TIMEOUT_S)
-                except KafkaException as exc:
-                    raise index_error(group, exc.args[0]) from None
+                    self._send_offsets(group, {(self._topic, 0): offset + 1}, index.metadata or "")
+                except TxnSessionError as exc:
+                    if exc.error == "GROUP_AUTHORIZATION_FAILED":
+                        raise index_error(group, KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED)) from None
+                    raise
                 if group_offsets and record.consumer_group:
                     marker = GroupMarker(self._topic, record.prefix, record.epoch_id).to_metadata()
-                    producer.send_offsets_to_transaction(
-                        [KafkaTopicPartition(t, p, o, metadata=marker) for (t, p), o in sorted(group_offsets.items())],
-                        _group_metadata(self._connection, record.consumer_group),
-                        REQUEST_TIMEOUT_S,
-                    )
+                    self._send_offsets(record.consumer_group, group_offsets, marker)
                 written = True
                 if before_commit is not None:
                     before_commit()
@@ -388,6 +385,19 @@ class KafkaDecisionLog:
             self._id_committed = True
             self._last_seen[record.prefix] = record
             _KNOWN_HEADS.put((self._connection, self._topic, record.prefix), ((offset, index.metadata or ""), record))
+
+    def _send_offsets(self, group: str, offsets: Mapping[tuple[str, int], int], metadata: str) -> None:
+        """Commit ``offsets`` of ``group`` in this log's open transaction, by the transaction session's own requests
+        (AddOffsetsToTxn, then TxnOffsetCommit), each bounded and retried through coordinator moves and reconnects.
+        Not librdkafka's ``send_offsets_to_transaction``: it waits for the group coordinator with no bound (see
+        :mod:`~spark_kafka_eos._internal.txn.bounded_call`). The transaction's records were delivered first, under
+        this producer's id and epoch, so the identity described after its fence (``_fenced_as``) is this producer's
+        own: a fence by another driver before that description would have failed their delivery."""
+        identity = self._fenced_as
+        assert identity is not None, "offsets are sent only in a transaction of this log's producer"
+        session = cached_session(self._connection)
+        session.add_offsets_to_txn(identity, group)
+        session.txn_offset_commit(identity, group, offsets, metadata)
 
     def archive(self, prefix: str, history: tuple[HistoryEntry, ...],
                 archives: tuple[ArchiveRef, ...]) -> tuple[tuple[HistoryEntry, ...], tuple[ArchiveRef, ...]]:
@@ -444,11 +454,15 @@ class KafkaDecisionLog:
             group = index_group(prefix)
             try:
                 metadata = group_offset_reader(self._connection, group).consumer_group_metadata()
-                producer.send_offsets_to_transaction([KafkaTopicPartition(self._topic, 0, 0)], metadata, REQUEST_TIMEOUT_S)
+                bounded(lambda: producer.send_offsets_to_transaction([KafkaTopicPartition(self._topic, 0, 0)], metadata, REQUEST_TIMEOUT_S),
+                        REQUEST_TIMEOUT_S, "send_offsets_to_transaction")
+            except AbandonedCallError:
+                self._producer = None
+                raise
             except KafkaException as exc:
                 _abort_quietly(producer)
                 raise KafkaEosDecisionLogError(f"This driver no longer owns prefix {prefix}: {exc.args[0].str()}") from None
-            producer.abort_transaction(REQUEST_TIMEOUT_S)
+            self._end_locally(producer, committed=False)
 
     def _produce(self, producer: Producer, record: LogRecord) -> tuple[int, bytes]:
         """Write ``record`` (its chunks first when it is large); returns the head record's offset and value."""
@@ -595,14 +609,15 @@ class KafkaDecisionLog:
         failures = 0
         while True:
             try:
-                producer.commit_transaction(max(min(_COMMIT_PROBE_S, end - time.monotonic()), 0.1))
+                self._end_locally(producer, committed=True, timeout_s=max(min(_COMMIT_PROBE_S, end - time.monotonic()), 0.1))
                 return
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
+                lost = isinstance(exc, AbandonedCallError)
             outcome = self._outcome_at_coordinator(prefix)
-            if outcome is True and self._answered(producer):
+            if outcome is True and not lost and self._answered(producer):
                 return
-            if outcome is not None:
+            if outcome is not None or lost:
                 # This producer still waits for its answer (librdkafka allows no other transaction until then):
                 # the next transaction of this log uses a new one.
                 self._producer = self._holder = None
@@ -610,7 +625,9 @@ class KafkaDecisionLog:
                     log.warning("Committing to the decision log reported %s, but its coordinator committed the "
                                 "transaction: going on", error.str())
                     return
-                raise RecordNotCommittedError(f"the coordinator aborted the transaction ({error.str()})")
+                if outcome is False:
+                    raise RecordNotCommittedError(f"the coordinator aborted the transaction ({error.str()})")
+                raise KafkaEosDecisionLogError(f"The decision could not be committed: {error.str()}")
             failures += error.code() != KafkaError._TIMED_OUT
             if error.retriable() and failures < _COMMIT_ATTEMPTS and time.monotonic() < end:
                 continue
@@ -618,15 +635,25 @@ class KafkaDecisionLog:
                 _abort_quietly(producer)
             raise KafkaEosDecisionLogError(f"The decision could not be committed: {error.str()}") from None
 
-    @staticmethod
-    def _answered(producer: Producer) -> bool:
+    def _answered(self, producer: Producer) -> bool:
         """Whether a commit the coordinator made is answered within a little longer (the answer was only
         slow): then ``producer`` can be kept for the next transaction."""
         try:
-            producer.commit_transaction(_COMMIT_PROBE_S)
+            self._end_locally(producer, committed=True, timeout_s=_COMMIT_PROBE_S)
         except KafkaException:
             return False
         return True
+
+    def _end_locally(self, producer: Producer, committed: bool, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+        """``commit_transaction`` or ``abort_transaction`` of ``producer``, bounded: one that does not return is
+        given up on (:class:`AbandonedCallError`), and so is the producer."""
+        end = producer.commit_transaction if committed else producer.abort_transaction
+        try:
+            bounded(lambda: end(timeout_s), timeout_s, end.__name__)
+        except AbandonedCallError:
+            if producer is self._producer:
+                self._producer = self._holder = None
+            raise
 
     def _outcome_at_coordinator(self, prefix: str) -> bool | None:
         """Whether the coordinator committed (True) or aborted (False) this log's open transaction, whose
@@ -747,16 +774,8 @@ def _next_message(consumer: Consumer, topic: str, offset: int) -> Message | None
     raise KafkaEosDecisionLogError(f"Reading offset {offset} of the decision log '{topic}' made no progress for {REQUEST_TIMEOUT_S:g}s.")
 
 
-def _group_metadata(connection: KafkaConnection, group: str) -> object:
-    consumer = Consumer(for_librdkafka({**connection.client_config(), "group.id": group, "enable.auto.commit": False}))
-    try:
-        return consumer.consumer_group_metadata()
-    finally:
-        consumer.close()
-
-
 def _abort_quietly(producer: Producer) -> None:
     try:
-        producer.abort_transaction(REQUEST_TIMEOUT_S)
+        bounded(lambda: producer.abort_transaction(REQUEST_TIMEOUT_S), REQUEST_TIMEOUT_S, "abort_transaction")
     except KafkaException:
-        pass  # the broker aborts it after COORDINATOR_TRANSACTION_TIMEOUT_MS
+        pass  # the broker aborts it after COORDINATOR_TRANSACTION_TIMEOUT_MS; a producer given up on is never reused

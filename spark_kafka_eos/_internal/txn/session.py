@@ -225,6 +225,7 @@ def _raise_for(code: int) -> None:
 _ID_PATTERN_VERSION = 2
 """ListTransactions takes a transactional id pattern from this version on (KIP-1152, Kafka 4.1)."""
 RECEIVE_MESSAGE_MAX_BYTES = 100_000_000
+RECONNECT_BACKOFF_MAX_MS = 1000
 """The largest answer the session reads, unless ``receive.message.max.bytes`` says otherwise (librdkafka's default)."""
 
 
@@ -254,6 +255,8 @@ class TransactionSession:
             settings["request_timeout_ms"] = int(request_timeout_s * 1000)
         settings.setdefault("request_timeout_ms", 30000)
         settings.setdefault("client_id", "spark-kafka-eos-txn")
+        # Back within a second of a network blip's end, as Kafka's Java clients (kafka-python waits up to 30 s).
+        settings.setdefault("reconnect_backoff_max_ms", RECONNECT_BACKOFF_MAX_MS)
         # librdkafka's default: kafka-python's (1 MB) refuses a ListTransactions answer of a cluster holding some
         # 16,000 transactional ids, which other applications' and this sink's past runs easily leave.
         settings.setdefault("receive_message_max_bytes", RECEIVE_MESSAGE_MAX_BYTES)

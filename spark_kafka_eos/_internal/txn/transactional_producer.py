@@ -17,6 +17,7 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 
 from spark_kafka_eos._internal.config.librdkafka import for_librdkafka
+from spark_kafka_eos._internal.txn.bounded_call import bounded
 
 WARM_UP_TIMEOUT_S = 2.0
 """How long the metadata warm-up may take. It is an optimisation only: on a timeout or an error
@@ -27,11 +28,12 @@ def start_transactional_producer(config: Mapping[str, Any], topic: str, timeout_
                                  before_init: Callable[[], None] | None = None) -> Producer:
     """A producer of ``config`` (which names its ``transactional.id``) whose transactions are initialised:
     InitProducerId fenced any earlier holder of the id. ``before_init`` runs right before that (after the
-    warm-up) and may raise to stop it. Raises ``KafkaException`` as ``init_transactions`` does."""
+    warm-up) and may raise to stop it. Raises ``KafkaException`` as ``init_transactions`` does (an
+    :class:`~spark_kafka_eos._internal.txn.bounded_call.AbandonedCallError` if it does not return)."""
     producer = warmed_up_producer(config, topic, timeout_s)
     if before_init is not None:
         before_init()
-    producer.init_transactions(timeout_s)
+    bounded(lambda: producer.init_transactions(timeout_s), timeout_s, "init_transactions")
     return producer
 
 

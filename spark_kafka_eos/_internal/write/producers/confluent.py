@@ -11,6 +11,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from spark_kafka_eos._internal.client_errors import ClientError, KafkaErrorCode, raised_as_client_call_error
+from spark_kafka_eos._internal.txn.bounded_call import bounded
 from spark_kafka_eos._internal.txn.transactional_producer import warmed_up_producer
 from spark_kafka_eos._internal.write.delivery_reports import DeliveryTally, EosStats, write_error
 from spark_kafka_eos._internal.write.input_schema import (
@@ -48,8 +49,9 @@ class ConfluentProducer:
             self.warm_up(warm_up_topic, timeout_s)
         if before_init is not None:
             before_init()
+        producer = self._live()
         with raised_as_client_call_error(KafkaException):
-            self._live().init_transactions(timeout_s)
+            bounded(lambda: producer.init_transactions(timeout_s), timeout_s, "init_transactions")
 
     def begin(self) -> None:
         with raised_as_client_call_error(KafkaException):
@@ -107,8 +109,9 @@ class ConfluentProducer:
         return self._stats.identity
 
     def abort(self, timeout_s: float) -> None:
+        producer = self._live()
         with raised_as_client_call_error(KafkaException):
-            self._live().abort_transaction(timeout_s)
+            bounded(lambda: producer.abort_transaction(timeout_s), timeout_s, "abort_transaction")
 
     def release(self) -> None:
         self._producer = None  # the only reference: librdkafka is destroyed here

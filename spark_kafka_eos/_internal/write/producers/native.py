@@ -15,10 +15,12 @@ from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
+from confluent_kafka import KafkaException
 
-from spark_kafka_eos._internal.client_errors import ClientCallError, ClientError, KafkaErrorCode
+from spark_kafka_eos._internal.client_errors import ClientCallError, ClientError, KafkaErrorCode, raised_as_client_call_error
 from spark_kafka_eos._internal.config.librdkafka import for_librdkafka
 from spark_kafka_eos._internal.native.clients import compiled_client_error, forward_logs, open_compiled
+from spark_kafka_eos._internal.txn.bounded_call import bounded
 from spark_kafka_eos._internal.txn.transactional_producer import WARM_UP_TIMEOUT_S
 from spark_kafka_eos._internal.write.delivery_reports import DeliveryTally, EosStats, write_error
 from spark_kafka_eos._internal.write.input_schema import (
@@ -66,7 +68,7 @@ class NativeProducer:
             self.warm_up(warm_up_topic, timeout_s)
         if before_init is not None:
             before_init()
-        _raise_on(self._call(self._producer.init_transactions, int(timeout_s * 1000)))
+        self._bounded(self._producer.init_transactions, timeout_s)
 
     def begin(self) -> None:
         _raise_on(self._call(self._producer.begin_transaction))
@@ -127,10 +129,16 @@ class NativeProducer:
         return self._stats.identity
 
     def abort(self, timeout_s: float) -> None:
-        _raise_on(self._call(self._producer.abort_transaction, int(timeout_s * 1000)))
+        self._bounded(self._producer.abort_transaction, timeout_s)
 
     def release(self) -> None:
         forward_logs(self._producer.close())
+
+    def _bounded(self, transactional_call: Callable[[int], Any], timeout_s: float) -> None:
+        """A transactional call given ``timeout_s``, bounded (see :mod:`~spark_kafka_eos._internal.txn.bounded_call`)."""
+        with raised_as_client_call_error(KafkaException):
+            _raise_on(bounded(lambda: self._call(transactional_call, int(timeout_s * 1000)), timeout_s,
+                              getattr(transactional_call, "__name__", "transactional call")))
 
     def _call(self, method: Callable[..., Any], *args: Any) -> Any:
         try:

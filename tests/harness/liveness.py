@@ -1,0 +1,135 @@
+"""Liveness of a streaming pipeline through a fault: how long after the fault's end records are visible again.
+
+A :class:`RateFeeder` produces numbered records at a steady rate to a source topic, remembering when it sent
+each; a :class:`VisibilityWatch`, an independent read_committed consumer of the sink, remembers when each became
+visible. Both connect to the broker directly (the judge's listener), never through the fault proxy. After a fault
+that ended at ``returned_at`` (``time.monotonic()``), :func:`back_after_s` is the time from then until the first
+record *sent after it* became visible: what a user waiting for new data sees.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+
+class RateFeeder(threading.Thread):
+    """Produces ``rate`` records a second (values ``"<n>"``, round robin over ``partitions``) until :meth:`stop`
+    or ``max_s``; :attr:`sent_at` maps each value to when it was handed to the producer."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int, max_s: float = 600.0) -> None:
+        super().__init__(daemon=True, name=f"feeder-{topic}")
+        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+        self._topic, self._partitions, self._rate, self._max_s = topic, partitions, rate, max_s
+        self._stopped = threading.Event()
+        self.sent_at: dict[bytes, float] = {}
+
+    def run(self) -> None:
+        started = time.monotonic()
+        n = 0
+        while not self._stopped.is_set() and time.monotonic() - started < self._max_s:
+            due = started + n / self._rate
+            pause = due - time.monotonic()
+            if pause > 0:
+                self._stopped.wait(pause)
+                continue
+            value = str(n).encode()
+            self._producer.produce(self._topic, value, key=value, partition=n % self._partitions)
+            self.sent_at[value] = time.monotonic()
+            self._producer.poll(0)
+            n += 1
+        self._producer.flush(30)
+
+    def stop(self) -> int:
+        """Stop producing; the number of records sent (all delivered: the producer is idempotent and flushed)."""
+        self._stopped.set()
+        self.join(60)
+        return len(self.sent_at)
+
+
+class VisibilityWatch(threading.Thread):
+    """A read_committed consumer of ``topic`` from its start: :attr:`seen_at` maps each value to when it was first
+    read, :attr:`counts` how often it was read."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        super().__init__(daemon=True, name=f"watch-{topic}")
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"watch-{uuid.uuid4().hex}",
+                                   "isolation.level": "read_committed", "enable.auto.commit": False,
+                                   "fetch.wait.max.ms": 50})
+        self._consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(partitions)])
+        self._stopped = threading.Event()
+        self.seen_at: dict[bytes, float] = {}
+        self.counts: Counter[bytes] = Counter()
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        try:
+            while not self._stopped.is_set():
+                for message in self._consumer.consume(1000, 0.1):
+                    if message.error() is not None:
+                        if message.error().code() != KafkaError._PARTITION_EOF:
+                            continue
+                        continue
+                    now = time.monotonic()
+                    value = message.value() or b""
+                    with self._lock:
+                        self.seen_at.setdefault(value, now)
+                        self.counts[value] += 1
+        finally:
+            self._consumer.close()
+
+    def visible(self) -> int:
+        with self._lock:
+            return len(self.seen_at)
+
+    def wait_for(self, count: int, timeout_s: float) -> bool:
+        """Whether ``count`` distinct records became visible within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.visible() >= count:
+                return True
+            time.sleep(0.2)
+        return self.visible() >= count
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.join(30)
+
+
+def back_after_s(feeder: RateFeeder, watch: VisibilityWatch, returned_at: float) -> float | None:
+    """Seconds from ``returned_at`` until the first record sent after it was visible; None if none is (yet)."""
+    sent_after = [v for v, at in list(feeder.sent_at.items()) if at >= returned_at]
+    with watch._lock:
+        seen = [watch.seen_at[v] for v in sent_after if v in watch.seen_at]
+    return min(seen) - returned_at if seen else None
+
+
+def last_visible_before(feeder: RateFeeder, watch: VisibilityWatch) -> float | None:
+    """When the newest record visible so far was sent (``time.monotonic()``): where a stalled stream stopped."""
+    with watch._lock:
+        values = list(watch.seen_at)
+    sent = [feeder.sent_at[v] for v in values if v in feeder.sent_at]
+    return max(sent) if sent else None
+
+
+def exactly_once_problems(feeder: RateFeeder, watch: VisibilityWatch) -> list[str]:
+    """What the watch saw other than each sent record exactly once."""
+    with watch._lock:
+        counts = dict(watch.counts)
+    sent = set(feeder.sent_at)
+    problems = []
+    duplicated = {v: n for v, n in counts.items() if n > 1}
+    missing = sorted(sent - set(counts), key=int)
+    unexpected = sorted(set(counts) - sent)
+    if duplicated:
+        problems.append(f"{len(duplicated)} DUPLICATED, e.g. {sorted(duplicated.items())[:5]}")
+    if missing:
+        problems.append(f"{len(missing)} LOST of {len(sent)}, e.g. {missing[:5]}")
+    if unexpected:
+        problems.append(f"{len(unexpected)} records nobody sent, e.g. {unexpected[:5]}")
+    return problems
