@@ -27,7 +27,13 @@ class RateFeeder(threading.Thread):
         self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
         self._topic, self._partitions, self._rate, self._max_s = topic, partitions, rate, max_s
         self._stopped = threading.Event()
+        self._lock = threading.Lock()
         self.sent_at: dict[bytes, float] = {}
+
+    def sent(self) -> dict[bytes, float]:
+        """When each record was sent, so far."""
+        with self._lock:
+            return dict(self.sent_at)
 
     def run(self) -> None:
         started = time.monotonic()
@@ -40,7 +46,8 @@ class RateFeeder(threading.Thread):
                 continue
             value = str(n).encode()
             self._producer.produce(self._topic, value, key=value, partition=n % self._partitions)
-            self.sent_at[value] = time.monotonic()
+            with self._lock:
+                self.sent_at[value] = time.monotonic()
             self._producer.poll(0)
             n += 1
         self._producer.flush(30)
@@ -103,7 +110,7 @@ class VisibilityWatch(threading.Thread):
 
 def back_after_s(feeder: RateFeeder, watch: VisibilityWatch, returned_at: float) -> float | None:
     """Seconds from ``returned_at`` until the first record sent after it was visible; None if none is (yet)."""
-    sent_after = [v for v, at in list(feeder.sent_at.items()) if at >= returned_at]
+    sent_after = [v for v, at in feeder.sent().items() if at >= returned_at]
     with watch._lock:
         seen = [watch.seen_at[v] for v in sent_after if v in watch.seen_at]
     return min(seen) - returned_at if seen else None
@@ -113,7 +120,8 @@ def last_visible_before(feeder: RateFeeder, watch: VisibilityWatch) -> float | N
     """When the newest record visible so far was sent (``time.monotonic()``): where a stalled stream stopped."""
     with watch._lock:
         values = list(watch.seen_at)
-    sent = [feeder.sent_at[v] for v in values if v in feeder.sent_at]
+    sent_at = feeder.sent()
+    sent = [sent_at[v] for v in values if v in sent_at]
     return max(sent) if sent else None
 
 
@@ -121,7 +129,7 @@ def exactly_once_problems(feeder: RateFeeder, watch: VisibilityWatch) -> list[st
     """What the watch saw other than each sent record exactly once."""
     with watch._lock:
         counts = dict(watch.counts)
-    sent = set(feeder.sent_at)
+    sent = set(feeder.sent())
     problems = []
     duplicated = {v: n for v, n in counts.items() if n > 1}
     missing = sorted(sent - set(counts), key=int)

@@ -397,7 +397,8 @@ class KafkaDecisionLog:
         assert identity is not None, "offsets are sent only in a transaction of this log's producer"
         session = cached_session(self._connection)
         session.add_offsets_to_txn(identity, group)
-        session.txn_offset_commit(identity, group, offsets, metadata)
+        # As librdkafka writes it: NUL-terminated (confluent-kafka reads a committed offset's metadata as a C string).
+        session.txn_offset_commit(identity, group, offsets, metadata + "\0")
 
     def archive(self, prefix: str, history: tuple[HistoryEntry, ...],
                 archives: tuple[ArchiveRef, ...]) -> tuple[tuple[HistoryEntry, ...], tuple[ArchiveRef, ...]]:
