@@ -31,6 +31,7 @@ help:
 	@echo "make bench-write  streaming write throughput vs Spark's Kafka sink and raw producer; commit latency"
 	@echo "make soak         seeded fault soak on 3 brokers: SOAK_SEED=1 SOAK_RUNS=25 SOAK_MINUTES=60 SOAK_BROKERS=3 (pipelines and backfills; driver, task, executor and broker kills)"
 	@echo "make bench-latency per-micro-batch time of the exactly-once sink vs Spark's Kafka sink, a Python sink dropping its input and the Python floor (2, 8, 32, 64 partitions); end to end"
+	@echo "make bench-faults  how soon a stream delivers again after a network outage, reset, lost answer or broker crash, beside Spark's pipeline"
 	@echo "make bench-commit  commit latency: the decision log's part, whole commits of 3 and 8 participants"
 	@echo "make bench-exporter what kafka-eos list and an exporter scrape cost on a decision log of 1,000 prefixes"
 	@echo "make bench-memory  peak Python worker memory reading and writing 1M and 4M records of one partition"
@@ -226,6 +227,10 @@ bench-latency: venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 
 bench-write: venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 	$(PY) -m tests.benchmarks.bench_write
+
+.PHONY: bench-faults
+bench-faults: venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
+	$(PY) -m tests.benchmarks.bench_faults
 
 bench-memory: venv kafka-jars $(SPARK_KAFKA_JARS)/.resolved
 	$(PY) -m tests.benchmarks.bench_memory

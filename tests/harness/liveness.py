@@ -13,9 +13,17 @@ import threading
 import time
 import uuid
 from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from tests.harness.fault_proxy import Fault, FaultSchedule
+from tests.harness.local_kafka import LocalKafka
+from tests.harness.proxied_kafka import ProxiedKafka
 
 
 class RateFeeder(threading.Thread):
@@ -79,8 +87,6 @@ class VisibilityWatch(threading.Thread):
             while not self._stopped.is_set():
                 for message in self._consumer.consume(1000, 0.1):
                     if message.error() is not None:
-                        if message.error().code() != KafkaError._PARTITION_EOF:
-                            continue
                         continue
                     now = time.monotonic()
                     value = message.value() or b""
@@ -141,3 +147,94 @@ def exactly_once_problems(feeder: RateFeeder, watch: VisibilityWatch) -> list[st
     if unexpected:
         problems.append(f"{len(unexpected)} records nobody sent, e.g. {unexpected[:5]}")
     return problems
+
+
+# -- a pipeline through a fault, measured ---------------------------------------------------------------------------
+
+EXACTLY_ONCE = "kafka_eos"
+SPARKS = "kafka"
+CRASH = "crash"
+"""A fault that is not the proxy's: the broker killed (-9) and restarted on its data."""
+
+
+@dataclass
+class FaultRun:
+    """What a pipeline did through one fault."""
+
+    system: str
+    fault: str
+    back_s: float | None
+    """Seconds from the fault's end to the first record sent after it, visible (None: stalled)."""
+    sent: int = 0
+    visible: int = 0
+    problems: list[str] = field(default_factory=list)
+    stop_s: float | None = None
+    """How long ``query.stop()`` took (None: it did not return in time)."""
+    failure: str | None = None
+    """The query's error, if it failed."""
+
+
+def start_pipeline(spark: SparkSession, system: str, bootstrap: str, source: str, sink: str, checkpoint: Path) -> StreamingQuery:
+    """``system`` (``kafka_eos``, or Spark's ``kafka``) at both ends, source to sink, the default trigger."""
+    tag = uuid.uuid4().hex[:8]
+    df = (spark.readStream.format(system).option("kafka.bootstrap.servers", bootstrap)
+          .option("subscribe", source).option("startingOffsets", "earliest").load()
+          .selectExpr("key", "value", "partition"))
+    writer = df.writeStream.format(system).option("kafka.bootstrap.servers", bootstrap).option("topic", sink) \
+        .option("checkpointLocation", str(checkpoint))
+    if system == EXACTLY_ONCE:
+        writer = writer.option("transactional.id.prefix", f"liveness-{tag}").option("decisionLogTopic", f"_decisions-liveness-{tag}")
+    return writer.start()
+
+
+def stop_within(query: StreamingQuery, timeout_s: float) -> float | None:
+    """``query.stop()``; its seconds, or None if it did not return within ``timeout_s`` (it is left running)."""
+    started = time.monotonic()
+    stopper = threading.Thread(target=query.stop, daemon=True)
+    stopper.start()
+    stopper.join(timeout_s)
+    return None if stopper.is_alive() else time.monotonic() - started
+
+
+def through_fault(spark: SparkSession, broker: ProxiedKafka, system: str, fault: Fault | str, workdir: Path,
+                  partitions: int = 4, rate: int = 500, stall_s: float = 20.0, crash_down_s: float = 1.0) -> FaultRun:
+    """Run ``system``'s pipeline through ``broker``'s proxy with a feeder and a watch on the direct listener; once it
+    delivers, inject ``fault`` (a proxy fault, armed at once, or :data:`CRASH`), and measure until the first record
+    sent after the fault's end is visible (at most ``stall_s``); then stop the feeder, wait for every record, stop."""
+    judge = broker.judge()
+    source, sink = judge.create_topic(partitions, prefix="live-src"), judge.create_topic(partitions, prefix="live-sink")
+    feeder = RateFeeder(broker.judge_bootstrap, source, partitions, rate)
+    watch = VisibilityWatch(broker.judge_bootstrap, sink, partitions)
+    watch.start()
+    feeder.start()
+    query = start_pipeline(spark, system, broker.proxied_bootstrap, source, sink, workdir / f"checkpoint-{uuid.uuid4().hex[:8]}")
+    name = fault if isinstance(fault, str) else fault.describe()
+    run = FaultRun(system, name, None)
+    try:
+        if not watch.wait_for(rate, 120):
+            run.failure = "delivered nothing before the fault"
+            return run
+        time.sleep(3)
+        if isinstance(fault, str):
+            LocalKafka.kill(broker)
+            time.sleep(crash_down_s)
+            LocalKafka.start(broker)
+        else:
+            broker.proxy.run(FaultSchedule(0, fault.duration_s + 30, (fault,)))
+            while not broker.proxy.counts() and broker.proxy.elapsed_s() < 30:
+                time.sleep(0.01)
+            time.sleep(fault.duration_s)
+        returned = time.monotonic()
+        while back_after_s(feeder, watch, returned) is None and time.monotonic() < returned + stall_s and query.isActive:
+            time.sleep(0.05)
+        run.back_s = back_after_s(feeder, watch, returned)
+        if not query.isActive:
+            run.failure = str(query.exception())
+    finally:
+        run.sent = feeder.stop()
+        watch.wait_for(run.sent, 90 if run.back_s is not None else 5)
+        run.stop_s = stop_within(query, 60)
+        watch.stop()
+    run.visible = watch.visible()
+    run.problems = exactly_once_problems(feeder, watch)
+    return run

@@ -9,7 +9,7 @@ import types
 import pytest
 
 from spark_kafka_eos._internal.config.kafka_python import UnsupportedSettingError, translate
-from spark_kafka_eos._internal.config.librdkafka import RECONNECT_BACKOFF_MS, for_librdkafka
+from spark_kafka_eos._internal.config.librdkafka import RECONNECT_BACKOFF_MAX_MS, RECONNECT_BACKOFF_MS, for_librdkafka
 from spark_kafka_eos._internal.librdkafka_logs import LIBRDKAFKA_LOGGER
 from spark_kafka_eos.errors import KafkaEosOptionError
 
@@ -44,11 +44,13 @@ def test_msk_iam_becomes_oauthbearer_with_a_signing_callback(signer: list[str]) 
 
 def test_other_mechanisms_are_left_alone() -> None:
     plain = {"sasl.mechanism": "SCRAM-SHA-512", "security.protocol": "SASL_SSL"}
-    assert for_librdkafka(plain) == {**plain, "logger": LIBRDKAFKA_LOGGER, "reconnect.backoff.ms": RECONNECT_BACKOFF_MS}
+    assert for_librdkafka(plain) == {**plain, "logger": LIBRDKAFKA_LOGGER, "reconnect.backoff.ms": RECONNECT_BACKOFF_MS,
+                                     "reconnect.backoff.max.ms": RECONNECT_BACKOFF_MAX_MS}
 
 
 def test_a_reconnect_backoff_the_user_set_is_kept() -> None:
-    assert for_librdkafka({"reconnect.backoff.ms": 250})["reconnect.backoff.ms"] == 250
+    config = for_librdkafka({"reconnect.backoff.ms": 250, "reconnect.backoff.max.ms": 5000})
+    assert (config["reconnect.backoff.ms"], config["reconnect.backoff.max.ms"]) == (250, 5000)
 
 
 def test_without_the_signer_the_error_names_the_option_and_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -49,6 +49,7 @@ from spark_kafka_eos._internal.txn.protocol import TransactionClient
 from spark_kafka_eos._internal.txn.session import PreparedTxnState, TxnDescription, TxnSessionError, TxnState
 from spark_kafka_eos._internal.write.commit_message import TaskCommit
 from spark_kafka_eos._internal.write.commit_outcomes import Ending
+from spark_kafka_eos._internal.write.commit_watch import watched
 from spark_kafka_eos._internal.write.consumer_group import check_group_position
 from spark_kafka_eos._internal.write.epoch_input import describe, describe_offsets, input_difference, kafka_positions, stream_input
 from spark_kafka_eos._internal.write.hooks import AFTER_DECISION, BEFORE_DECISION, DURING_PHASE2, NO_HOOKS, WriterHooks
@@ -172,7 +173,7 @@ class TwoPhaseCommitCoordinator:
         tasks = _task_commits(messages, epoch)
         decision_log = self._log()
         session = self._session_of(self._options.connection)
-        with self._marked(decision_log):
+        with watched(f"The commit of {epoch} of prefix {self._prefix}"), self._marked(decision_log):
             self._commit(session, decision_log, epoch, tasks, self._input_of(epoch, tasks))
         decision_log.keep_for_reuse()
 

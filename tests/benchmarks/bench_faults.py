@@ -1,0 +1,89 @@
+"""How soon a stream delivers again after a fault: kafka_eos's exactly-once pipeline beside Spark's own
+(``format("kafka")`` at both ends), each through the same fault proxy, one after the other, the same fault.
+
+Each run: a pipeline from a 4-partition topic to another, fed 500 records a second on the broker's direct listener,
+every connection of the pipeline through the proxy; once it delivers, the fault; then the time from the fault's end
+to the first record sent after it that an independent read_committed consumer sees. Median of ``BENCH_ROUNDS``.
+
+    make bench-faults                                   # every fault below, 3 rounds
+    BENCH_FAULTS="outage:2,crash" BENCH_ROUNDS=1 make bench-faults
+
+Faults (``BENCH_FAULTS``, comma-separated): ``outage:<s>`` (every connection reset and new ones refused for <s>
+seconds), ``reset`` (every open connection reset once), ``blackhole:<request>`` (the next such request reaches the
+broker, its answer never the client; the connection stalls 5 s, then is reset: ``Produce`` is the sink's,
+``Fetch`` the reader's, ``EndTxn/coordinator`` the decision log's, kafka_eos only), ``crash`` (the broker killed -9,
+restarted on its data after 1 s; measured from when it serves again).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.benchmarks.common import bench_spark, connector_jars
+from tests.harness.fault_proxy import BLACKHOLE_RESPONSE, OUTAGE, RESET, Fault
+from tests.harness.liveness import CRASH, EXACTLY_ONCE, SPARKS, FaultRun, through_fault
+from tests.harness.proxied_kafka import ProxiedKafka
+
+DEFAULT_FAULTS = "outage:2,outage:10,reset,blackhole:Produce,blackhole:Fetch,blackhole:EndTxn/coordinator,crash"
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+STALL_S = float(os.environ.get("BENCH_STALL_S", "60"))
+
+
+def parse_fault(text: str) -> Fault | str:
+    kind, _, argument = text.strip().partition(":")
+    if kind == "outage":
+        return Fault(0.0, OUTAGE, float(argument or 2))
+    if kind == "reset":
+        return Fault(0.0, RESET, scope="all")
+    if kind == "blackhole" and argument:
+        return Fault(0.0, BLACKHOLE_RESPONSE, 5.0, apis=(argument,))
+    if kind == CRASH:
+        return CRASH
+    sys.exit(f"BENCH_FAULTS names {text!r}. Fix: outage:<seconds>, reset, blackhole:<request>[/<client id part>] or crash")
+
+
+def shown(runs: list[FaultRun]) -> str:
+    backs = [r.back_s for r in runs if r.back_s is not None]
+    stalls = len(runs) - len(backs)
+    text = f"{statistics.median(backs):6.2f} s" if backs and not stalls else "STALLED" if not backs else \
+        f"{statistics.median(backs):6.2f} s ({stalls} stalled)"
+    worse = [f"{r.visible}/{r.sent} visible{', ' + '; '.join(r.problems) if r.problems else ''}"
+             f"{', stop() hung' if r.stop_s is None else ''}{', failed' if r.failure else ''}"
+             for r in runs if r.problems or r.stop_s is None or r.failure]
+    return text + (f"  [{' | '.join(worse)}]" if worse else "")
+
+
+def main() -> None:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    faults = [parse_fault(f) for f in os.environ.get("BENCH_FAULTS", DEFAULT_FAULTS).split(",") if f.strip()]
+    spark = bench_spark("bench-faults", connector_jars())
+    workdir = Path(tempfile.mkdtemp(prefix="bench-faults-"))
+    broker = ProxiedKafka(workdir / "kafka").start()
+    print(f">> pyspark {spark.version}, local[2]; 4 partitions, 500 records/s; median of {ROUNDS} round(s); "
+          "seconds from the fault's end to the first record sent after it, visible")
+    print(f"{'fault':<58} {'kafka_eos':>12} {'Spark':>12} {'ratio':>6}")
+    try:
+        for fault in faults:
+            name = fault if isinstance(fault, str) else fault.describe()
+            systems = [EXACTLY_ONCE] if isinstance(fault, Fault) and fault.apis and "coordinator" in fault.apis[0] else [EXACTLY_ONCE, SPARKS]
+            runs: dict[str, list[FaultRun]] = {s: [] for s in systems}
+            for _ in range(ROUNDS):
+                for system in systems:
+                    runs[system].append(through_fault(spark, broker, system, fault, workdir, stall_s=STALL_S))
+            ours = [r.back_s for r in runs[EXACTLY_ONCE] if r.back_s is not None]
+            theirs = [r.back_s for r in runs.get(SPARKS, []) if r.back_s is not None]
+            ratio = (f"{statistics.median(ours) / statistics.median(theirs):6.2f}"
+                     if ours and theirs and statistics.median(theirs) > 0 else "     -")
+            print(f"{name[:58]:<58} {shown(runs[EXACTLY_ONCE]):>12} {shown(runs[SPARKS]) if SPARKS in runs else '-':>12} {ratio}",
+                  flush=True)
+    finally:
+        broker.kill()
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()
