@@ -174,16 +174,20 @@ class FaultRun:
     """The query's error, if it failed."""
 
 
-def start_pipeline(spark: SparkSession, system: str, bootstrap: str, source: str, sink: str, checkpoint: Path) -> StreamingQuery:
-    """``system`` (``kafka_eos``, or Spark's ``kafka``) at both ends, source to sink, the default trigger."""
+def start_pipeline(spark: SparkSession, system: str, bootstrap: str, source: str, sink: str, checkpoint: Path,
+                   engine: str = "auto") -> StreamingQuery:
+    """``system`` (``kafka_eos`` on ``engine`` at both ends, or Spark's ``kafka``), source to sink, the default trigger."""
     tag = uuid.uuid4().hex[:8]
-    df = (spark.readStream.format(system).option("kafka.bootstrap.servers", bootstrap)
-          .option("subscribe", source).option("startingOffsets", "earliest").load()
-          .selectExpr("key", "value", "partition"))
+    reader = spark.readStream.format(system).option("kafka.bootstrap.servers", bootstrap).option("subscribe", source) \
+        .option("startingOffsets", "earliest")
+    if system == EXACTLY_ONCE:
+        reader = reader.option("readEngine", engine)
+    df = reader.load().selectExpr("key", "value", "partition")
     writer = df.writeStream.format(system).option("kafka.bootstrap.servers", bootstrap).option("topic", sink) \
         .option("checkpointLocation", str(checkpoint))
     if system == EXACTLY_ONCE:
-        writer = writer.option("transactional.id.prefix", f"liveness-{tag}").option("decisionLogTopic", f"_decisions-liveness-{tag}")
+        writer = writer.option("transactional.id.prefix", f"liveness-{tag}").option("decisionLogTopic", f"_decisions-liveness-{tag}") \
+            .option("writeEngine", engine)
     return writer.start()
 
 
@@ -197,8 +201,9 @@ def stop_within(query: StreamingQuery, timeout_s: float) -> float | None:
 
 
 def through_fault(spark: SparkSession, broker: ProxiedKafka, system: str, fault: Fault | str, workdir: Path,
-                  partitions: int = 4, rate: int = 500, stall_s: float = 20.0, crash_down_s: float = 1.0) -> FaultRun:
-    """Run ``system``'s pipeline through ``broker``'s proxy with a feeder and a watch on the direct listener; once it
+                  partitions: int = 4, rate: int = 500, stall_s: float = 20.0, crash_down_s: float = 1.0,
+                  engine: str = "auto") -> FaultRun:
+    """Run ``system``'s pipeline (kafka_eos on ``engine``) through ``broker``'s proxy with a feeder and a watch on the direct listener; once it
     delivers, inject ``fault`` (a proxy fault, armed at once, or :data:`CRASH`), and measure until the first record
     sent after the fault's end is visible (at most ``stall_s``); then stop the feeder, wait for every record, stop."""
     judge = broker.judge()
@@ -207,7 +212,8 @@ def through_fault(spark: SparkSession, broker: ProxiedKafka, system: str, fault:
     watch = VisibilityWatch(broker.judge_bootstrap, sink, partitions)
     watch.start()
     feeder.start()
-    query = start_pipeline(spark, system, broker.proxied_bootstrap, source, sink, workdir / f"checkpoint-{uuid.uuid4().hex[:8]}")
+    query = start_pipeline(spark, system, broker.proxied_bootstrap, source, sink, workdir / f"checkpoint-{uuid.uuid4().hex[:8]}",
+                           engine)
     name = fault if isinstance(fault, str) else fault.describe()
     run = FaultRun(system, name, None)
     try:

@@ -174,6 +174,8 @@ class ReaderOptions:
                 "enable.partition.eof": True,
             }
         )
+        # Named, so that a broker's request log and quotas tell the reader's consumers from other clients.
+        config.setdefault("client.id", "spark-kafka-eos-reader")
         # librdkafka prefetches up to 64 MiB per partition by default; keep a task's memory bounded by the Arrow
         # batch rather than by that queue. A queue of one fetch reads as fast as 32 MiB (`make bench-read`).
         queued_bytes = min(self.max_bytes_per_batch, PARTITION_FETCH_BYTES)

@@ -48,13 +48,16 @@ def assert_live_and_exactly_once(run: FaultRun) -> None:
     assert run.visible == run.sent and not run.problems, f"not exactly once: {run.problems}"
 
 
+@pytest.mark.parametrize("engine", ["native", "python"])
 @pytest.mark.parametrize("seconds", [2.0, 10.0])
 def test_a_stream_delivers_again_soon_after_a_network_outage(spark: SparkSession, proxied: ProxiedKafka, tmp_path: Path,
-                                                              seconds: float) -> None:
-    run = through_fault(spark, proxied, EXACTLY_ONCE, Fault(0.0, OUTAGE, seconds), tmp_path, stall_s=STALL_S)
+                                                              seconds: float, engine: str) -> None:
+    run = through_fault(spark, proxied, EXACTLY_ONCE, Fault(0.0, OUTAGE, seconds), tmp_path, stall_s=STALL_S, engine=engine)
     assert proxied.proxy.counts().get(OUTAGE) == 1, proxied.proxy.report()
     assert_live_and_exactly_once(run)
 
 
-def test_a_stream_delivers_again_soon_after_its_broker_crashed(spark: SparkSession, proxied: ProxiedKafka, tmp_path: Path) -> None:
-    assert_live_and_exactly_once(through_fault(spark, proxied, EXACTLY_ONCE, CRASH, tmp_path, stall_s=STALL_S))
+@pytest.mark.parametrize("engine", ["native", "python"])
+def test_a_stream_delivers_again_soon_after_its_broker_crashed(spark: SparkSession, proxied: ProxiedKafka, tmp_path: Path,
+                                                               engine: str) -> None:
+    assert_live_and_exactly_once(through_fault(spark, proxied, EXACTLY_ONCE, CRASH, tmp_path, stall_s=STALL_S, engine=engine))
