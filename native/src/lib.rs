@@ -18,6 +18,7 @@ mod consumer;
 mod deliveries;
 mod handle;
 mod producer;
+mod row_digest;
 
 use pyo3::prelude::*;
 
@@ -34,5 +35,6 @@ fn spark_kafka_eos_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<producer::TaskProducer>()?;
     m.add("LIBRDKAFKA_VERSION", consumer::librdkafka_version())?;
     m.add_function(wrap_pyfunction!(error_name, m)?)?;
+    m.add_function(wrap_pyfunction!(row_digest::rows_digest, m)?)?;
     Ok(())
 }

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
@@ -43,8 +43,8 @@ GroupPosition = tuple[str, str, int, int]
 """(consumer group, topic, partition, offset): where the prefix last committed a group's offset."""
 GROUP_POSITIONS_LIMIT = 10_000
 """Group offsets a prefix remembers (the most recently committed groups' are kept)."""
-BatchInput = tuple[str, int]
-"""(a batch job's epoch id as text, the rows its input had)."""
+BatchInput = tuple[str, int] | tuple[str, int, str]
+"""(a batch job's epoch id as text, the rows its input had[, their digest]): no digest in a record of an older version."""
 Aborting = tuple[str, int, int]
 """A transaction a sweep aborts: (transactional id, producer id, producer epoch)."""
 
@@ -136,6 +136,9 @@ class EpochInput:
     source_end: tuple[str, ...] | None = None
     source_start: tuple[str, ...] | None = None
     source_columns: tuple[tuple[str, int, int], ...] | None = None
+    digest: str | None = None
+    """The order-independent digest of the rows the epoch wrote (:mod:`~spark_kafka_eos._internal.write.row_digest`);
+    None in a decision of an older version, or where a task did not report one."""
 
     def to_dict(self) -> dict[str, object]:
         body: dict[str, object] = {"rows": self.rows,
@@ -143,6 +146,8 @@ class EpochInput:
                                    "source_start": None if self.source_start is None else list(self.source_start)}
         if self.source_columns is not None:
             body["source_columns"] = [list(position) for position in self.source_columns]
+        if self.digest is not None:
+            body["digest"] = self.digest
         return body
 
     @classmethod
@@ -153,7 +158,8 @@ class EpochInput:
         return cls(int(body["rows"]),  # type: ignore[call-overload]
                    None if end is None else tuple(str(s) for s in end),  # type: ignore[attr-defined]
                    None if start is None else tuple(str(s) for s in start),  # type: ignore[attr-defined]
-                   None if columns is None else tuple((str(t), int(p), int(o)) for t, p, o in columns))  # type: ignore[attr-defined]
+                   None if columns is None else tuple((str(t), int(p), int(o)) for t, p, o in columns),  # type: ignore[attr-defined]
+                   None if body.get("digest") is None else str(body["digest"]))
 
 
 @dataclass(frozen=True)
@@ -211,7 +217,14 @@ class LogRecord:
         """The rows batch job ``epoch`` consumed, if the prefix remembers them."""
         if self.input is not None and self.epoch == epoch:
             return self.input.rows
-        return next((rows for epoch_id, rows in reversed(self.batch_inputs) if epoch_id == str(epoch)), None)
+        return next((entry[1] for entry in reversed(self.batch_inputs) if entry[0] == str(epoch)), None)
+
+    def batch_input_digest(self, epoch: EpochId) -> str | None:
+        """The digest of the rows batch job ``epoch`` wrote, if the prefix remembers it."""
+        if self.input is not None and self.epoch == epoch:
+            return self.input.digest
+        entry = next((entry for entry in reversed(self.batch_inputs) if entry[0] == str(epoch)), None)
+        return entry[2] if entry is not None and len(entry) > 2 else None
 
     def batch_input_dropped(self, epoch: EpochId) -> bool:
         """True when batch job ``epoch`` has no input in this record while its window of inputs is full: the input may
@@ -283,7 +296,7 @@ class LogRecord:
             tuple((int(o), str(d)) for o, d in body.get("archives", ())),
             tuple((str(t), int(p), int(o)) for t, p, o in body.get("starts", ())),
             EpochInput.from_dict(body.get("input")),
-            tuple((str(e), int(r)) for e, r in body.get("batch_inputs", ())),
+            tuple(_batch_input(entry) for entry in body.get("batch_inputs", ())),
             tuple((str(t), int(p), int(e)) for t, p, e in body.get("aborting", ())),
         )
 
@@ -336,3 +349,9 @@ def history_without(last: LogRecord, epoch: EpochId) -> tuple[HistoryEntry, ...]
         elif epoch.kind == "stream" and epoch.batch_id:
             kept.append((str(EpochId.stream(epoch.run_id, epoch.batch_id - 1)), at_ms))
     return tuple(kept)
+
+
+def _batch_input(entry: Sequence[object]) -> BatchInput:
+    if len(entry) > 2 and entry[2]:
+        return (str(entry[0]), int(entry[1]), str(entry[2]))  # type: ignore[call-overload]
+    return (str(entry[0]), int(entry[1]))  # type: ignore[call-overload]

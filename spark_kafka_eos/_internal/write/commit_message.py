@@ -40,6 +40,8 @@ class TaskCommit(WriterCommitMessage):
     input_rows: int = 0
     """The rows the task was handed (whether it wrote them or, in a replay, aborted them): part of the epoch's
     input identity (:class:`~spark_kafka_eos._internal.decision_log.records.EpochInput`)."""
+    rows_digest: str | None = None
+    """The digest of those rows (:mod:`~spark_kafka_eos._internal.write.row_digest`); None from an older worker."""
 
     @property
     def record_count(self) -> int:

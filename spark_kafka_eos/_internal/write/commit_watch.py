@@ -46,7 +46,7 @@ def watched(what: str, every_s: float = STUCK_COMMIT_S) -> Iterator[None]:
 
 def waiting_in(frame: FrameType | None, depth: int = 4) -> str:
     """The innermost ``depth`` calls of the package on the stack of ``frame``, innermost first."""
-    calls = []
+    calls: list[str] = []
     while frame is not None and len(calls) < depth:
         if frame.f_globals.get("__name__", "").startswith(_PACKAGE):
             code = frame.f_code

@@ -43,7 +43,16 @@ from spark_kafka_eos._internal.decision_log.kafka_log import (
     transactional_id_refused,
 )
 from spark_kafka_eos._internal.decision_log.protocol import DecisionLog
-from spark_kafka_eos._internal.decision_log.records import EpochId, EpochInput, LogRecord, Participant, Position, history_with, memory_after
+from spark_kafka_eos._internal.decision_log.records import (
+    BatchInput,
+    EpochId,
+    EpochInput,
+    LogRecord,
+    Participant,
+    Position,
+    history_with,
+    memory_after,
+)
 from spark_kafka_eos._internal.retry import OPERATION_TIMEOUT_S, Backoff, Deadline, any_error, retry, wait_until
 from spark_kafka_eos._internal.txn.protocol import TransactionClient
 from spark_kafka_eos._internal.txn.session import PreparedTxnState, TxnDescription, TxnSessionError, TxnState
@@ -64,6 +73,7 @@ from spark_kafka_eos._internal.write.recovery import (
     open_transactions,
     roll_forward,
 )
+from spark_kafka_eos._internal.write.row_digest import add, as_text
 from spark_kafka_eos._internal.write.transactional_id import parse_task_transactional_id
 from spark_kafka_eos._internal.write.visibility import committed_record_at
 from spark_kafka_eos.errors import (
@@ -188,9 +198,11 @@ class TwoPhaseCommitCoordinator:
 
     def _input_of(self, epoch: EpochId, tasks: Sequence[TaskCommit]) -> EpochInput:
         rows = sum(t.input_rows for t in tasks)
+        digests = [t.rows_digest for t in tasks]
+        digest = None if None in digests else as_text(add(*(int(d, 16) for d in digests if d is not None)))
         if epoch.kind != "stream" or epoch.batch_id is None:
-            return EpochInput(rows)
-        read = stream_input(self._options.checkpoint_location, epoch.batch_id, rows)
+            return EpochInput(rows, source_columns=_source_offsets(tasks) or None, digest=digest)
+        read = replace(stream_input(self._options.checkpoint_location, epoch.batch_id, rows), digest=digest)
         # Where the offset log cannot be read, the rows' source columns still say where the micro-batch read.
         return replace(read, source_columns=_source_offsets(tasks) or None) if read.source_end is None else read
 
@@ -233,7 +245,9 @@ class TwoPhaseCommitCoordinator:
             return
         deadline_ms = self._verify(session, participants)
         offsets, starts = self._consumed(epoch, tasks, epoch_input, session, own)
-        batch_input = (str(epoch), epoch_input.rows) if epoch.kind == "batch" else None
+        batch_input: BatchInput | None = None
+        if epoch.kind == "batch":
+            batch_input = (str(epoch), epoch_input.rows) if epoch_input.digest is None else (str(epoch), epoch_input.rows, epoch_input.digest)
         decision = LogRecord("decision", self._prefix, str(epoch), participants, self._options.consumer_group, offsets,
                              history=history, input=epoch_input,
                              **{**memory_after(last, self._options.consumer_group, offsets, batch_input),  # type: ignore[arg-type]
@@ -344,13 +358,22 @@ class TwoPhaseCommitCoordinator:
                         f"{epoch.run_id} committed stays visible. Fix: if this is the same input, nothing needs doing (it "
                         "IS committed); if it is corrected or new data, to be written besides what is there, run it under "
                         "a new writeId.")
-            if rows is None or rows == epoch_input.rows or _resumed_past(last, epoch, tasks):
+            if rows is None or _resumed_past(last, epoch, tasks):
                 return None
-            return (f"{refused}: writeId {epoch.run_id} is committed over an input of {rows} rows, and this run's input "
-                    f"has {epoch_input.rows} rows. Nothing of this run was written; what writeId {epoch.run_id} committed "
-                    "stays visible (Kafka cannot take it back), and a re-run with this writeId is refused again. Fix: if "
-                    "this is corrected or new data, to be written besides what is there, run it under a new writeId; if "
-                    "it should be the same input, find why it differs.")
+            decided_digest = last.batch_input_digest(epoch)
+            if rows != epoch_input.rows:
+                differs = f"is committed over an input of {rows} rows, and this run's input has {epoch_input.rows} rows"
+            elif decided_digest is not None and epoch_input.digest is not None and decided_digest != epoch_input.digest:
+                differs = (f"is committed over {rows} rows, and this run's {epoch_input.rows} rows are other rows (their "
+                           f"digest {epoch_input.digest} is not the decided {decided_digest})")
+            elif last.input is not None and last.epoch == epoch and input_difference(last.input, epoch_input) is not None:
+                differs = f"is committed over other input ({input_difference(last.input, epoch_input)})"
+            else:
+                return None
+            return (f"{refused}: writeId {epoch.run_id} {differs}. Nothing of this run was written; what writeId "
+                    f"{epoch.run_id} committed stays visible (Kafka cannot take it back), and a re-run with this writeId is "
+                    "refused again. Fix: if this is corrected or new data, to be written besides what is there, run it "
+                    "under a new writeId; if it should be the same input, find why it differs.")
         if last.epoch != epoch:
             return None  # recognised from an archived history, whose inputs are not kept
         offsets = _source_offsets(tasks)

@@ -57,24 +57,33 @@ def read_offset_log(checkpoint_location: str, batch_id: int) -> tuple[str, ...] 
 
 def input_difference(decided: EpochInput, replay: EpochInput) -> str | None:
     """Why ``replay`` cannot be taken for a replay of the epoch that consumed ``decided``, or None if it can.
-    Equal offsets prove the same input (a row count that differs then only means the query is not a function of its
-    input, which the decision already settled); without them on both sides, the row counts must agree."""
-    if decided.source_end is not None:
-        if replay.source_end is None:
-            return ("it was decided over source offsets recorded from Spark's offset log, which this run could not read "
-                    "back: its input cannot be proven the same")
+    Equal offsets from Spark's offset log prove the same input (other rows over them only mean the query is not a
+    function of its input, which the decision already settled). Else the rows must be the same: equal digests of the
+    rows written prove it; without a digest on both sides (a decision of an older version), equal row counts are
+    taken for it."""
+    if decided.source_end is not None and replay.source_end is not None:
         if (decided.source_start, decided.source_end) != (replay.source_start, replay.source_end):
             return "its source offsets differ"
-        if decided.rows != replay.rows:
-            log.warning("A replay over the same source offsets had %d rows where the decision had %d: the query's output "
-                        "is not a function of its input (a join with a changing table, a non-deterministic function); "
-                        "the decided output stands", replay.rows, decided.rows)
+        if decided.rows != replay.rows or _digests_differ(decided, replay):
+            log.warning("A replay over the same source offsets wrote other rows (%d, digest %s) than the decision (%d, "
+                        "digest %s): the query's output is not a function of its input (a join with a changing table, a "
+                        "non-deterministic function); the decided output stands", replay.rows, replay.digest,
+                        decided.rows, decided.digest)
         return None
     if decided.source_columns is not None and replay.source_columns is not None and decided.source_columns != replay.source_columns:
         return "its source offsets differ (as its rows' source columns name them)"
     if decided.rows != replay.rows:
         return "its row count differs"
+    if _digests_differ(decided, replay):
+        return "its rows differ: as many, but the digest of the rows it wrote is another"
+    if decided.source_end is not None and (decided.digest is None or replay.digest is None):
+        return ("it was decided over source offsets recorded from Spark's offset log, which this run could not read "
+                "back, and the rows' digest cannot stand in: its input cannot be proven the same")
     return None
+
+
+def _digests_differ(decided: EpochInput, replay: EpochInput) -> bool:
+    return decided.digest is not None and replay.digest is not None and decided.digest != replay.digest
 
 
 def kafka_positions(epoch_input: EpochInput) -> tuple[tuple[Position, ...], tuple[Position, ...]] | None:
@@ -135,12 +144,13 @@ def describe_offsets(offsets: Sequence[tuple[str, int, int]]) -> str:
 
 def describe(epoch_input: EpochInput) -> str:
     """One line for error messages."""
+    digest = f" (digest {epoch_input.digest})" if epoch_input.digest is not None else ""
     if epoch_input.source_end is None:
         if epoch_input.source_columns:
-            return f"{epoch_input.rows} rows, up to source offsets {describe_offsets(epoch_input.source_columns)}"
-        return f"{epoch_input.rows} rows"
+            return f"{epoch_input.rows} rows{digest}, up to source offsets {describe_offsets(epoch_input.source_columns)}"
+        return f"{epoch_input.rows} rows{digest}"
     start = "; ".join(epoch_input.source_start or ()) or "the query's starting offsets"
-    return f"{epoch_input.rows} rows, source offsets from {start} to {'; '.join(epoch_input.source_end)}"
+    return f"{epoch_input.rows} rows{digest}, source offsets from {start} to {'; '.join(epoch_input.source_end)}"
 
 
 def _normalised(line: str) -> str:

@@ -50,6 +50,7 @@ from spark_kafka_eos._internal.write.input_schema import (
 from spark_kafka_eos._internal.write.ownership import already_decided
 from spark_kafka_eos._internal.write.producers import open_producer
 from spark_kafka_eos._internal.write.producers.producer_client import ProducerClient
+from spark_kafka_eos._internal.write.row_digest import add, as_text, batch_digest
 from spark_kafka_eos._internal.write.transaction_guard import worker_guard
 from spark_kafka_eos._internal.write.transactional_id import task_transactional_id_candidates
 from spark_kafka_eos.errors import KafkaEosWriteError
@@ -101,7 +102,7 @@ def write_task(
     timeout_ms = transaction_timeout_ms or options.transaction_timeout_ms or DEFAULT_TRANSACTION_TIMEOUT_MS
     transaction: _TaskTransaction | None = None
     positions = _SourcePositions()
-    rows = 0
+    rows = digest = 0
     guard = worker_guard()
     candidates = task_transactional_id_candidates(options.prefix, epoch, identity.spark_partition, identity.attempt_number)
     early = _EarlyProducer(options, candidates[0], timeout_ms)
@@ -119,6 +120,7 @@ def write_task(
                 # never aborts by guess, which could hit another attempt that took the id after this one died.
                 guard.identified(transaction.transactional_id, *transaction.wait_for_identity())
             transaction.produce(batch, columns, options.topic)
+            digest = add(digest, batch_digest(batch, columns, options.topic))
             if columns.source_position:
                 positions.add(batch)
         prepared, records, probe, probe_digest = transaction.prepare(timeout_ms) if transaction is not None else (None, (), None, None)
@@ -152,21 +154,26 @@ def write_task(
         probe=probe,
         probe_digest=probe_digest,
         input_rows=rows,
+        rows_digest=as_text(digest),
     )
 
 
-def count_task_input(epoch: EpochId, batches: Iterable[pa.RecordBatch], columns: InputColumns) -> TaskCommit:
+def count_task_input(epoch: EpochId, batches: Iterable[pa.RecordBatch], columns: InputColumns, topic: str | None) -> TaskCommit:
     """A task of a batch job whose ``writeId`` is already committed: it writes nothing, but counts its input (rows,
-    and the source offsets the rows carry), which the driver compares with what the job was decided over."""
+    their digest as ``topic`` would take them, and the source offsets the rows carry), which the driver compares
+    with what the job was decided over."""
     identity = TaskIdentity.current()
     positions = _SourcePositions()
-    rows = 0
+    rows = digest = 0
     for batch in batches:
         rows += batch.num_rows
+        if batch.num_rows:
+            digest = add(digest, batch_digest(batch, columns, topic))
         if columns.source_position and batch.num_rows:
             positions.add(batch)
     return TaskCommit(str(epoch), identity.spark_partition, identity.attempt_number, identity.task_attempt_id, None,
-                      source_offsets=positions.next_offsets(), source_starts=positions.first_offsets(), input_rows=rows)
+                      source_offsets=positions.next_offsets(), source_starts=positions.first_offsets(), input_rows=rows,
+                      rows_digest=as_text(digest))
 
 
 def epoch_already_decided(options: WriterOptions, epoch: EpochId) -> bool:

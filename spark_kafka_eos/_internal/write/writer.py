@@ -84,7 +84,7 @@ class KafkaEosBatchWriter(_KafkaEosWriterBase, DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         if self.already_committed:
-            return count_task_input(self.epoch, iterator, self.columns)
+            return count_task_input(self.epoch, iterator, self.columns, self.options.topic)
         return self._write(self.epoch, iterator)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:

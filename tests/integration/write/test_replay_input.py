@@ -223,3 +223,69 @@ def test_a_micro_batch_planned_again_over_as_many_other_records_is_told_by_its_s
         spark.conf.unset("spark.sql.streaming.checkpointLocation")
     assert sink_values(kafka, sink) == values(0, 10)  # nothing of the refused run is visible
     assert open_transactions(kafka, prefix) == []
+
+
+def test_a_micro_batch_planned_again_over_as_many_other_records_is_told_by_its_rows_digest(
+        spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    """Issue 62's first case: the checkpoint is set by spark.sql.streaming.checkpointLocation (the sink cannot read the
+    offset log) and the rows carry no source columns; maxOffsetsPerTrigger 100; batch 0 was decided over 50 + 50
+    records of two partitions; 40 more arrive on partition 1; offsets/0 and commits/0 are deleted to reprocess it.
+    Spark plans batch 0 again over 100 other records (35 + 65): 6692562 compared the row counts, took it for the
+    replay and lost 15 records while writing 15 twice, silently. The digest of the rows written tells them apart."""
+    source, sink = kafka.create_topic(2, "src"), kafka.create_topic(2, "sink")
+    root, name, prefix = tmp_path / "checkpoints", f"digest_{uuid.uuid4().hex[:6]}", f"digest-{uuid.uuid4().hex[:6]}"
+
+    def produce_to(partition: int, first: int, count: int) -> None:
+        kafka.produce_plain(source, [Sent(partition, f"k{i}".encode(), f"v{i}".encode()) for i in range(first, first + count)])
+
+    def run_named() -> None:
+        query = (spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+                 .option("subscribe", source).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "100")
+                 .load().selectExpr("key", "value")
+                 .writeStream.queryName(name).format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+                 .option("topic", sink).option("transactional.id.prefix", prefix).trigger(availableNow=True).start())
+        query.awaitTermination(300)
+        if query.exception() is not None:
+            raise query.exception()  # type: ignore[misc]
+
+    spark.conf.set("spark.sql.streaming.checkpointLocation", str(root))
+    try:
+        produce_to(0, 0, 50)
+        produce_to(1, 50, 50)
+        run_named()
+        assert not (root / name / "offsets" / "1").exists()  # batch 0 alone
+        produce_to(1, 100, 40)
+        forget_last_batch(root / name, 0)
+        with pytest.raises(StreamingQueryException, match=REPLANNED) as refused:
+            run_named()
+        message = str(refused.value)
+        assert "its rows differ: as many, but the digest of the rows it wrote is another" in message, message[-2000:]
+        assert "Decided: 100 rows (digest " in message and "This run: 100 rows (digest " in message
+        assert commit_outcome(refused.value) is CommitOutcome.REFUSED
+    finally:
+        spark.conf.unset("spark.sql.streaming.checkpointLocation")
+    assert sink_values(kafka, sink) == values(0, 100)  # nothing of the refused run is visible
+    assert open_transactions(kafka, prefix) == []
+
+
+def test_a_write_id_re_run_over_as_many_other_rows_is_refused_and_over_the_same_rows_in_another_order_writes_nothing(
+        spark: SparkSession, kafka: KafkaTestCluster) -> None:
+    """Issue 62's second case: a batch job re-run with its writeId after an upstream fix changed its 100 rows, not
+    their number. 6692562 reported success and wrote nothing: the fix was silently dropped."""
+    sink = kafka.create_topic(2, "sink")
+    prefix = f"backfill-{uuid.uuid4().hex[:6]}"
+
+    def write(expression: str, write_id: str, partitions: int = 3) -> None:
+        (spark.range(100).selectExpr(f"{expression} AS value").repartition(partitions).write.format("kafka_eos")
+         .option("kafka.bootstrap.servers", kafka.bootstrap_servers).option("topic", sink)
+         .option("transactional.id.prefix", prefix).option("writeId", write_id).mode("append").save())
+
+    write("CAST(id AS STRING)", "2026-11-01")
+    write("CAST(id AS STRING)", "2026-11-01", partitions=5)  # the same rows, split and ordered otherwise: a no-op
+    assert sink_values(kafka, sink) == sorted(str(i).encode() for i in range(100))
+    with pytest.raises(Exception, match="writeId 2026-11-01 is committed over 100 rows, and this run's 100 rows are other rows"):
+        write("CONCAT('fixed-', CAST(id AS STRING))", "2026-11-01")
+    assert len(sink_values(kafka, sink)) == 100
+    write("CONCAT('fixed-', CAST(id AS STRING))", "2026-11-01-corrected")  # the fix the refusal names
+    assert len(sink_values(kafka, sink)) == 200
+    assert open_transactions(kafka, prefix) == []
