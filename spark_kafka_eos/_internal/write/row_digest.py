@@ -1,9 +1,10 @@
 """An order-independent digest of the rows an epoch writes: what proves a replay the same output.
 
-Each row (its topic, partition, key, value and headers, as the sink writes them) is hashed with BLAKE2b to 16
-bytes; the digest is the sum of the rows' hashes modulo 2^128, so it does not depend on the rows' order nor on how
+Each row (its topic, partition, key, value and headers, as the sink writes them) is hashed with XXH3-128; the digest is the sum of the rows' hashes modulo 2^128, so it does not depend on the rows' order nor on how
 they are split into tasks and batches: tasks add theirs up, and so does the driver. The compiled extension computes
-it in Rust (``native/src/row_digest.rs``, the same bytes); without it, Python does, row by row.
+it in Rust (``native/src/row_digest.rs``, the same bytes); without it, Python does, row by row (with the xxhash
+package). XXH3 is not a cryptographic hash: the digest proves a replay against accidents (re-planned input, changed
+rows), not against someone who crafts rows to collide.
 
 A row is hashed as its fields one after another: an absent field is ``0x00``; a byte string ``0x01``, its length in 8
 big-endian bytes, its bytes; a partition ``0x01`` and 4 big-endian bytes (signed); the headers their count in 8
@@ -12,10 +13,10 @@ big-endian bytes, then each key and value as byte strings.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 
 import pyarrow as pa
+import xxhash
 
 from spark_kafka_eos._internal.native.extension import native_module
 from spark_kafka_eos._internal.write.input_schema import HEADERS, KEY, PARTITION, TOPIC, VALUE, InputColumns
@@ -65,7 +66,7 @@ def python_digest(batch: pa.RecordBatch, columns: InputColumns, topic: str | Non
         entries = headers[row] or ()
         fields.append(len(entries).to_bytes(8, "big"))
         fields += _header_fields(entries)
-        total += int.from_bytes(hashlib.blake2b(b"".join(fields), digest_size=16).digest(), "big")
+        total += xxhash.xxh3_128_intdigest(b"".join(fields))
     return total % _MODULUS
 
 
