@@ -196,6 +196,35 @@ impl Headers {
     }
 }
 
+/// The sink's columns of one batch, imported and validated: `values`, and each optional column with as many rows.
+pub struct Columns {
+    pub values: Binary,
+    pub topics: Option<Binary>,
+    pub keys: Option<Binary>,
+    pub partitions: Option<Int32>,
+    pub headers: Option<Headers>,
+}
+
+impl Columns {
+    pub fn take(
+        topics: Option<Exported<'_>>,
+        values: Exported<'_>,
+        keys: Option<Exported<'_>>,
+        partitions: Option<Exported<'_>>,
+        headers: Option<Exported<'_>>,
+    ) -> PyResult<Self> {
+        let values = Binary::take(&values, "value", None)?;
+        let rows = Some(values.len());
+        Ok(Columns {
+            values,
+            topics: topics.as_ref().map(|column| Binary::take(column, "topic", rows)).transpose()?,
+            keys: keys.as_ref().map(|column| Binary::take(column, "key", rows)).transpose()?,
+            partitions: partitions.as_ref().map(|column| Int32::take(column, "partition", rows)).transpose()?,
+            headers: headers.as_ref().map(|column| Headers::take(column, "headers", rows)).transpose()?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

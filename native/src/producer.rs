@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rdkafka_sys as rd;
 
-use crate::arrow_input::{Binary, Exported, Headers, Int32};
+use crate::arrow_input::{Columns, Exported, Headers};
 use crate::c_strings::{c_string, c_text};
 use crate::deliveries::Failure;
 use crate::handle::{open_handle, Callbacks, LogLine, Unshared};
@@ -48,13 +48,6 @@ type Refused = (usize, i32, String, i32);
 type FirstRecord<'py> = (String, i32, i64, Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyBytes>>);
 
 /// The validated columns of one `produce` call.
-struct Columns {
-    values: Binary,
-    topics: Option<Binary>,
-    keys: Option<Binary>,
-    partitions: Option<Int32>,
-    headers: Option<Headers>,
-}
 
 unsafe fn txn_outcome(error: *mut rd::rd_kafka_error_t) -> Option<TxnError> {
     if error.is_null() {
@@ -155,15 +148,8 @@ impl TaskProducer {
         };
         // Every column is imported and validated here, with the GIL, before the first record is produced; the
         // columns own what they imported.
-        let values = Binary::take(&values, "value", None)?;
-        let rows = values.len();
-        let columns = Columns {
-            values,
-            topics: topics.as_ref().map(|column| Binary::take(column, "topic", Some(rows))).transpose()?,
-            keys: keys.as_ref().map(|column| Binary::take(column, "key", Some(rows))).transpose()?,
-            partitions: partitions.as_ref().map(|column| Int32::take(column, "partition", Some(rows))).transpose()?,
-            headers: headers.as_ref().map(|column| Headers::take(column, "headers", Some(rows))).transpose()?,
-        };
+        let columns = Columns::take(topics, values, keys, partitions, headers)?;
+        let rows = columns.values.len();
         let queue_timeout = Duration::from_millis(queue_timeout_ms);
         py.allow_threads(|| self.produce_rows(fixed_topic, topic, &columns, rows, queue_timeout))
     }

@@ -9,7 +9,7 @@
 use pyo3::prelude::*;
 use xxhash_rust::xxh3::xxh3_128;
 
-use crate::arrow_input::{Binary, Exported, Headers, Int32};
+use crate::arrow_input::{Columns, Exported};
 
 fn bytes_field(row: &mut Vec<u8>, field: Option<&[u8]>) {
     match field {
@@ -34,12 +34,8 @@ pub fn rows_digest(
     partitions: Option<Exported<'_>>,
     headers: Option<Exported<'_>>,
 ) -> PyResult<String> {
-    let values = Binary::take(&values, "value", None)?;
+    let Columns { values, topics, keys, partitions, headers } = Columns::take(topics, values, keys, partitions, headers)?;
     let rows = values.len();
-    let topics = topics.as_ref().map(|column| Binary::take(column, "topic", Some(rows))).transpose()?;
-    let keys = keys.as_ref().map(|column| Binary::take(column, "key", Some(rows))).transpose()?;
-    let partitions = partitions.as_ref().map(|column| Int32::take(column, "partition", Some(rows))).transpose()?;
-    let headers = headers.as_ref().map(|column| Headers::take(column, "headers", Some(rows))).transpose()?;
     let fixed = topic.map(|name| name.as_bytes().to_vec());
     let sum = py.allow_threads(|| {
         let mut sum: u128 = 0;

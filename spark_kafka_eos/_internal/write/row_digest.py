@@ -1,7 +1,8 @@
 """An order-independent digest of the rows an epoch writes: what proves a replay the same output.
 
-Each row (its topic, partition, key, value and headers, as the sink writes them) is hashed with XXH3-128; the digest is the sum of the rows' hashes modulo 2^128, so it does not depend on the rows' order nor on how
-they are split into tasks and batches: tasks add theirs up, and so does the driver. The compiled extension computes
+Each row (its topic, partition, key, value and headers, as the sink writes them) is hashed with XXH3-128; the
+digest is the sum of the rows' hashes modulo 2^128, so it does not depend on the rows' order nor on how they are
+split into tasks and batches: tasks add theirs up, and so does the driver. The compiled extension computes
 it in Rust (``native/src/row_digest.rs``, the same bytes); without it, Python does, row by row (with the xxhash
 package). XXH3 is not a cryptographic hash: the digest proves a replay against accidents (re-planned input, changed
 rows), not against someone who crafts rows to collide.

@@ -51,6 +51,20 @@ def run(spark: SparkSession, kafka: KafkaTestCluster, source: str, sink: str, ch
         raise error
 
 
+def run_named(spark: SparkSession, kafka: KafkaTestCluster, source: str, sink: str, name: str, prefix: str,
+              columns: tuple[str, ...], **reader_options: str) -> None:
+    """One AvailableNow run of query ``name``, whose checkpoint is the session's (spark.sql.streaming.checkpointLocation,
+    not an option of the writer), writing ``columns`` of the source. Raises what the query failed with."""
+    query = (spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+             .option("subscribe", source).option("startingOffsets", "earliest").options(**reader_options).load()
+             .selectExpr(*columns)
+             .writeStream.queryName(name).format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+             .option("topic", sink).option("transactional.id.prefix", prefix).trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    if query.exception() is not None:
+        raise query.exception()  # type: ignore[misc]
+
+
 def forget_last_batch(checkpoint: Path, batch: int, keep: Path | None = None) -> None:
     """The operator's "reprocess the last batch": delete its offset and commit log entries (kept in ``keep``)."""
     for log in ("offsets", "commits"):
@@ -198,14 +212,8 @@ def test_a_micro_batch_planned_again_over_as_many_other_records_is_told_by_its_s
     root, name, prefix = tmp_path / "checkpoints", f"columns_{uuid.uuid4().hex[:6]}", f"columns-{uuid.uuid4().hex[:6]}"
 
     def run_with_source_columns() -> None:
-        query = (spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-                 .option("subscribe", source).option("startingOffsets", "earliest").load()
-                 .selectExpr("key", "value", "topic AS source_topic", "partition AS source_partition", "offset AS source_offset")
-                 .writeStream.queryName(name).format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-                 .option("topic", sink).option("transactional.id.prefix", prefix).trigger(availableNow=True).start())
-        query.awaitTermination(300)
-        if query.exception() is not None:
-            raise query.exception()  # type: ignore[misc]
+        run_named(spark, kafka, source, sink, name, prefix,
+                  ("key", "value", "topic AS source_topic", "partition AS source_partition", "offset AS source_offset"))
 
     spark.conf.set("spark.sql.streaming.checkpointLocation", str(root))
     try:
@@ -238,26 +246,19 @@ def test_a_micro_batch_planned_again_over_as_many_other_records_is_told_by_its_r
     def produce_to(partition: int, first: int, count: int) -> None:
         kafka.produce_plain(source, [Sent(partition, f"k{i}".encode(), f"v{i}".encode()) for i in range(first, first + count)])
 
-    def run_named() -> None:
-        query = (spark.readStream.format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-                 .option("subscribe", source).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "100")
-                 .load().selectExpr("key", "value")
-                 .writeStream.queryName(name).format("kafka_eos").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-                 .option("topic", sink).option("transactional.id.prefix", prefix).trigger(availableNow=True).start())
-        query.awaitTermination(300)
-        if query.exception() is not None:
-            raise query.exception()  # type: ignore[misc]
+    def run_capped() -> None:
+        run_named(spark, kafka, source, sink, name, prefix, ("key", "value"), maxOffsetsPerTrigger="100")
 
     spark.conf.set("spark.sql.streaming.checkpointLocation", str(root))
     try:
         produce_to(0, 0, 50)
         produce_to(1, 50, 50)
-        run_named()
+        run_capped()
         assert not (root / name / "offsets" / "1").exists()  # batch 0 alone
         produce_to(1, 100, 40)
         forget_last_batch(root / name, 0)
         with pytest.raises(StreamingQueryException, match=REPLANNED) as refused:
-            run_named()
+            run_capped()
         message = str(refused.value)
         assert "its rows differ: as many, but the digest of the rows it wrote is another" in message, message[-2000:]
         assert "Decided: 100 rows (digest " in message and "This run: 100 rows (digest " in message
