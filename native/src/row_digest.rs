@@ -34,7 +34,8 @@ pub fn rows_digest(
     partitions: Option<Exported<'_>>,
     headers: Option<Exported<'_>>,
 ) -> PyResult<String> {
-    let Columns { values, topics, keys, partitions, headers } = Columns::take(topics, values, keys, partitions, headers)?;
+    let Columns { values, topics, keys, partitions, headers } =
+        Columns::take(topics, values, keys, partitions, headers)?;
     let rows = values.len();
     let fixed = topic.map(|name| name.as_bytes().to_vec());
     let sum = py.allow_threads(|| {
