@@ -47,8 +47,6 @@ type TxnError = (i32, String, bool, bool, bool);
 type Refused = (usize, i32, String, i32);
 type FirstRecord<'py> = (String, i32, i64, Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyBytes>>);
 
-/// The validated columns of one `produce` call.
-
 unsafe fn txn_outcome(error: *mut rd::rd_kafka_error_t) -> Option<TxnError> {
     if error.is_null() {
         return None;
