@@ -463,7 +463,7 @@ class KafkaDecisionLog:
             except KafkaException as exc:
                 _abort_quietly(producer)
                 raise KafkaEosDecisionLogError(f"This driver no longer owns prefix {prefix}: {exc.args[0].str()}") from None
-            self._end_locally(producer, committed=False)
+            self._end_transaction(producer, committed=False)
 
     def _produce(self, producer: Producer, record: LogRecord) -> tuple[int, bytes]:
         """Write ``record`` (its chunks first when it is large); returns the head record's offset and value."""
@@ -610,7 +610,7 @@ class KafkaDecisionLog:
         failures = 0
         while True:
             try:
-                self._end_locally(producer, committed=True, timeout_s=max(min(_COMMIT_PROBE_S, end - time.monotonic()), 0.1))
+                self._end_transaction(producer, committed=True, timeout_s=max(min(_COMMIT_PROBE_S, end - time.monotonic()), 0.1))
                 return
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
@@ -640,12 +640,12 @@ class KafkaDecisionLog:
         """Whether a commit the coordinator made is answered within a little longer (the answer was only
         slow): then ``producer`` can be kept for the next transaction."""
         try:
-            self._end_locally(producer, committed=True, timeout_s=_COMMIT_PROBE_S)
+            self._end_transaction(producer, committed=True, timeout_s=_COMMIT_PROBE_S)
         except KafkaException:
             return False
         return True
 
-    def _end_locally(self, producer: Producer, committed: bool, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+    def _end_transaction(self, producer: Producer, committed: bool, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         """``commit_transaction`` or ``abort_transaction`` of ``producer``, bounded: one that does not return is
         given up on (:class:`AbandonedCallError`), and so is the producer."""
         end = producer.commit_transaction if committed else producer.abort_transaction
