@@ -51,3 +51,18 @@ def test_kafka_positions_come_from_every_kafka_source_and_the_recorded_origin() 
     assert kafka_positions(EpochInput(5)) is None
     assert kafka_positions(EpochInput(5, ('{"a":{"0":12}}', '{"logOffset":3}'), ())) is None  # a file source beside it
     assert kafka_positions(EpochInput(5, ("-",), ())) is None
+
+
+def test_without_offsets_on_both_sides_the_digest_proves_the_rows() -> None:
+    decided = EpochInput(100, digest="a" * 32)
+    assert input_difference(decided, EpochInput(100, digest="a" * 32)) is None
+    assert input_difference(decided, EpochInput(100, digest="b" * 32)) == (
+        "its rows differ: as many, but the digest of the rows it wrote is another")
+    assert input_difference(EpochInput(100), EpochInput(100, digest="b" * 32)) is None  # a decision of an older version
+    # Decided over offsets this run cannot read: the digest stands in, or the input cannot be proven.
+    with_offsets = EpochInput(100, ('{"in":{"0":100}}',), (), digest="a" * 32)
+    assert input_difference(with_offsets, EpochInput(100, digest="a" * 32)) is None
+    assert "cannot be proven the same" in (input_difference(with_offsets, EpochInput(100)) or "")
+    assert input_difference(with_offsets, EpochInput(100, digest="b" * 32)) is not None
+    # Over equal offsets, other rows only mean the query is not a function of its input: the decided output stands.
+    assert input_difference(with_offsets, EpochInput(90, ('{"in":{"0":100}}',), (), digest="b" * 32)) is None

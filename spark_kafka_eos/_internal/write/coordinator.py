@@ -203,8 +203,11 @@ class TwoPhaseCommitCoordinator:
         if epoch.kind != "stream" or epoch.batch_id is None:
             return EpochInput(rows, source_columns=_source_offsets(tasks) or None, digest=digest)
         read = replace(stream_input(self._options.checkpoint_location, epoch.batch_id, rows), digest=digest)
+        if read.source_end is not None:
+            return read
+        _warn_proven_by_digest_alone(self._prefix, self._options.checkpoint_location)
         # Where the offset log cannot be read, the rows' source columns still say where the micro-batch read.
-        return replace(read, source_columns=_source_offsets(tasks) or None) if read.source_end is None else read
+        return replace(read, source_columns=_source_offsets(tasks) or None)
 
     def _commit(self, session: TransactionClient, decision_log: DecisionLog, epoch: EpochId,
                 tasks: Sequence[TaskCommit], epoch_input: EpochInput) -> None:
@@ -864,6 +867,23 @@ def _prove(decision_log: DecisionLog, prefix: str, last: LogRecord | None, batch
 
 def _instances(batch: Sequence[TxnDescription]) -> tuple[tuple[str, int, int], ...]:
     return tuple((d.transactional_id, d.producer_id, d.producer_epoch) for d in batch)
+
+
+_WARNED_DIGEST_ONLY: set[str] = set()
+
+
+def _warn_proven_by_digest_alone(prefix: str, checkpoint_location: str | None) -> None:
+    """Once a process and prefix: a stream whose offset log the sink cannot read has its replays proven by the rows'
+    digest alone, which refuses the replay of a query that is not a function of its input."""
+    if prefix in _WARNED_DIGEST_ONLY:
+        return
+    _WARNED_DIGEST_ONLY.add(prefix)
+    where = (f"the sink cannot read Spark's offset log under {checkpoint_location}" if checkpoint_location else
+             "the query's checkpoint is not an option of the sink (spark.sql.streaming.checkpointLocation, say)")
+    log.warning("Prefix %s: %s, so a replay of a micro-batch is proven by the digest of the rows it writes alone: a "
+                "query whose output is not a function of its input (a current_timestamp() column) has its replays "
+                "refused. Fix: give the sink .option(\"checkpointLocation\", ...) at a path the driver's Python can read",
+                prefix, where)
 
 
 def _task_commits(messages: Sequence[WriterCommitMessage | None], epoch: EpochId) -> list[TaskCommit]:
