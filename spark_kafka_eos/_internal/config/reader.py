@@ -71,6 +71,7 @@ DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS = 1000
 """Spark's default: long enough to outlast a leader election."""
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000
 FETCH_QUEUE_BACKOFF_MS = 10
+FETCH_ERROR_BACKOFF_MS = 100
 FETCH_WAIT_MAX_MS = 1
 PARTITION_FETCH_BYTES = 8 * 1024 * 1024
 _PARTITION_FETCH_BYTES_NAMES = ("max.partition.fetch.bytes", "fetch.message.max.bytes")
@@ -194,6 +195,10 @@ class ReaderOptions:
         # queued.max.messages.kbytes. Either of librdkafka's two names set by the user wins.
         if not any(name in config for name in _PARTITION_FETCH_BYTES_NAMES):
             config["max.partition.fetch.bytes"] = str(PARTITION_FETCH_BYTES)
+        # After a failed fetch (a broker back from a crash answers FENCED_LEADER_EPOCH until the consumer has the
+        # new leader epoch, a connection just re-established), librdkafka waits this long (default 500 ms) before it
+        # fetches the partition again; Kafka's Java consumer waits retry.backoff.ms, 100 ms.
+        config.setdefault("fetch.error.backoff.ms", str(FETCH_ERROR_BACKOFF_MS))
         # Spark's consumer checks every batch's CRC (the Java client's default); librdkafka does not by default,
         # and would hand out a corrupted record as if it were intact.
         config.setdefault("check.crcs", "true")
