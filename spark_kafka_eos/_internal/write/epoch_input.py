@@ -150,7 +150,7 @@ def describe(epoch_input: EpochInput) -> str:
             return f"{epoch_input.rows} rows{digest}, up to source offsets {describe_offsets(epoch_input.source_columns)}"
         return f"{epoch_input.rows} rows{digest}"
     start = "; ".join(epoch_input.source_start or ()) or "the query's starting offsets"
-    return f"{epoch_input.rows} rows{digest}, source offsets from {start} to {'; '.join(epoch_input.source_end)}"
+    return f"{epoch_input.rows} rows, source offsets from {start} to {'; '.join(epoch_input.source_end)}{digest}"
 
 
 def _normalised(line: str) -> str:
