@@ -6,6 +6,7 @@ from __future__ import annotations
 import kafka.errors as Errors
 import pytest
 
+import spark_kafka_eos._internal.txn.session as session_module
 from spark_kafka_eos._internal.txn.session import (
     PreparedTxnState,
     ResumedTxn,
@@ -97,3 +98,34 @@ def test_a_resumed_transaction_acts_on_its_own_identity() -> None:
     resumed.abort()
     assert resumed.describe().prepared_state() == state
     assert session.calls == [("commit", state), ("abort", state), ("describe", ("etl-0-0",))]
+
+
+def test_a_retriable_error_is_retried_until_the_operation_timeout_however_many_attempts_it_takes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A broker's crash-restart takes 15-20 s, some 20 attempts at a backoff capped at 1 s: a count of retries
+    # failed the task (and with it the stream) while the broker came back.
+    monkeypatch.setattr(session_module, "_MAX_BACKOFF_S", 0.001)
+    attempts = 0
+
+    async def attempt() -> str:
+        nonlocal attempts
+        attempts += 1
+        if attempts <= 60:
+            raise Errors.KafkaConnectionError("broker down")
+        return "answered"
+
+    async def bootstrapped() -> None:
+        return None
+
+    async def never_answered() -> str:
+        raise Errors.KafkaConnectionError("broker down")
+
+    with TransactionSession("127.0.0.1:9", retry_backoff_s=0.001, operation_timeout_s=30) as session:
+        monkeypatch.setattr(session, "_bootstrap", bootstrapped)
+        assert session._run("DescribeTransactions", "etl-0-0", attempt, []) == "answered"
+        assert attempts == 61
+    with TransactionSession("127.0.0.1:9", retry_backoff_s=0.001, operation_timeout_s=0.5) as bounded:
+        monkeypatch.setattr(bounded, "_bootstrap", bootstrapped)
+        with pytest.raises(TxnTimeoutError, match="still failing with KafkaConnectionError"):
+            bounded._run("DescribeTransactions", "etl-0-0", never_answered, [])

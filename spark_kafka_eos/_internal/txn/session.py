@@ -225,8 +225,8 @@ def _raise_for(code: int) -> None:
 _ID_PATTERN_VERSION = 2
 """ListTransactions takes a transactional id pattern from this version on (KIP-1152, Kafka 4.1)."""
 RECEIVE_MESSAGE_MAX_BYTES = 100_000_000
-RECONNECT_BACKOFF_MAX_MS = 1000
 """The largest answer the session reads, unless ``receive.message.max.bytes`` says otherwise (librdkafka's default)."""
+RECONNECT_BACKOFF_MAX_MS = 1000
 
 
 class TransactionSession:
@@ -235,8 +235,9 @@ class TransactionSession:
 
     ``client_config`` takes librdkafka-style settings (see :mod:`.client_config`). ``request_timeout_s``
     bounds each request and the first connection (default: ``socket.timeout.ms`` from the config, else 30 s);
-    retries back off exponentially from ``retry_backoff_s`` (capped at 1 s) and stop after ``max_retries``
-    or ``operation_timeout_s``, whichever comes first.
+    retries back off exponentially from ``retry_backoff_s`` (capped at 1 s) and stop after ``operation_timeout_s``
+    (or ``max_retries``, if given, whichever comes first). A broker's crash-restart takes 15-20 s: a count of
+    retries would give up within it, as Kafka's Java clients, bounded by time alone, do not.
     """
 
     def __init__(
@@ -245,7 +246,7 @@ class TransactionSession:
         client_config: Mapping[str, object] | None = None,
         request_timeout_s: float | None = None,
         retry_backoff_s: float = 0.1,
-        max_retries: int = 20,
+        max_retries: int | None = None,
         operation_timeout_s: float = OPERATION_TIMEOUT_S,
         enable_2pc: bool = False,
     ) -> None:
