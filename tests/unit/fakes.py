@@ -232,7 +232,8 @@ def fake_seams(cluster: Cluster) -> CoordinatorSeams:
     }
 
 
-def options(prefix: str = "p") -> WriterOptions:
+def options(prefix: str = "p", **more: str) -> WriterOptions:
     from spark_kafka_eos._internal.config.writer import parse_writer_options
 
-    return parse_writer_options({"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "out", "transactional.id.prefix": prefix}, streaming=True)
+    return parse_writer_options({"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "out", "transactional.id.prefix": prefix, **more},
+                                streaming=True)

@@ -317,3 +317,36 @@ def test_abort_of_a_batch_job_decided_before_a_later_job_says_it_is_committed() 
     coordinator(cluster).commit(second, [task(cluster, second, 1)])
     with pytest.raises(KafkaEosEpochCommittedError, match="IS COMMITTED"):
         coordinator(cluster).abort(first, tasks)
+
+
+@pytest.mark.parametrize("before", ["batch jobs", "a fresh-start reset"])
+def test_a_query_past_micro_batch_0_with_no_record_on_a_prefix_that_has_records_is_refused(before: str) -> None:
+    # Its checkpoint was made under another prefix, or the prefix lost its records of it: Spark's replay of a
+    # micro-batch it decided before would be written twice.
+    cluster = Cluster()
+    if before == "batch jobs":
+        coordinator(cluster).commit(EpochId.batch("backfill"), [task(cluster, EpochId.batch("backfill"), 0)])
+    else:
+        cluster.records.append(LogRecord("reset", PREFIX, "reset:1"))
+    moved = [task(cluster, EpochId.stream(Q1, 3), p) for p in (0, 1)]
+    with pytest.raises(KafkaEosRunRefusedError, match=f"no record of streaming query {Q1}, which is at micro-batch 3.*allowNewPrefix"):
+        coordinator(cluster).commit(EpochId.stream(Q1, 3), moved)
+    assert aborted(cluster, *moved)
+    allowed = [task(cluster, EpochId.stream(Q1, 3), p, attempt=1) for p in (0, 1)]
+    TwoPhaseCommitCoordinator(options(PREFIX, allowNewPrefix="true"), TIMEOUT_MS, **fake_seams(cluster)).commit(
+        EpochId.stream(Q1, 3), allowed)
+    following = [task(cluster, EpochId.stream(Q1, 4), 0)]
+    coordinator(cluster).commit(EpochId.stream(Q1, 4), following)  # known from then on
+    assert committed(cluster, *allowed, *following)
+
+
+def test_a_query_known_only_from_the_prefix_archives_goes_on() -> None:
+    cluster = Cluster()
+    coordinator(cluster).commit(EpochId.stream(Q1, 0), [task(cluster, EpochId.stream(Q1, 0), 0)])
+    last = cluster.last(PREFIX)
+    assert last is not None
+    cluster.archives.append(last.runs())
+    cluster.records.append(LogRecord("reset", PREFIX, "reset:1", archives=((len(cluster.archives) - 1, ""),)))
+    goes_on = [task(cluster, EpochId.stream(Q1, 1), 0)]
+    coordinator(cluster).commit(EpochId.stream(Q1, 1), goes_on)
+    assert committed(cluster, *goes_on)

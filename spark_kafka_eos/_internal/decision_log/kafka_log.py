@@ -72,6 +72,7 @@ from spark_kafka_eos._internal.read.planner import OffsetRange
 from spark_kafka_eos._internal.retry import (
     JUST_CREATED,
     LEADER_MOVING,
+    OPERATION_TIMEOUT_S,
     REQUEST_TIMEOUT_S,
     UNANSWERED,
     Backoff,
@@ -755,8 +756,9 @@ def _read_at(connection: KafkaConnection, topic: str, offsets: Sequence[int]) ->
 
 
 def _next_message(consumer: Consumer, topic: str, offset: int) -> Message | None:
-    """The first record at or after ``offset``, or None when there is none (end of the partition)."""
-    deadline = time.monotonic() + REQUEST_TIMEOUT_S
+    """The first record at or after ``offset``, or None when there is none (end of the partition). Bounded by the
+    operation timeout, not a request's: the read waits through a broker's restart (15-30 s)."""
+    deadline = time.monotonic() + OPERATION_TIMEOUT_S
     while time.monotonic() < deadline:
         message = consumer.poll(0.1)
         if message is None:
@@ -772,7 +774,8 @@ def _next_message(consumer: Consumer, topic: str, offset: int) -> Message | None
             continue
         if error.fatal() or error.code() > 0:
             raise KafkaEosDecisionLogError(f"Reading offset {offset} of the decision log '{topic}' failed: {error.str()}")
-    raise KafkaEosDecisionLogError(f"Reading offset {offset} of the decision log '{topic}' made no progress for {REQUEST_TIMEOUT_S:g}s.")
+    raise KafkaEosDecisionLogError(f"Reading offset {offset} of the decision log '{topic}' made no progress for {OPERATION_TIMEOUT_S:g}s "
+                                   "(no broker of the log's partition answered).")
 
 
 def _abort_quietly(producer: Producer) -> None:

@@ -226,7 +226,7 @@ class TwoPhaseCommitCoordinator:
             self._refuse_unless_same_input(last, epoch, tasks, epoch_input, session, own)
             self._finish_replay(session, decision_log, last, own)
             return
-        self._refuse_unless_known(last, epoch, session, own)
+        self._refuse_unless_known(last, epoch, session, own, decision_log)
         self._refuse_if_being_swept(last, epoch, session, own)
         last = self._finish(session, decision_log, last, OPERATION_TIMEOUT_S)
         participants = tuple(
@@ -306,20 +306,32 @@ class TwoPhaseCommitCoordinator:
                      own=(self._options.decision_log_topic, self._prefix))
 
     def _refuse_unless_known(self, last: LogRecord | None, epoch: EpochId, session: TransactionClient,
-                             own: Sequence[PreparedTxnState]) -> None:
-        """A query past micro-batch 0 whose prefix has no record at all did not start on this prefix: its
-        checkpoint was made under another prefix (spelt another way, or another transactional.id.prefix),
-        and a replay of what it decided there would be written again here."""
-        if last is not None or epoch.kind != "stream" or not epoch.batch_id or self._options.allow_new_prefix:
+                             own: Sequence[PreparedTxnState], decision_log: DecisionLog) -> None:
+        """A query past micro-batch 0 of which the prefix has no record did not start on this prefix: its
+        checkpoint was made under another prefix (spelt another way, another transactional.id.prefix, a prefix that
+        batch jobs use), or the prefix's records of it were lost and reset since; a replay of a micro-batch it decided
+        before would be written again here."""
+        if epoch.kind != "stream" or not epoch.batch_id or self._options.allow_new_prefix:
+            return
+        if last is not None and (last.last_decided(epoch) is not None or any(
+                EpochId.parse(run).run_key == epoch.run_key for run, _ in decision_log.archived_runs(last))):
             return
         abort_prepared(session, own)
+        if last is None:
+            held = "has no record at all"
+        elif last.kind == "reset" and not last.runs():
+            held = "was reset to a fresh start (its decision log had lost its records) and has no record of it since"
+        else:
+            latest = "a reset" if last.kind == "reset" else f"the {last.kind} of {last.epoch.describe()}"
+            held = f"holds records of other runs only (its last record: {latest})"
         raise Ending.RUN_REFUSED.error(
             f"transactional.id.prefix '{self._prefix}' has no record of streaming query {epoch.run_id}, which is at "
-            f"micro-batch {epoch.batch_id}: the query started under another prefix (a checkpoint path spelt another "
-            "way, a changed transactional.id.prefix or decisionLogTopic), and a micro-batch it decided there and Spark "
-            f"replays now would be written twice. Nothing of it was committed. Fix: set "
-            "transactional.id.prefix to the prefix the query used before (`kafka-eos inspect` shows a prefix's last "
-            "record); or, if that prefix has nothing undecided, add .option('allowNewPrefix', 'true') once."
+            f"micro-batch {epoch.batch_id}: the prefix {held}. The query started under another prefix (a checkpoint path "
+            "spelt another way, a changed transactional.id.prefix or decisionLogTopic), or its records here were lost, and "
+            "a micro-batch it decided before and Spark replays now would be written twice. Nothing of it was committed. "
+            "Fix: set transactional.id.prefix to the prefix the query used before (`kafka-eos inspect` shows a prefix's "
+            "last record); or, if the checkpoint's last micro-batch is in its commits/ directory (Spark replays none), "
+            "add .option('allowNewPrefix', 'true') once."
         )
 
     def _refuse_if_being_swept(self, last: LogRecord | None, epoch: EpochId, session: TransactionClient,
