@@ -12,6 +12,9 @@ The proxy forwards bytes between clients and the broker's proxied listener, and 
 - ``reset``: one connection (``scope="one"``) or every connection (``"all"``) is reset (RST to the client);
 - ``outage``: for ``duration_s``, every connection is reset and every new one refused (accepted, then reset).
 
+A ``reset`` or an ``outage`` may be scoped to some clients (``Fault.clients``, a pattern of client ids): then the
+connections of other clients go on, and a new connection is refused at its first request (its client id told).
+
 A schedule is bounded: a fixed number of faults, each armed within the schedule's window and over by its
 end; an armed black hole that meets no matching request by then expires (counted as such, not as fired).
 Requests are parsed (Kafka's size-prefixed frames: api key, version, correlation id, client id), so a
@@ -24,133 +27,49 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import re
 import socket
 import struct
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-LATENCY = "latency"
-BLACKHOLE_REQUEST = "blackhole_request"
-BLACKHOLE_RESPONSE = "blackhole_response"
-RESET = "reset"
-OUTAGE = "outage"
-KINDS = (LATENCY, BLACKHOLE_REQUEST, BLACKHOLE_RESPONSE, RESET, OUTAGE)
-
-API_NAMES = {
-    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
-    10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 15: "DescribeGroups", 16: "ListGroups",
-    17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics", 22: "InitProducerId", 24: "AddPartitionsToTxn",
-    25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit", 32: "DescribeConfigs", 36: "SaslAuthenticate",
-    37: "CreatePartitions", 42: "DeleteGroups", 60: "DescribeCluster", 65: "DescribeTransactions",
-    66: "ListTransactions",
-}
-API_KEYS = {name: key for key, name in API_NAMES.items()}
-
-# What a black hole may target: the requests a two-phase commit depends on, first; ``None`` is any request. A target
-# is a request's name, or ``name/text``: that request from a client whose client id contains ``text`` (the sink's
-# transaction session is "spark-kafka-eos-txn"; its coordinator's producer "<prefix>-coordinator"; a task's
-# producer its transactional id).
-TXN_SESSION = "spark-kafka-eos-txn"
-COMMIT_CRITICAL: tuple[tuple[str, ...], ...] = (
-    ("EndTxn",), (f"EndTxn/{TXN_SESSION}",), ("Produce",), ("Produce/coordinator",), ("InitProducerId",),
-    ("AddPartitionsToTxn",), ("AddOffsetsToTxn", "TxnOffsetCommit"),
-)
-OTHER_TARGETS: tuple[tuple[str, ...] | None, ...] = (
-    ("DescribeTransactions",), ("FindCoordinator",), ("Fetch",), ("ListOffsets",), ("Metadata",), None,
+from tests.harness.fault_schedule import (
+    API_KEYS,
+    API_NAMES,
+    BLACKHOLE_REQUEST,
+    BLACKHOLE_RESPONSE,
+    COMMIT_CRITICAL,
+    KINDS,
+    LATENCY,
+    OTHER_TARGETS,
+    OUTAGE,
+    RESET,
+    TXN_SESSION,
+    Fault,
+    FaultSchedule,
+    FiredFault,
 )
 
-
-@dataclass(frozen=True)
-class Fault:
-    """One scheduled fault: armed ``at_s`` seconds after the schedule starts."""
-
-    at_s: float
-    kind: str
-    duration_s: float = 0.0
-    delay_ms: int = 0
-    apis: tuple[str, ...] | None = None
-    scope: str = "one"
-    then: tuple[Fault, ...] = ()
-    """Faults armed once this one fired, each ``at_s`` seconds after it (for a fault at a point of a protocol)."""
-
-    def describe(self) -> str:
-        what = {
-            LATENCY: f"+{self.delay_ms}ms for {self.duration_s:.1f}s",
-            BLACKHOLE_REQUEST: f"next {'/'.join(self.apis) if self.apis else 'request'}, stall {self.duration_s:.1f}s",
-            BLACKHOLE_RESPONSE: f"next {'/'.join(self.apis) if self.apis else 'request'}, stall {self.duration_s:.1f}s",
-            RESET: f"{self.scope} connection(s)",
-            OUTAGE: f"{self.duration_s:.1f}s",
-        }[self.kind]
-        return f"t+{self.at_s:.1f}s {self.kind} ({what})"
-
-
-@dataclass(frozen=True)
-class FaultSchedule:
-    """A bounded, seeded list of faults within ``window_s`` seconds."""
-
-    seed: int
-    window_s: float
-    faults: tuple[Fault, ...]
-
-    @classmethod
-    def seeded(cls, seed: int, window_s: float, counts: Mapping[str, int], start_s: float = 1.0, arm_by: float = 0.7,
-               max_stall_s: float = 5.0, max_outage_s: float = 4.0, long_outage_s: float = 0.0,
-               critical: tuple[tuple[str, ...], ...] = COMMIT_CRITICAL,
-               others: tuple[tuple[str, ...] | None, ...] = OTHER_TARGETS) -> FaultSchedule:
-        """``counts[kind]`` faults of each kind, armed at seeded times between ``start_s`` and ``arm_by`` of the
-        window (and over by its end; an armed black hole waits for its request until the window ends). The
-        first black hole of each kind targets ``critical[0]`` (EndTxn: the commit point); every other one targets,
-        with even odds, one of the requests a commit depends on (``critical``: EndTxn, Produce, InitProducerId,
-        AddPartitionsToTxn, the offsets of a transaction) or one of ``others`` (``None``: any request). With
-        ``long_outage_s``, the first outage lasts about that long (2 s more or less): long enough that an epoch in
-        flight runs out of time and fails."""
-        rng = random.Random(seed)
-        faults: list[Fault] = []
-        for kind in KINDS:
-            for index in range(counts.get(kind, 0)):
-                if kind == LATENCY:
-                    duration, extra = rng.uniform(2.0, 6.0), {"delay_ms": rng.randrange(20, 300)}
-                elif kind in (BLACKHOLE_REQUEST, BLACKHOLE_RESPONSE):
-                    if index == 0:  # the commit point itself first: EndTxn, or what the first target names
-                        apis = critical[0]
-                    else:
-                        apis = rng.choice(critical) if rng.random() < 0.5 else rng.choice(others)
-                    duration, extra = rng.uniform(0.5, max_stall_s), {"apis": apis}
-                elif kind == RESET:
-                    duration, extra = 0.0, {"scope": rng.choice(("one", "one", "all"))}
-                elif index == 0 and long_outage_s:
-                    duration, extra = rng.uniform(long_outage_s - 2, long_outage_s + 2), {}
-                else:
-                    duration, extra = rng.uniform(1.0, max_outage_s), {}
-                at = rng.uniform(start_s, max(start_s, min(window_s * arm_by, window_s - duration)))
-                faults.append(Fault(round(at, 2), kind, round(duration, 2), **extra))  # type: ignore[arg-type]
-        return cls(seed, window_s, tuple(sorted(faults, key=lambda f: f.at_s)))
-
-    def describe(self) -> str:
-        return f"seed {self.seed}, window {self.window_s:g}s: " + "; ".join(f.describe() for f in self.faults)
-
-
-@dataclass
-class FiredFault:
-    """What one fault did: when (seconds since the schedule started), to which request and client."""
-
-    fault: Fault
-    at_s: float
-    detail: str
-    frames: int = 0
-    """latency: frames delayed; blackhole_response: frames of the broker's answer swallowed."""
-    answered: bool = False
-    """blackhole_response: the broker's response to the request itself arrived (and was swallowed)."""
-
-    def describe(self) -> str:
-        if self.fault.kind == LATENCY:
-            return f"{self.detail}: {self.frames} frames delayed"
-        if self.fault.kind == BLACKHOLE_RESPONSE:
-            return f"{self.detail}: {'answered by the broker' if self.answered else 'NOT answered'}, {self.frames} frames swallowed"
-        return self.detail
+__all__ = [
+    "LATENCY",
+    "BLACKHOLE_REQUEST",
+    "BLACKHOLE_RESPONSE",
+    "RESET",
+    "OUTAGE",
+    "KINDS",
+    "API_NAMES",
+    "API_KEYS",
+    "TXN_SESSION",
+    "COMMIT_CRITICAL",
+    "OTHER_TARGETS",
+    "Fault",
+    "FaultSchedule",
+    "FiredFault",
+    "FaultProxy",
+]
 
 
 @dataclass
@@ -163,6 +82,13 @@ class _Connection:
     awaited_correlation: int | None = None
     closed: bool = False
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    client_id: str | None = None
+    """Told by its first request."""
+
+
+def _of(conn: _Connection, clients: str | None) -> bool:
+    """Whether a fault scoped to ``clients`` (a client id pattern, None: all) reaches ``conn``."""
+    return clients is None or (conn.client_id is not None and re.search(clients, conn.client_id) is not None)
 
 
 def _rst(writer: asyncio.StreamWriter | None) -> None:
@@ -204,6 +130,8 @@ class FaultProxy:
         self.log: list[FiredFault] = []
         self.connections_served = 0
         self.refused = 0
+        self.reached = 0
+        """Connections a reset or an outage reset or refused."""
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -216,6 +144,8 @@ class FaultProxy:
         self._latency_armed: list[Fault] = []
         self._latency: list[tuple[float, FiredFault]] = []
         self._outage_until = 0.0
+        self._client_outages: list[tuple[float, str]] = []
+        """(until, client id pattern): outages of some clients' connections."""
         self._quiet_after = 0.0
         self._pending: set[Fault] = set()
         self._timers: list[asyncio.TimerHandle] = []
@@ -317,7 +247,7 @@ class FaultProxy:
         with self._lock:
             self._pending = set(schedule.faults)
             self.fired, self.expired, self.log = Counter(), Counter(), []
-            self.connections_served = self.refused = 0
+            self.connections_served = self.refused = self.reached = 0
         self._timers = [loop.call_later(f.at_s, self._arm, f) for f in schedule.faults]
         self._timers.append(loop.call_later(schedule.window_s, self._expire))
 
@@ -346,16 +276,21 @@ class FaultProxy:
             self._try_reset(fault)
         elif fault.kind == OUTAGE:
             with self._lock:
-                self._outage_until = max(self._outage_until, time.monotonic() + fault.duration_s)
+                if fault.clients is None:
+                    self._outage_until = max(self._outage_until, time.monotonic() + fault.duration_s)
+                else:
+                    self._client_outages.append((time.monotonic() + fault.duration_s, fault.clients))
             self._quiet_in(fault.duration_s)
-            live = list(self._connections.values())
+            live = [c for c in self._connections.values() if _of(c, fault.clients)]
             for conn in live:
                 self._close(conn, reset=True)
+            self.reached += len(live)
             self._record(fault, f"{fault.duration_s}s: {len(live)} connections reset, new ones refused")
 
     def _try_reset(self, fault: Fault) -> None:
         """Reset now, or, with no connection open, at the next one (until the schedule's end)."""
-        live = sorted(c.ident for c in self._connections.values() if not c.closed and not c.stalled and c.upstream is not None)
+        live = sorted(c.ident for c in self._connections.values()
+                      if not c.closed and not c.stalled and c.upstream is not None and _of(c, fault.clients))
         if not live:
             assert self._loop is not None
             self._timers.append(self._loop.call_later(0.2, self._retry_reset, fault))
@@ -363,6 +298,7 @@ class FaultProxy:
         chosen = live if fault.scope == "all" else [self._rng.choice(live)]
         for ident in chosen:
             self._close(self._connections[ident], reset=True)
+        self.reached += len(chosen)
         self._record(fault, f"reset {len(chosen)} of {len(live)} open connection(s): {chosen}")
 
     def _retry_reset(self, fault: Fault) -> None:
@@ -402,6 +338,7 @@ class FaultProxy:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if time.monotonic() < self._outage_until:
             self.refused += 1
+            self.reached += 1
             _rst(writer)
             return
         self._next_id += 1
@@ -418,6 +355,12 @@ class FaultProxy:
         if not conn.stalled:  # a stalled connection is reset by its timer
             self._close(conn, reset=False)
         await asyncio.gather(*conn.tasks, return_exceptions=True)
+
+    def _out(self, client_id: str) -> bool:
+        """Whether an outage of some clients' connections holds ``client_id``'s."""
+        now = time.monotonic()
+        self._client_outages = [(until, pattern) for until, pattern in self._client_outages if until > now]
+        return any(re.search(pattern, client_id) for _, pattern in self._client_outages)
 
     def _close(self, conn: _Connection, reset: bool) -> None:
         if conn.closed:
@@ -461,6 +404,13 @@ class FaultProxy:
                 api_key, version, correlation = struct.unpack_from(">hhi", body)
                 api = API_NAMES.get(api_key, f"api{api_key}")
                 client_id = _client_id(body)
+                if conn.client_id is None:
+                    conn.client_id = client_id
+                    if self._out(client_id):
+                        self.refused += 1
+                        self.reached += 1
+                        self._close(conn, reset=True)
+                        return
                 what = f"{api} v{version} #{correlation} of {client_id!r} on connection {conn.ident}"
                 fault = self._take_blackhole(api, client_id)
                 if fault is not None and fault.kind == BLACKHOLE_REQUEST:

@@ -155,6 +155,17 @@ EXACTLY_ONCE = "kafka_eos"
 SPARKS = "kafka"
 CRASH = "crash"
 """A fault that is not the proxy's: the broker killed (-9) and restarted on its data."""
+PART_CLIENTS = {
+    # A fault of one part of a pipeline reaches the connections of these client ids. kafka_eos's task producers are
+    # named by their transactional ids (<prefix>-<run>-<partition>-<attempt>-<slot>), its coordinator's producer
+    # <prefix>-coordinator, its transaction session spark-kafka-eos-txn; Spark's clients are producer-<n>,
+    # consumer-<group>-<n> and adminclient-<n>.
+    (EXACTLY_ONCE, "sink"): r"^liveness-.*-\d+$",
+    (EXACTLY_ONCE, "reader"): r"^spark-kafka-eos-reader",
+    (EXACTLY_ONCE, "decisions"): r"-coordinator$|^spark-kafka-eos-txn$",
+    (SPARKS, "sink"): r"^producer-",
+    (SPARKS, "reader"): r"^consumer-|^adminclient-",
+}
 
 
 @dataclass
@@ -172,6 +183,8 @@ class FaultRun:
     """How long ``query.stop()`` took (None: it did not return in time)."""
     failure: str | None = None
     """The query's error, if it failed."""
+    reached: int | None = None
+    """A proxy's fault: how many connections it reset or refused (0: it missed the pipeline)."""
 
 
 def start_pipeline(spark: SparkSession, system: str, bootstrap: str, source: str, sink: str, checkpoint: Path,
@@ -230,6 +243,7 @@ def through_fault(spark: SparkSession, broker: ProxiedKafka, system: str, fault:
             while not broker.proxy.counts() and broker.proxy.elapsed_s() < 30:
                 time.sleep(0.01)
             time.sleep(fault.duration_s)
+            run.reached = broker.proxy.reached
         returned = time.monotonic()
         while back_after_s(feeder, watch, returned) is None and time.monotonic() < returned + stall_s and query.isActive:
             time.sleep(0.05)

@@ -17,7 +17,7 @@ import json
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from spark_kafka_eos._internal.txn.session import PreparedTxnState
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
@@ -34,6 +34,8 @@ ARCHIVE_BATCH = 500
 ArchiveRef = tuple[int, str]
 """(offset, digest of its value): an archive record of the prefix's oldest runs in the decision log."""
 RecordKind = Literal["decision", "complete", "reset"]
+ReplayProof = Literal["offset_log", "digest", "row_count"]
+REPLAY_PROOFS: tuple[ReplayProof, ...] = get_args(ReplayProof)
 EpochKind = Literal["stream", "batch", "reset"]
 Position = tuple[str, int, int]
 """(topic, partition, offset)."""
@@ -139,6 +141,14 @@ class EpochInput:
     digest: str | None = None
     """The order-independent digest of the rows the epoch wrote (:mod:`~spark_kafka_eos._internal.write.row_digest`);
     None in a decision of an older version, or where a task did not report one."""
+
+    @property
+    def proof(self) -> ReplayProof:
+        """What proves a replay of the epoch the same input: Spark's offset log, else the rows' digest, else (a
+        decision of an older version) their count."""
+        if self.source_end is not None:
+            return "offset_log"
+        return "digest" if self.digest is not None else "row_count"
 
     def to_dict(self) -> dict[str, object]:
         body: dict[str, object] = {"rows": self.rows,

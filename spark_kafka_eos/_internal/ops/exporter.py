@@ -32,6 +32,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions
 
 from spark_kafka_eos._internal.cluster import admin_client, open_session
 from spark_kafka_eos._internal.config.writer import WriterOptions
+from spark_kafka_eos._internal.decision_log.records import REPLAY_PROOFS
 from spark_kafka_eos._internal.ops.prefix_status import (
     PREFIX_STATES,
     PrefixCatalog,
@@ -196,6 +197,8 @@ class KafkaEosCollector:
         oldest = _gauge("prefix_oldest_open_transaction_age_seconds", "age of the prefix's oldest open transaction (0: none)", ["prefix"])
         timeout = _gauge("prefix_oldest_open_transaction_timeout_seconds", "its transaction timeout", ["prefix"])
         headroom = _gauge("prefix_oldest_open_transaction_headroom_seconds", "time left before the broker aborts it", ["prefix"])
+        proof = _gauge("prefix_replay_proof", "1 for what proves a replay of the prefix's last epoch the same input "
+                       "(offset_log: Spark's offset log; digest: the rows' digest alone), 0 for the others", ["prefix", "proof"])
         labels = ["prefix", "topic", "partition"]
         stable = _gauge("sink_partition_last_stable_offset", "last stable offset of a partition the last decision wrote to", labels)
         written = _gauge("sink_partition_high_watermark", "high watermark of that partition", labels)
@@ -204,6 +207,8 @@ class KafkaEosCollector:
             for each in PREFIX_STATES:
                 state.add_metric([s.prefix, each], 1 if s.state == each else 0)
             age.add_metric([s.prefix], s.age_ms / 1000)
+            for kind in REPLAY_PROOFS:
+                proof.add_metric([s.prefix, kind], 1 if s.replay_proof == kind else 0)
             unfinished.add_metric([s.prefix], 1 if s.state == "decided-not-finished" else 0)
             opened.add_metric([s.prefix], len(s.open_transactions))
             first = s.oldest_open
@@ -216,7 +221,7 @@ class KafkaEosCollector:
                 stable.add_metric(key, p.last_stable)
                 written.add_metric(key, p.high_watermark)
                 pinned.add_metric(key, p.lso_lag)
-        return [prefixes, state, age, unfinished, opened, oldest, timeout, headroom, stable, written, pinned,
+        return [prefixes, state, age, proof, unfinished, opened, oldest, timeout, headroom, stable, written, pinned,
                 *self._group_families()]
 
     def _group_families(self) -> list[Any]:

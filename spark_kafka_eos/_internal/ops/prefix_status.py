@@ -19,7 +19,7 @@ from typing import Literal, get_args
 from spark_kafka_eos._internal.config.reader import PartitionKey, Subscription, internal_read_options
 from spark_kafka_eos._internal.config.writer import WriterOptions
 from spark_kafka_eos._internal.decision_log.kafka_log import KafkaDecisionLog
-from spark_kafka_eos._internal.decision_log.records import LogRecord
+from spark_kafka_eos._internal.decision_log.records import LogRecord, ReplayProof
 from spark_kafka_eos._internal.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos._internal.txn.protocol import TransactionClient
 from spark_kafka_eos._internal.txn.session import TxnDescription, TxnState
@@ -73,6 +73,8 @@ class PrefixStatus:
     consumer_group: str | None
     open_transactions: tuple[OpenTransaction, ...] = ()
     sink_partitions: tuple[SinkPartition, ...] = ()
+    replay_proof: ReplayProof | None = None
+    """What proves a replay of the last epoch the same input (None: the last record names no input, a reset)."""
 
     @property
     def oldest_open(self) -> OpenTransaction | None:
@@ -84,6 +86,7 @@ class PrefixStatus:
         return {
             "prefix": self.prefix, "state": self.state, "owner": self.owner, "last_epoch": self.last_epoch,
             "last_written_ms": self.last_written_ms, "age_ms": self.age_ms, "consumer_group": self.consumer_group,
+            "replay_proof": self.replay_proof,
             "open_transactions": [{"transactional_id": t.transactional_id, "age_ms": t.age_ms, "timeout_ms": t.timeout_ms,
                                    "headroom_ms": t.headroom_ms} for t in self.open_transactions],
             "oldest_open_age_ms": None if oldest is None else oldest.age_ms,
@@ -132,6 +135,7 @@ def prefix_statuses(options: WriterOptions, session: TransactionClient, catalog:
             last_written_ms=record.written_at_ms, age_ms=max(now_ms - record.written_at_ms, 0),
             consumer_group=record.consumer_group, open_transactions=tuple(opened.get(prefix, ())),
             sink_partitions=tuple(SinkPartition(t, p, *offsets[(t, p)]) for t, p in sink[prefix] if (t, p) in offsets),
+            replay_proof=None if record.input is None else record.input.proof,
         )
         for prefix, record in sorted(catalog.records.items())
     ]

@@ -21,7 +21,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tests.harness.fault_proxy import OUTAGE, Fault
-from tests.harness.liveness import CRASH, EXACTLY_ONCE, FaultRun, through_fault
+from tests.harness.liveness import CRASH, EXACTLY_ONCE, PART_CLIENTS, FaultRun, through_fault
 from tests.harness.proxied_kafka import ProxiedKafka
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.long]
@@ -61,3 +61,14 @@ def test_a_stream_delivers_again_soon_after_a_network_outage(spark: SparkSession
 def test_a_stream_delivers_again_soon_after_its_broker_crashed(spark: SparkSession, proxied: ProxiedKafka, tmp_path: Path,
                                                                engine: str) -> None:
     assert_live_and_exactly_once(through_fault(spark, proxied, EXACTLY_ONCE, CRASH, tmp_path, stall_s=STALL_S, engine=engine))
+
+
+@pytest.mark.parametrize("part", ["sink", "reader", "decisions"])
+def test_a_stream_delivers_again_soon_after_an_outage_of_one_parts_connections(spark: SparkSession, proxied: ProxiedKafka,
+                                                                               tmp_path: Path, part: str) -> None:
+    # The sink's task producers, the reader's consumers, or the decision log's producer and transaction session lose
+    # their connections for 2 s while the others go on.
+    fault = Fault(0.0, OUTAGE, 2.0, clients=PART_CLIENTS[(EXACTLY_ONCE, part)])
+    run = through_fault(spark, proxied, EXACTLY_ONCE, fault, tmp_path, stall_s=STALL_S)
+    assert run.reached, f"the outage of the {part}'s connections reached none: {proxied.proxy.report()}"
+    assert_live_and_exactly_once(run)

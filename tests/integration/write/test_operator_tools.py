@@ -25,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from spark_kafka_eos._internal.config.writer import WriterOptions, parse_writer_options
 from spark_kafka_eos._internal.decision_log.kafka_log import KafkaDecisionLog
-from spark_kafka_eos._internal.decision_log.records import EpochId, LogRecord
+from spark_kafka_eos._internal.decision_log.records import EpochId, EpochInput, LogRecord
 from spark_kafka_eos.cli import main
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.kafka_tools import open_transactions_by_kafka
@@ -198,7 +198,8 @@ def test_the_exporter_serves_open_transactions_pinned_partitions_and_group_lag_o
     sink_group, grouped = f"ops-sink-group-{uuid.uuid4().hex[:6]}", f"ops-grouped-{uuid.uuid4().hex[:6]}"
     # A prefix whose decisions commit a consumerGroup's offsets: the exporter finds the group in the log.
     KafkaDecisionLog(decision_log.options(grouped)).append(
-        LogRecord("complete", grouped, "stream:query-g:0", consumer_group=sink_group, offsets=((source, 0, 4),)), {(source, 0): 4})
+        LogRecord("complete", grouped, "stream:query-g:0", consumer_group=sink_group, offsets=((source, 0, 4),),
+                  input=EpochInput(4, digest="1" * 32)), {(source, 0): 4})
     port = free_port()
     exporter = subprocess.Popen(
         [sys.executable, "-m", "spark_kafka_eos.cli", *decision_log.argv("exporter", "--port", str(port), "--group", group)],
@@ -223,6 +224,9 @@ def test_the_exporter_serves_open_transactions_pinned_partitions_and_group_lag_o
         assert metrics[("kafka_eos_group_sum_lag", (("group", sink_group),))] == 1
         assert metrics[("kafka_eos_prefix_state", (("prefix", decision_log.decided), ("state", "decided-not-finished")))] == 1
         assert metrics[("kafka_eos_prefix_state", (("prefix", decision_log.decided), ("state", "complete")))] == 0
+        # The stream's replays are proven by its rows' digest alone (its offset log was out of the sink's reach).
+        assert metrics[("kafka_eos_prefix_replay_proof", (("prefix", grouped), ("proof", "digest")))] == 1
+        assert metrics[("kafka_eos_prefix_replay_proof", (("prefix", grouped), ("proof", "offset_log")))] == 0
         assert metrics[("kafka_eos_build_info", (("version", importlib.metadata.version("spark-kafka-eos")),))] == 1
         # No label whose value changes with each epoch or owner: a prefix's series stay the same series.
         assert not {label for _, labels in metrics for label, _ in labels} & {"owner", "last_epoch", "epoch", "query_id", "write_id"}
