@@ -58,6 +58,7 @@ from spark_kafka_eos._internal.txn.session import (
 )
 from spark_kafka_eos._internal.write.commit_message import TaskCommit
 from spark_kafka_eos._internal.write.ownership import already_decided
+from spark_kafka_eos._internal.write.row_digest import add, as_text, row_hash
 from spark_kafka_eos._internal.write.transactional_id import task_transactional_id_candidates
 from spark_kafka_eos._internal.write.visibility import record_digest
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
@@ -695,7 +696,8 @@ def write_task(model: KafkaModel, prefix: str, epoch: EpochId, spark_partition: 
     whether its rows carry them (the source_topic/partition/offset columns), so that its commit message names them.
     ``namespace``: see :func:`record_id`."""
     if rows == 0:
-        return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, None, input_rows=rows)
+        return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, None, input_rows=rows,
+                          rows_digest=rows_digest([]))
     candidates = task_transactional_id_candidates(prefix, epoch, spark_partition, attempt)
     free = [c for c in candidates if model.describe(c).state != TxnState.ONGOING]
     if not free:
@@ -703,22 +705,34 @@ def write_task(model: KafkaModel, prefix: str, epoch: EpochId, spark_partition: 
     txn_id = free[0]
     pid, producer_epoch = model.init_producer_id(txn_id, TRANSACTION_TIMEOUT_MS)
     state = PreparedTxnState(txn_id, pid, producer_epoch)
-    written = [model.produce(state, (spark_partition + i) % OUTPUT_PARTITIONS,
-                             record_id(epoch, spark_partition, i, source, namespace), tag, era)
-               for i in range(rows)]
+    written = [model.produce(state, partition, data_id, tag, era)
+               for partition, data_id in task_rows(epoch, spark_partition, rows, source, namespace)]
     counts = Counter((r.topic, r.partition) for r in written)
     probe = written[0]
     carried = source if source_columns else None
     offsets: tuple[tuple[str, int, int], ...] = () if carried is None else ((SOURCE_TOPIC, spark_partition, carried[1]),)
     starts: tuple[tuple[str, int, int], ...] = () if carried is None else ((SOURCE_TOPIC, spark_partition, carried[0]),)
+    digest = rows_digest([(r.partition, r.data_id) for r in written])
     last = model.last(prefix) if model.log_exists and log_readable else None
     if already_decided(last, epoch):  # a straggler: its transaction aborted, its input still reported
         model.end_txn(state, commit=False)
         return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, None, source_offsets=offsets,
-                          source_starts=starts, input_rows=rows)
+                          source_starts=starts, input_rows=rows, rows_digest=digest)
     return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, state,
                       tuple((t, p, n) for (t, p), n in sorted(counts.items())), offsets,
-                      (probe.topic, probe.partition, probe.offset), starts, probe.digest, input_rows=rows)
+                      (probe.topic, probe.partition, probe.offset), starts, probe.digest, input_rows=rows, rows_digest=digest)
+
+
+def task_rows(epoch: EpochId, spark_partition: int, rows: int, source: tuple[int, int] | None = None,
+              namespace: str = "") -> list[tuple[int, str]]:
+    """(output partition, record id) of the rows a task of ``epoch`` writes, as :func:`write_task` writes them."""
+    return [((spark_partition + i) % OUTPUT_PARTITIONS, record_id(epoch, spark_partition, i, source, namespace))
+            for i in range(rows)]
+
+
+def rows_digest(rows: Sequence[tuple[int, str]]) -> str:
+    """The product's digest (row_digest.py) of rows (output partition, value) of the sink's topic."""
+    return as_text(add(*(row_hash(OUTPUT_TOPIC, partition, None, value.encode(), None) for partition, value in rows)))
 
 
 def record_id(epoch: EpochId, spark_partition: int, index: int, source: tuple[int, int] | None = None,

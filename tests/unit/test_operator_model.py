@@ -36,7 +36,7 @@ each fence, read and append of their decision log is such a point), a sweep's pr
 checks above hold whatever the placement (what such an operation's refusal leaves open is not checked).
 
 The bounded run is in the normal suite: KAFKA_EOS_MODEL_EXAMPLES sequences of up to KAFKA_EOS_MODEL_STEPS steps
-(1000 and 40 by default: ~50 s on 2 cores). The long tier plays KAFKA_EOS_MODEL_LONG_EXAMPLES (12000) sequences of
+(1000 and 40 by default: ~50 s on 2 cores), from a new seed every run, printed at its start. The long tier plays KAFKA_EOS_MODEL_LONG_EXAMPLES (12000) sequences of
 up to KAFKA_EOS_MODEL_LONG_STEPS (60) steps (~10 minutes), from a new seed every run, printed at its start.
 
 Replay: on a failure hypothesis prints the shortest sequence of steps it found and its ``@reproduce_failure(...)``
@@ -51,6 +51,7 @@ the rules that reach it.
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import io
 import itertools
@@ -58,9 +59,11 @@ import json
 import os
 import random
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from types import SimpleNamespace
 from unittest.mock import patch
 
@@ -103,6 +106,8 @@ from tests.unit.kafka_model import (
     TaskFailed,
     group_consumer_class,
     record_id,
+    rows_digest,
+    task_rows,
     visibility_seams,
     write_task,
 )
@@ -121,7 +126,7 @@ PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS = False
 on the prefix) and the decision log is deleted, nothing is left that tells a re-run of a decided epoch from a new
 one: it is written twice. Still so after issue 48's input identity (the query's own micro-batch 0 replayed after its
 driver died past its decision, with the log deleted, the group's offsets and the coordinator id expired); replay with
-True (unit tier): ``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQhR34gyeQIYjE6MjI4cgC5jCAhIGYFMR35QHIMjGDSEawAChy5gXwA4p0F3Q==``.
+True (unit tier): ``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQhRxEgyeQIYjGCSCCPEYhZGByZkeUYAGqcBIc=``.
 False: the log is not deleted while the coordinator id is expired, and the id does not expire (no clock jump past
 its expiration) while the log is lost."""
 GAP_RESET_KEEPS_LOST_WRITE_ID = True
@@ -136,7 +141,7 @@ the log, only while the group lacks an offset this prefix does not remember):
 integration/write/test_coordinator.py::test_a_group_another_prefix_committed_then_kafka_forgot_is_refused_not_read_again.
 Left, and why this stays False: when the decision log is deleted as well, nothing remembers the first prefix's
 position (as PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS). True plays it: ``KAFKA_EOS_MODEL_REPLAY`` of
-``AXicY2BgcAQhR34gyeQIYjFCBMAQyAMKM8CkmcHSjACH5QVA`` (unit tier; the log deleted, the group expired, a new query).
+``AXicHcrBEQAwCALBI86kgjRE/00FVPmwIgyWyXnky47Sv9BuiX4lh0LbWYnxAb20Bdc=`` (unit tier; the log deleted, the group expired, a new query).
 False: once the group has no offsets, a new query uses the prefix that last moved it; and the group does not expire
 while queries of two prefixes use it."""
 GAP_HISTORY_LIMIT = True
@@ -145,12 +150,14 @@ HISTORY_LIMIT (and ARCHIVE_BATCH, where the log archives the oldest runs) is pat
 there within a few steps."""
 MODEL_HISTORY_LIMIT = 3
 MODEL_ARCHIVE_BATCH = 2
-PLAY_RERUN_OVER_OTHER_DATA_WITH_AS_MANY_ROWS = False
-"""Limit (epoch_input: where no source offsets are known, the input is known by its row count alone): a batch job's
-writeId re-run over corrected data with as many rows in all, or a micro-batch re-planned over other offsets with as
-many rows by a query whose offset log the sink cannot read and whose rows carry no source columns (or carry them, but
-the micro-batch has no rows: an empty one names no offsets; found by the long tier, seed 2191676269), is taken for its
-replay: told success, its data never written. False: such a re-run (re-plan) yields another row count."""
+PLAY_RERUN_OVER_OTHER_DATA_WITH_AS_MANY_ROWS = True
+"""Limit, fixed by the rows' digest (issue 62: each task reports the digest of the rows it writes, row_digest.py, as
+the model's tasks do): a batch job's writeId re-run over corrected data with as many rows in all, or a micro-batch
+re-planned over other offsets with as many rows by a query whose offset log the sink cannot read and whose rows carry
+no source columns, was taken for its replay: told success, its data never written. True: such re-runs (re-plans) are
+played, and must be refused; but for one with no rows (nothing to digest: it writes nothing either way, and the sink
+cannot tell it from its replay; long tier, seed 1609137014), which still yields another row count. False: they all
+yield another row count."""
 
 # -- findings of this model not yet fixed: False skips the one check they fail -------------------------------
 CHECK_FRESH_START_RESET_ABORTS_OPEN = True
@@ -177,8 +184,8 @@ its rows carry source columns and the decision has their offsets (``LogRecord.of
 looks at those only for a decision without ``input`` (older records). With as many rows it is taken for the replay:
 told success, the re-planned range's records never written (the query goes on from its end: skipped; or, shorter,
 read again). Shortest sequence (unit tier, with True): micro-batch 0 decided over [0, 10) of each partition, its
-offsets/0 deleted, re-planned from the group over 5 offsets with as many rows:
-``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQhRyEgyegIYoFJIE8AxGFgZHDkgajhBJNCYNVgdQCnxwWj``. False: such a re-plan of a
+offsets/0 deleted, re-planned from the group over 5 offsets with as many rows (its blob no longer fits the model;
+the rows' digest guards it as well now). False: such a re-plan of a
 query whose offset log the sink cannot read yields another row count, as for a query whose rows carry no source columns."""
 CHECK_RERUN_INPUT_OF_OLD_WRITE_IDS = True
 """Found by this model, fixed: a re-run of a writeId whose input the prefix's last record no longer keeps (its window
@@ -188,8 +195,8 @@ The finding (issue 48's input identity): a decision keeps the input rows of the 
 jobs only (``LogRecord.batch_inputs``), while it still recognises older writeIds as committed (their history entries,
 kept up to HISTORY_LIMIT + ARCHIVE_BATCH, then the history archive): a re-run of such a writeId over corrected data is
 told success (``confirm_rerun`` finds no input to compare: ``batch_input_rows`` is None), its data never written.
-Shortest sequence (unit tier, with True): four batch jobs of one row each, then the first writeId re-run over no rows:
-``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQhRwEQwQhk8kBE+MGiICF8UoJQJhACAPKqBsU=``. False: a batch re-run told success
+Shortest sequence (unit tier, with True): four batch jobs of one row each, then the first writeId re-run over no rows
+(its blob no longer fits the model: the mutation run, test_operator_model_mutations.py, finds one anew). False: a batch re-run told success
 whose writeId's input the prefix's last record no longer keeps is taken for the replay it claims to be."""
 CHECK_INPUT_OF_ARCHIVED_STREAM_RUNS = True
 """Found by this model (long tier, seed 4239419461), fixed in 94eeb46: a micro-batch the prefix recognised only from
@@ -197,7 +204,7 @@ its history archive (a query the prefix was reset away from, then HISTORY_LIMIT 
 a REPLAY whose input was not checked at all: re-planned over other offsets and restarted, it was told success, its
 records aborted as duplicates, never written; it is now refused. Its sequence (``-m long``): micro-batch 0 of a query
 (no rows) decided, its offsets/0 deleted, the prefix reset, four batch jobs, the query restarted over 5 offsets with one
-row: ``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQiRkchEAMBgTxOsAw3RAEUMjI4MhHN4YfqY8TFxKUayS0AzVEPhA==``. True: such a run
+row (its blob no longer fits the model: the mutation run, test_operator_model_mutations.py, finds one anew). True: such a run
 told success must have read the decided input, as any other replay."""
 CHECK_REPLAY_HAS_THE_DECIDED_INPUT = True
 """A run told success for an epoch another run decided read the decided input (a micro-batch the same source ranges,
@@ -664,7 +671,10 @@ class OperatorModel(RuleBasedStateMachine):
         if judgement.verdict == Verdict.REPLAY:  # type: ignore[attr-defined]
             # KafkaEosBatchWriter: already committed, its tasks write nothing and count their input
             # (task_producer.count_task_input); its commit() is confirm_rerun, whose refusal fails the job (abort() is a no-op).
-            counted = [TaskCommit(str(epoch), p, 0, 100 + p, None, input_rows=n) for p, n in enumerate(self.batch_rows[write_id])]
+            namespace = self._batch_namespace(write_id)
+            counted = [TaskCommit(str(epoch), p, 0, 100 + p, None, input_rows=n,
+                                  rows_digest=rows_digest(task_rows(epoch, p, n, namespace=namespace)))
+                       for p, n in enumerate(self.batch_rows[write_id])]
             last = self.model.last(PREFIX) if self.model.log_exists else None
             try:
                 self._guarded(lambda: self.coordinator().confirm_rerun(epoch, counted))
@@ -708,7 +718,7 @@ class OperatorModel(RuleBasedStateMachine):
         write_id = data.draw(st.sampled_from(self._rerunnable()), label="write_id")
         # Another row count than every earlier run of the writeId (any of them may be, or become, the decided one).
         taken = {sum(a.rows) for a in self.attempts if a.epoch == str(EpochId.batch(write_id))}
-        if sum(partition_rows) in taken and not PLAY_RERUN_OVER_OTHER_DATA_WITH_AS_MANY_ROWS:
+        if sum(partition_rows) in taken and (sum(partition_rows) == 0 or not PLAY_RERUN_OVER_OTHER_DATA_WITH_AS_MANY_ROWS):
             free = [total for total in range(2 * PARTITIONS + 1) if total not in taken]
             if not free:
                 return
@@ -766,9 +776,12 @@ class OperatorModel(RuleBasedStateMachine):
         unpinned = epoch.batch_id in query.unpinned
         if key in self.pinned_rows and not unpinned:
             return self.pinned_rows[key]
-        # Rows that carry no source offsets (none, or an empty micro-batch) leave only the row count to tell ranges apart.
-        rows_alone = not query.source_columns or not PLAY_REPLAN_TOLD_BY_SOURCE_COLUMNS_ONLY or sum(drawn) == 0
-        if not query.offset_log and rows_alone and not PLAY_RERUN_OVER_OTHER_DATA_WITH_AS_MANY_ROWS:
+        # Rows are told apart by their digest (their values name the range they came from), or by the source offsets
+        # they carry; an empty micro-batch (nothing to digest, no offsets named) only by its row count: a re-plan of one
+        # over other offsets writes nothing either way, which the sink cannot tell from its replay.
+        rows_alone = sum(drawn) == 0 or (not PLAY_RERUN_OVER_OTHER_DATA_WITH_AS_MANY_ROWS and (
+            not query.source_columns or not PLAY_REPLAN_TOLD_BY_SOURCE_COLUMNS_ONLY))
+        if not query.offset_log and rows_alone:
             # Known by its row count alone: another count than every other range of the micro-batch (run or planned).
             taken = {sum(a.rows) for a in self.attempts if a.epoch == str(epoch) and a.input != tuple(sources)}
             taken |= {sum(r) for (e, ranges), r in self.pinned_rows.items() if e == str(epoch) and ranges != tuple(sources)}
@@ -1217,8 +1230,9 @@ def _run(examples: int, steps: int, derandomize: bool) -> None:
 
 
 def test_operator_model() -> None:
-    """Bounded: part of the normal suite, the same sequences every run (raise KAFKA_EOS_MODEL_EXAMPLES to play more)."""
-    _run(EXAMPLES, STEPS, derandomize=True)
+    """Bounded: part of the normal suite, new sequences every run from a printed seed (raise KAFKA_EOS_MODEL_EXAMPLES
+    to play more; KAFKA_EOS_MODEL_SEED plays a run again)."""
+    _run(EXAMPLES, STEPS, derandomize=False)
 
 
 @pytest.mark.long
@@ -1226,3 +1240,46 @@ def test_operator_model() -> None:
 def test_operator_model_long() -> None:
     """The long tier: many more and longer sequences (~10 minutes), new ones every run (printed seed)."""
     _run(LONG_EXAMPLES, LONG_STEPS, derandomize=False)
+
+
+# -- the sequences the flags' docstrings give ----------------------------------------------------------------------
+DOCUMENTED_REPLAYS = {
+    # flag: (the value that plays its sequence, the step count of its tier, whether the sequence still fails)
+    "PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS": (True, STEPS, True),
+    "PLAY_GROUP_EXPIRY_ACROSS_PREFIXES": (True, STEPS, True),
+    "CHECK_LOSS_ABOVE_STABLE_OFFSET": (True, LONG_STEPS, False),
+}
+
+
+def _documented_blobs() -> dict[str, list[str]]:
+    """Each module-level flag whose docstring gives a replayable sequence, with its blobs."""
+    body = ast.parse(Path(__file__).read_text()).body
+    found: dict[str, list[str]] = {}
+    for node, following in zip(body, body[1:]):
+        if isinstance(node, ast.Assign) and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant):
+            blobs = re.findall(r"AXic[A-Za-z0-9+/=]+", str(following.value.value))
+            if blobs:
+                found[node.targets[0].id] = blobs  # type: ignore[attr-defined]
+    return found
+
+
+def test_every_documented_sequence_is_replayed_here() -> None:
+    assert set(_documented_blobs()) == set(DOCUMENTED_REPLAYS)
+
+
+@pytest.mark.parametrize("flag", sorted(DOCUMENTED_REPLAYS))
+def test_a_documented_sequence_still_plays_as_its_docstring_says(flag: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gap's sequence still fails with its flag set; a fixed finding's runs through and passes. A sequence whose
+    steps no longer fit the model (hypothesis: "the shape of the test data has changed") fails here: replace it."""
+    value, steps, fails = DOCUMENTED_REPLAYS[flag]
+    monkeypatch.setattr(sys.modules[__name__], flag, value)
+    for blob in _documented_blobs()[flag]:
+        machine = reproduce_failure(hypothesis.__version__, blob.encode())(type("OperatorModelReplay", (OperatorModel,), {}))
+        replay = settings(max_examples=1, stateful_step_count=steps, deadline=None, database=None, print_blob=False,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+        if fails:
+            with pytest.raises(AssertionError):
+                run_state_machine_as_test(machine, settings=replay)
+        else:
+            with pytest.raises(hypothesis.errors.DidNotReproduce, match="Expected the test to raise an error"):
+                run_state_machine_as_test(machine, settings=replay)

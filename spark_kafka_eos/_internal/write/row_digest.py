@@ -60,15 +60,20 @@ def python_digest(batch: pa.RecordBatch, columns: InputColumns, topic: str | Non
     headers = batch.column(HEADERS).to_pylist() if columns.headers else [None] * rows
     total = 0
     for row, value in enumerate(batch.column(VALUE).to_pylist()):
-        fields = [_bytes(topics[row])]
-        partition = partitions[row]
-        fields.append(_ABSENT if partition is None else b"\x01" + int(partition).to_bytes(4, "big", signed=True))
-        fields += [_bytes(keys[row]), _bytes(value)]
-        entries = headers[row] or ()
-        fields.append(len(entries).to_bytes(8, "big"))
-        fields += _header_fields(entries)
-        total += xxhash.xxh3_128_intdigest(b"".join(fields))
+        total += row_hash(topics[row], partitions[row], keys[row], value, headers[row])
     return total % _MODULUS
+
+
+def row_hash(topic: str | None, partition: int | None, key: object, value: object,
+             headers: Iterable[dict[str, object]] | None) -> int:
+    """One row's XXH3-128 (the module's docstring says of which bytes)."""
+    fields = [_bytes(topic)]
+    fields.append(_ABSENT if partition is None else b"\x01" + int(partition).to_bytes(4, "big", signed=True))
+    fields += [_bytes(key), _bytes(value)]
+    entries = list(headers or ())
+    fields.append(len(entries).to_bytes(8, "big"))
+    fields += _header_fields(entries)
+    return xxhash.xxh3_128_intdigest(b"".join(fields))
 
 
 def _header_fields(entries: Iterable[dict[str, object]]) -> list[bytes]:
