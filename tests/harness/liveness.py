@@ -25,6 +25,10 @@ from tests.harness.fault_proxy import Fault, FaultSchedule
 from tests.harness.local_kafka import LocalKafka
 from tests.harness.proxied_kafka import ProxiedKafka
 
+OBSERVER_RECONNECT = {"reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 100}
+"""The feeder and the watch reconnect within 0.1 s of a broker's return: with librdkafka's backoff (up to 10 s) they
+would add their own delay to what is measured after a crash."""
+
 
 class RateFeeder(threading.Thread):
     """Produces ``rate`` records a second (values ``"<n>"``, round robin over ``partitions``) until :meth:`stop`
@@ -32,7 +36,7 @@ class RateFeeder(threading.Thread):
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int, max_s: float = 600.0) -> None:
         super().__init__(daemon=True, name=f"feeder-{topic}")
-        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True, **OBSERVER_RECONNECT})
         self._topic, self._partitions, self._rate, self._max_s = topic, partitions, rate, max_s
         self._stopped = threading.Event()
         self._lock = threading.Lock()
@@ -75,7 +79,7 @@ class VisibilityWatch(threading.Thread):
         super().__init__(daemon=True, name=f"watch-{topic}")
         self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"watch-{uuid.uuid4().hex}",
                                    "isolation.level": "read_committed", "enable.auto.commit": False,
-                                   "fetch.wait.max.ms": 50})
+                                   "fetch.wait.max.ms": 50, **OBSERVER_RECONNECT})
         self._consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(partitions)])
         self._stopped = threading.Event()
         self.seen_at: dict[bytes, float] = {}

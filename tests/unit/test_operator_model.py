@@ -36,8 +36,9 @@ each fence, read and append of their decision log is such a point), a sweep's pr
 checks above hold whatever the placement (what such an operation's refusal leaves open is not checked).
 
 The bounded run is in the normal suite: KAFKA_EOS_MODEL_EXAMPLES sequences of up to KAFKA_EOS_MODEL_STEPS steps
-(1000 and 40 by default: ~50 s on 2 cores), from a new seed every run, printed at its start. The long tier plays KAFKA_EOS_MODEL_LONG_EXAMPLES (12000) sequences of
-up to KAFKA_EOS_MODEL_LONG_STEPS (60) steps (~10 minutes), from a new seed every run, printed at its start.
+(1000 and 40 by default: ~50 s on 2 cores), from a new seed every run, printed at its start. The long tier plays
+KAFKA_EOS_MODEL_LONG_EXAMPLES (12000) sequences of up to KAFKA_EOS_MODEL_LONG_STEPS (60) steps (~10 minutes), the
+same way.
 
 Replay: on a failure hypothesis prints the shortest sequence of steps it found and its ``@reproduce_failure(...)``
 line; ``KAFKA_EOS_MODEL_REPLAY="<that line>"`` plays that one sequence (with ``-m long`` for a long-tier find, so
