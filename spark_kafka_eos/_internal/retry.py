@@ -27,8 +27,10 @@ COORDINATOR_MOVING = frozenset({
     KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
 })
 """Group coordinator answers that mean "not yet": a new cluster, a broker restart, a move."""
-LEADER_MOVING = frozenset({KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION})
-"""A partition's leader is being elected or has moved."""
+LEADER_MOVING = frozenset({KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH, KafkaError.LEADER_NOT_AVAILABLE,
+                           KafkaError.NOT_LEADER_FOR_PARTITION})
+"""A partition's leader is being elected or has moved, or the broker and the client do not agree on its epoch yet (a
+broker back from a crash answers UNKNOWN_LEADER_EPOCH until it has caught up with the new one)."""
 UNANSWERED = frozenset({KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT})
 """A request not answered in time."""
 UNREACHABLE = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})

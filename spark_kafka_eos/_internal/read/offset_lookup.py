@@ -21,7 +21,7 @@ from spark_kafka_eos._internal.config.connection import KafkaConnection
 from spark_kafka_eos._internal.config.librdkafka import for_librdkafka
 from spark_kafka_eos._internal.config.reader import PartitionKey, ReaderOptions, Subscription
 from spark_kafka_eos._internal.read.authorization import topic_authorization_error
-from spark_kafka_eos._internal.retry import UNANSWERED, UNREACHABLE, Backoff, Deadline, kafka_codes, listed_offset, retry
+from spark_kafka_eos._internal.retry import LEADER_MOVING, UNANSWERED, UNREACHABLE, Backoff, Deadline, kafka_codes, listed_offset, retry
 from spark_kafka_eos.errors import KafkaEosOptionError, KafkaEosUnavailableError
 
 log = logging.getLogger(__name__)
@@ -31,8 +31,7 @@ GroupGuard = Callable[[KafkaConnection, str, Sequence[KafkaTopicPartition]], Non
 
 INTERNAL_TOPIC_PREFIX = "__"
 """Every Kafka internal topic's name starts with it (Kafka's Topic.isInternal); user topics may too."""
-_RETRIABLE = kafka_codes(UNANSWERED | UNREACHABLE | {KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION},
-                         or_flagged_retriable=True)
+_RETRIABLE = kafka_codes(UNANSWERED | UNREACHABLE | LEADER_MOVING, or_flagged_retriable=True)
 _VANISHED = kafka_codes({KafkaError.UNKNOWN_TOPIC_OR_PART})
 
 

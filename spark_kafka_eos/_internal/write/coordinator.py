@@ -381,8 +381,8 @@ class TwoPhaseCommitCoordinator:
             elif decided_digest is not None and epoch_input.digest is not None and decided_digest != epoch_input.digest:
                 differs = (f"is committed over {rows} rows, and this run's {epoch_input.rows} rows are other rows (their "
                            f"digest {epoch_input.digest} is not the decided {decided_digest})")
-            elif last.input is not None and last.epoch == epoch and input_difference(last.input, epoch_input) is not None:
-                differs = f"is committed over other input ({input_difference(last.input, epoch_input)})"
+            elif last.input is not None and last.epoch == epoch and (other := input_difference(last.input, epoch_input)):
+                differs = f"is committed over other input ({other})"
             else:
                 return None
             return (f"{refused}: writeId {epoch.run_id} {differs}. Nothing of this run was written; what writeId "
