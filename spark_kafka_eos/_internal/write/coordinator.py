@@ -330,8 +330,8 @@ class TwoPhaseCommitCoordinator:
             "spelt another way, a changed transactional.id.prefix or decisionLogTopic), or its records here were lost, and "
             "a micro-batch it decided before and Spark replays now would be written twice. Nothing of it was committed. "
             "Fix: set transactional.id.prefix to the prefix the query used before (`kafka-eos inspect` shows a prefix's "
-            "last record); or, if the checkpoint's last micro-batch is in its commits/ directory (Spark replays none), "
-            "add .option('allowNewPrefix', 'true') once."
+            "last record); or start the query on a new checkpoint; or, if the checkpoint's last micro-batch is in its "
+            "commits/ directory (Spark replays none), add .option('allowNewPrefix', 'true') once."
         )
 
     def _refuse_if_being_swept(self, last: LogRecord | None, epoch: EpochId, session: TransactionClient,
