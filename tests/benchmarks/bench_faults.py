@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 from tests.benchmarks.common import bench_spark, connector_jars
-from tests.harness.fault_proxy import BLACKHOLE_RESPONSE, OUTAGE, RESET, Fault
+from tests.harness.fault_schedule import BLACKHOLE_RESPONSE, OUTAGE, RESET, Fault
 from tests.harness.liveness import CRASH, EXACTLY_ONCE, PART_CLIENTS, SPARKS, FaultRun, through_fault
 from tests.harness.proxied_kafka import ProxiedKafka
 

@@ -37,39 +37,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tests.harness.fault_schedule import (
-    API_KEYS,
     API_NAMES,
     BLACKHOLE_REQUEST,
     BLACKHOLE_RESPONSE,
-    COMMIT_CRITICAL,
     KINDS,
     LATENCY,
-    OTHER_TARGETS,
     OUTAGE,
     RESET,
-    TXN_SESSION,
     Fault,
     FaultSchedule,
     FiredFault,
 )
-
-__all__ = [
-    "LATENCY",
-    "BLACKHOLE_REQUEST",
-    "BLACKHOLE_RESPONSE",
-    "RESET",
-    "OUTAGE",
-    "KINDS",
-    "API_NAMES",
-    "API_KEYS",
-    "TXN_SESSION",
-    "COMMIT_CRITICAL",
-    "OTHER_TARGETS",
-    "Fault",
-    "FaultSchedule",
-    "FiredFault",
-    "FaultProxy",
-]
 
 
 @dataclass

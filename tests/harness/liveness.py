@@ -21,7 +21,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from tests.harness.fault_proxy import Fault, FaultSchedule
+from tests.harness.fault_schedule import Fault, FaultSchedule
 from tests.harness.local_kafka import LocalKafka
 from tests.harness.proxied_kafka import ProxiedKafka
 

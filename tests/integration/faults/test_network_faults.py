@@ -34,7 +34,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from tests.harness.fault_proxy import (
+from tests.harness.fault_schedule import (
     BLACKHOLE_REQUEST,
     BLACKHOLE_RESPONSE,
     COMMIT_CRITICAL,

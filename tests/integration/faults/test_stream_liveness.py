@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.harness.fault_proxy import OUTAGE, Fault
+from tests.harness.fault_schedule import OUTAGE, Fault
 from tests.harness.liveness import CRASH, EXACTLY_ONCE, PART_CLIENTS, FaultRun, through_fault
 from tests.harness.proxied_kafka import ProxiedKafka
 
