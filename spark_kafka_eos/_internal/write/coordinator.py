@@ -313,8 +313,7 @@ class TwoPhaseCommitCoordinator:
         before would be written again here."""
         if epoch.kind != "stream" or not epoch.batch_id or self._options.allow_new_prefix:
             return
-        if last is not None and (last.last_decided(epoch) is not None or any(
-                EpochId.parse(run).run_key == epoch.run_key for run, _ in decision_log.archived_runs(last))):
+        if last is not None and (last.last_decided(epoch) is not None or _archived_epochs(decision_log, last, epoch)):
             return
         abort_prepared(session, own)
         if last is None:
@@ -848,7 +847,7 @@ def _judge(decision_log: DecisionLog, last: LogRecord | None, epoch: EpochId) ->
     judgement = judge(last, epoch)
     if judgement.verdict != Verdict.PROCEED or last is None or not last.archives or last.last_decided(epoch) is not None:
         return judgement
-    remembered = [EpochId.parse(run) for run, _ in decision_log.archived_runs(last) if EpochId.parse(run).run_key == epoch.run_key]
+    remembered = _archived_epochs(decision_log, last, epoch)
     if not remembered:
         return judgement
     latest = remembered[-1]
@@ -860,6 +859,12 @@ def _judge(decision_log: DecisionLog, last: LogRecord | None, epoch: EpochId) ->
         return Judgement(Verdict.REFUSE, f"it decided {latest.describe()} (an archived run), and this is that query again at "
                                          f"micro-batch {epoch.batch_id}: a replay that can no longer be recognised")
     return judgement
+
+
+def _archived_epochs(decision_log: DecisionLog, last: LogRecord, epoch: EpochId) -> list[EpochId]:
+    """The epochs of ``epoch``'s run that ``last``'s archives remember, oldest first."""
+    archived = (EpochId.parse(run) for run, _ in decision_log.archived_runs(last))
+    return [remembered for remembered in archived if remembered.run_key == epoch.run_key]
 
 
 def _abort_undecided(session: TransactionClient, decision: LogRecord, err: Exception, ending: Ending) -> None:
