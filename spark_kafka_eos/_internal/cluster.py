@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -21,7 +22,9 @@ from spark_kafka_eos._internal.bounded_cache import BoundedCache
 from spark_kafka_eos._internal.config.connection import KafkaConnection
 from spark_kafka_eos._internal.config.librdkafka import for_librdkafka
 from spark_kafka_eos._internal.retry import COORDINATOR_MOVING, REQUEST_TIMEOUT_S, retry_kafka
-from spark_kafka_eos._internal.txn.session import TransactionSession
+
+if TYPE_CHECKING:
+    from spark_kafka_eos._internal.txn.session import TransactionSession
 
 _MAX_GROUP_READERS = 8
 POINT_READER_GROUP = "kafka-eos-decision-log-reader"
@@ -165,6 +168,10 @@ def cluster_metadata(connection: KafkaConnection, topic: str | None = None, time
 
 def open_session(connection: KafkaConnection) -> TransactionSession:
     """A new coordinator-RPC session; the caller closes it (``with open_session(...) as session``)."""
+    # kafka-python is imported where a session is opened: a reader's task never needs it, and importing it costs
+    # every new Python worker a fifth of a second.
+    from spark_kafka_eos._internal.txn.session import TransactionSession
+
     return TransactionSession(connection.bootstrap_servers, connection.client_config())
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message
 
@@ -110,7 +111,12 @@ class ConstantColumns:
         self._columns: tuple[pa.Array, pa.Array] = self._build(0)
 
     def _build(self, rows: int) -> tuple[pa.Array, pa.Array]:
-        return pa.repeat(pa.scalar(self.topic, pa.string()), rows), pa.repeat(pa.scalar(self.partition, pa.int32()), rows)
+        # From buffers: pa.scalar and pa.array import pandas, 0.3 s of a new Python worker's start.
+        name = self.topic.encode()
+        offsets = np.arange(rows + 1, dtype=np.int32) * np.int32(len(name))
+        topic = pa.Array.from_buffers(pa.string(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(name * rows)])
+        partition = pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(np.full(rows, self.partition, dtype=np.int32))])
+        return topic, partition
 
     def for_rows(self, rows: int) -> tuple[pa.Array, pa.Array]:
         if rows > len(self._columns[0]):

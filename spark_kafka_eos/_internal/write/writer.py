@@ -5,6 +5,7 @@ go to the :class:`TwoPhaseCommitCoordinator`."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -15,10 +16,12 @@ from spark_kafka_eos._internal.decision_log.records import EpochId
 from spark_kafka_eos._internal.worker_gc import freeze_driver_call_heap, freeze_worker_heap
 from spark_kafka_eos._internal.write.commit_message import TaskCommit
 from spark_kafka_eos._internal.write.commit_outcomes import Ending
-from spark_kafka_eos._internal.write.coordinator import TwoPhaseCommitCoordinator
 from spark_kafka_eos._internal.write.hooks import WriterHooks
 from spark_kafka_eos._internal.write.input_schema import InputColumns
 from spark_kafka_eos._internal.write.task_producer import count_task_input, write_task
+
+if TYPE_CHECKING:
+    from spark_kafka_eos._internal.write.coordinator import TwoPhaseCommitCoordinator
 
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
@@ -38,6 +41,9 @@ class _KafkaEosWriterBase:
 
     @property
     def coordinator(self) -> TwoPhaseCommitCoordinator:
+        # The driver's alone: a task's Python worker starts without importing it.
+        from spark_kafka_eos._internal.write.coordinator import TwoPhaseCommitCoordinator
+
         return TwoPhaseCommitCoordinator(self.options, self.transaction_timeout_ms, self.hooks)
 
 
