@@ -58,7 +58,7 @@ STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY = _declare("startingOffsetsByTimestampStr
 FAIL_ON_DATA_LOSS = _declare("failOnDataLoss", "read", "true", "fail when records the query needs are gone; false: a warning, then read on")
 MIN_PARTITIONS = _declare("minPartitions", "read", "", "at least this many Spark partitions: large ranges are cut")
 MAX_RECORDS_PER_PARTITION = _declare("maxRecordsPerPartition", "read", "", "cut ranges longer than this many offsets")
-MIN_RECORDS_PER_PARTITION = _declare("minRecordsPerPartition", "read", "10000",
+MIN_RECORDS_PER_PARTITION = _declare("minRecordsPerPartition", "read", "25000",
                                      "ranges shorter than this share Spark partitions of up to this many offsets; 0: one Spark partition per range")
 MAX_OFFSETS_PER_TRIGGER = _declare("maxOffsetsPerTrigger", "read", "", "streams: at most this many offsets a micro-batch")
 MIN_OFFSETS_PER_TRIGGER = _declare("minOffsetsPerTrigger", "read", "", "streams: wait for this many offsets, up to maxTriggerDelay")

@@ -62,7 +62,7 @@ READ_ENGINE_VARIABLE = "KAFKA_EOS_READ_ENGINE"
 
 DEFAULT_MAX_RECORDS_PER_BATCH = 50_000
 """Fewer, larger Arrow batches cost Spark less per record; memory stays bounded by maxBytesPerBatch."""
-DEFAULT_MIN_RECORDS_PER_PARTITION = 10_000
+DEFAULT_MIN_RECORDS_PER_PARTITION = 25_000
 """Offset ranges smaller than this are packed together into Spark partitions of up to this many offsets."""
 DEFAULT_MAX_BYTES_PER_BATCH = 32 * 1024 * 1024
 DEFAULT_POLL_TIMEOUT_MS = 120_000

@@ -167,7 +167,7 @@ def test_aborted_records_right_below_an_open_transaction(spark: SparkSession, ka
 
 def test_small_ranges_of_many_kafka_partitions_share_spark_partitions(spark: SparkSession, kafka: KafkaTestCluster) -> None:
     """Eight partitions of a few records each, aborted transactions between them: one Spark partition by default
-    (minRecordsPerPartition 10,000), eight with minRecordsPerPartition=0 (Spark's plan), a few with a middle value; the
+    (minRecordsPerPartition 25,000), eight with minRecordsPerPartition=0 (Spark's plan), a few with a middle value; the
     same committed records every time, each Kafka partition's in offset order."""
     topic = kafka.create_topic(8)
     kafka.write_interleaved(topic, list(range(8)), producers=2, transactions=2, records_per_transaction=8)
