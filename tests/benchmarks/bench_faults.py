@@ -7,6 +7,7 @@ to the first record sent after it that an independent read_committed consumer se
 
     make bench-faults                                   # every fault below, 3 rounds
     BENCH_FAULTS="outage:2,crash" BENCH_ROUNDS=1 make bench-faults
+    BENCH_ENGINE=python make bench-faults               # kafka_eos's pure-Python read and write paths
 
 Faults (``BENCH_FAULTS``, comma-separated): ``outage:<s>`` (every connection reset and new ones refused for <s>
 seconds), ``reset`` (every open connection reset once), ``blackhole:<request>`` (the next such request reaches the
@@ -35,6 +36,7 @@ DEFAULT_FAULTS = ("outage:2,outage:10,outage:2@sink,outage:2@reader,outage:2@dec
                   "reset@decisions,blackhole:Produce,blackhole:Fetch,blackhole:EndTxn/coordinator,crash")
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 STALL_S = float(os.environ.get("BENCH_STALL_S", "60"))
+ENGINE = os.environ.get("BENCH_ENGINE", "auto")
 
 
 def parse_fault(text: str, system: str) -> Fault | str | None:
@@ -77,7 +79,7 @@ def main() -> None:
     spark = bench_spark("bench-faults", connector_jars())
     workdir = Path(tempfile.mkdtemp(prefix="bench-faults-"))
     broker = ProxiedKafka(workdir / "kafka").start()
-    print(f">> pyspark {spark.version}, local[2]; 4 partitions, 500 records/s; median of {ROUNDS} round(s); "
+    print(f">> pyspark {spark.version}, local[2]; kafka_eos's engine {ENGINE}; 4 partitions, 500 records/s; median of {ROUNDS} round(s); "
           "seconds from the fault's end to the first record sent after it, visible")
     print(f"{'fault':<58} {'kafka_eos':>12} {'Spark':>12} {'ratio':>6}")
     try:
@@ -89,7 +91,8 @@ def main() -> None:
                 for system in systems:
                     fault = of[system]
                     assert fault is not None
-                    runs[system].append(through_fault(spark, broker, system, fault, workdir, stall_s=STALL_S))
+                    runs[system].append(through_fault(spark, broker, system, fault, workdir, stall_s=STALL_S,
+                                                               engine=ENGINE))
             ours = [r.back_s for r in runs[EXACTLY_ONCE] if r.back_s is not None]
             theirs = [r.back_s for r in runs.get(SPARKS, []) if r.back_s is not None]
             ratio = (f"{statistics.median(ours) / statistics.median(theirs):6.2f}"
