@@ -127,7 +127,7 @@ PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS = False
 on the prefix) and the decision log is deleted, nothing is left that tells a re-run of a decided epoch from a new
 one: it is written twice. Still so after issue 48's input identity (the query's own micro-batch 0 replayed after its
 driver died past its decision, with the log deleted, the group's offsets and the coordinator id expired); replay with
-True (unit tier): ``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQhRxEgyeQIYjGCSCCPEYhZGByZkeUYAGqcBIc=``.
+True (unit tier): ``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQhR1EgyeQIYjGCSCCPEYhZGByZIXJQCABqwASH``.
 False: the log is not deleted while the coordinator id is expired, and the id does not expire (no clock jump past
 its expiration) while the log is lost."""
 GAP_RESET_KEEPS_LOST_WRITE_ID = True
@@ -142,7 +142,7 @@ the log, only while the group lacks an offset this prefix does not remember):
 integration/write/test_coordinator.py::test_a_group_another_prefix_committed_then_kafka_forgot_is_refused_not_read_again.
 Left, and why this stays False: when the decision log is deleted as well, nothing remembers the first prefix's
 position (as PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS). True plays it: ``KAFKA_EOS_MODEL_REPLAY`` of
-``AXicHcrBEQAwCALBI86kgjRE/00FVPmwIgyWyXnky47Sv9BuiX4lh0LbWYnxAb20Bdc=`` (unit tier; the log deleted, the group expired, a new query).
+``AXicRYtBCgAgEAKVooLOPcj/fyptD7kg6DogBIg69jrGnX6TwRtRm+p+Jg6XWik7NVFiFNZYUzHABc/lCJ4=`` (unit tier; the log deleted, the group expired, a new query).
 False: once the group has no offsets, a new query uses the prefix that last moved it; and the group does not expire
 while queries of two prefixes use it."""
 GAP_HISTORY_LIMIT = True
@@ -170,9 +170,9 @@ CHECK_LOSS_ABOVE_STABLE_OFFSET = True
 """Found by this model, fixed: a participant committed by a driver that died in phase 2 was reported LOST by the
 replay's roll-forward (its id reused since, so only its probe can tell) while an open transaction of an earlier
 attempt of the prefix pinned the sink partition's last stable offset below the probe. The visibility check now
-says "not yet" there, and the roll-forward aborts the prefix's other open transactions and looks again. Its
-sequence: ``KAFKA_EOS_MODEL_REPLAY=AXicTYxLEgAgCEKh2nsm7n+p8DNTuhB8KEABopanNsUp2EaCFJUJR9sCvbUj30FQ5+f4Mevd9AVA8AmS``
-with ``-m long``. True checks that no LOST participant is committed, wherever its probe lies."""
+says "not yet" there, and the roll-forward aborts the prefix's other open transactions and looks again:
+integration/write/test_coordinator.py::test_a_committed_participant_above_a_pinned_stable_offset_is_rolled_forward_not_reported_lost.
+True checks that no LOST participant is committed, wherever its probe lies."""
 PLAY_REPLAN_TOLD_BY_SOURCE_COLUMNS_ONLY = True
 """Found by this model, fixed: a decision keeps the rows' source-column offsets in its input where the offset log
 cannot be read (``EpochInput.source_columns``), and a replay's are compared with them; its test:
@@ -312,6 +312,8 @@ class Query:
     """Spark's offset log: micro-batch -> its source range [begin, end) per partition."""
     unpinned: set[int] = field(default_factory=set)
     """Micro-batches whose next run yields other rows from the same range (a query that is not a function of its input)."""
+    moved_from: str | None = None
+    """The prefix it ran on before the operator moved it (its checkpoint kept)."""
 
 
 @dataclass
@@ -855,6 +857,24 @@ class OperatorModel(RuleBasedStateMachine):
             query.starts = tuple(offsets.get((SOURCE_TOPIC, p), (0, ""))[0] for p in range(PARTITIONS))
         query.alive = False
 
+    def _movable(self, query: Query) -> bool:
+        return query.committed >= 1 and query.moved_from is None and self._stopped(query)
+
+    @precondition(lambda self: any(self._movable(q) for q in self.queries))
+    @rule(data=st.data(), replays=st.booleans())
+    def operator_moves_a_query_to_another_prefix(self, data: st.DataObject, replays: bool) -> None:
+        """The operator restarts a stopped query on its checkpoint with another transactional.id.prefix (a copied job,
+        a renamed prefix): on a prefix with no record of the query, Spark goes on, or (``replays``: its driver had died
+        after the sink's commit and before Spark's commit log) replays its last micro-batch, which must not be written
+        again. Past micro-batch 0 only: a micro-batch 0 replayed on a prefix new to the query is told from the query's
+        first run by the consumer group's position alone (PLAY_GROUP_EXPIRY_ACROSS_PREFIXES), and not at all without
+        a group (the operations page says so)."""
+        query = data.draw(st.sampled_from([q for q in self.queries if self._movable(q)]), label="query")
+        query.moved_from, query.prefix = query.prefix, next(p for p in PREFIXES if p != query.prefix)
+        if replays:
+            query.committed -= 1
+        query.alive = False
+
     def _misplanned(self, query: Query) -> int | None:
         """The micro-batch of the query that Spark runs next if it is decided over other ranges than its offset log has."""
         batch = query.planned if query.planned > query.committed else query.committed + 1
@@ -966,7 +986,8 @@ class OperatorModel(RuleBasedStateMachine):
             del self.model.txns[coordinator_transactional_id(prefix)]
 
     def _group_may_expire(self) -> bool:
-        return PLAY_GROUP_EXPIRY_ACROSS_PREFIXES or len({q.prefix for q in self.queries}) < 2
+        used = {q.prefix for q in self.queries} | {q.moved_from for q in self.queries if q.moved_from is not None}
+        return PLAY_GROUP_EXPIRY_ACROSS_PREFIXES or len(used) < 2
 
     @precondition(lambda self: self._group_may_expire())
     @rule()
@@ -1248,7 +1269,6 @@ DOCUMENTED_REPLAYS = {
     # flag: (the value that plays its sequence, the step count of its tier, whether the sequence still fails)
     "PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS": (True, STEPS, True),
     "PLAY_GROUP_EXPIRY_ACROSS_PREFIXES": (True, STEPS, True),
-    "CHECK_LOSS_ABOVE_STABLE_OFFSET": (True, LONG_STEPS, False),
 }
 
 
