@@ -109,7 +109,7 @@ class FaultProxy:
         self.connections_served = 0
         self.refused = 0
         self.reached = 0
-        """Connections a reset or an outage reset or refused."""
+        """Connections a reset or an outage reset or refused, or a black hole stalled."""
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -357,6 +357,7 @@ class FaultProxy:
 
     def _stall(self, conn: _Connection, seconds: float) -> None:
         conn.stalled = True
+        self.reached += 1
         assert self._loop is not None
         self._quiet_in(seconds)
         self._timers.append(self._loop.call_later(seconds, self._close, conn, True))
