@@ -111,8 +111,10 @@ class ConstantColumns:
         self._columns: tuple[pa.Array, pa.Array] = self._build(0)
 
     def _build(self, rows: int) -> tuple[pa.Array, pa.Array]:
-        # From buffers: pa.scalar and pa.array import pandas, 0.3 s of a new Python worker's start.
         name = self.topic.encode()
+        if len(name) * rows > np.iinfo(np.int32).max:  # past a string array's 32-bit offsets: pyarrow's path raises
+            return pa.repeat(pa.scalar(self.topic, pa.string()), rows), pa.repeat(pa.scalar(self.partition, pa.int32()), rows)
+        # From buffers: pa.scalar and pa.array import pandas, 0.3 s of a new Python worker's start.
         offsets = np.arange(rows + 1, dtype=np.int32) * np.int32(len(name))
         topic = pa.Array.from_buffers(pa.string(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(name * rows)])
         partition = pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(np.full(rows, self.partition, dtype=np.int32))])
