@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql.datasource import WriterCommitMessage
@@ -61,6 +62,7 @@ from spark_kafka_eos._internal.write.commit_outcomes import Ending
 from spark_kafka_eos._internal.write.commit_watch import watched
 from spark_kafka_eos._internal.write.consumer_group import check_group_position
 from spark_kafka_eos._internal.write.epoch_input import describe, describe_offsets, input_difference, kafka_positions, stream_input
+from spark_kafka_eos._internal.write.group_claim import CLAIM_ATTEMPTS, GroupClaim, GroupClaimLost
 from spark_kafka_eos._internal.write.hooks import AFTER_DECISION, BEFORE_DECISION, DURING_PHASE2, NO_HOOKS, WriterHooks
 from spark_kafka_eos._internal.write.ownership import Judgement, Verdict, judge
 from spark_kafka_eos._internal.write.recovery import (
@@ -82,6 +84,7 @@ from spark_kafka_eos.errors import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _PHASE2_BACKOFF = Backoff(0.1, 2.0)
 """The waits between tries of phase 2 and of the completion record after it. A decision found in the log, whose
@@ -256,11 +259,7 @@ class TwoPhaseCommitCoordinator:
                              **{**memory_after(last, self._options.consumer_group, offsets, batch_input),  # type: ignore[arg-type]
                                 "archives": archives},
                              starts=starts if self._options.consumer_group else ())
-        group_offsets = _group_offsets(decision)
-        if group_offsets:
-            self._abort_on_error(session, own, lambda: self._check_group(starts, group_offsets, last, decision_log))
-        self._hooks.at(BEFORE_DECISION, session, decision)
-        self._decide(session, decision_log, decision, group_offsets, deadline_ms)
+        self._decide_on_group(session, decision_log, decision, starts, last, deadline_ms, own)
         self._hooks.at(AFTER_DECISION, session, decision)
         # The sweep's listing needs only the decision before it (a straggler that opens later sees the decision
         # itself), not phase 2: it runs beside phase 2; what it finds is aborted only after.
@@ -506,8 +505,34 @@ class TwoPhaseCommitCoordinator:
             self._abort_epoch(session, participants, "; ".join(problems))
         return min(d.transaction_start_time_ms + d.transaction_timeout_ms for d in states.values())
 
+    def _decide_on_group(self, session: TransactionClient, decision_log: DecisionLog, decision: LogRecord,
+                         starts: Sequence[Position], last: LogRecord | None, deadline_ms: int,
+                         own: Sequence[PreparedTxnState]) -> None:
+        """Decide; with a consumer group, under the group's claim (see :mod:`.group_claim`), comparing the group again
+        after each claim lost to another writer's decision."""
+        group_offsets = _group_offsets(decision)
+        for attempt in range(1, CLAIM_ATTEMPTS + 1):
+            claim = None
+            if group_offsets:
+                assert self._options.consumer_group is not None
+                group = self._options.consumer_group
+                claim = self._abort_on_error(session, own, lambda: GroupClaim.take(session, self._options.connection, group))
+                self._abort_on_error(session, own, lambda: self._check_group(starts, group_offsets, last, decision_log))
+            self._hooks.at(BEFORE_DECISION, session, decision)
+            try:
+                self._decide(session, decision_log, decision, group_offsets, deadline_ms, claim)
+                return
+            except GroupClaimLost as lost:
+                log.warning("%s of prefix %s compares consumerGroup again (attempt %d): %s", decision.epoch.describe(),
+                            self._prefix, attempt, lost)
+        abort_prepared(session, own)
+        raise Ending.RUN_REFUSED.error(
+            f"The epoch was aborted (nothing of it is visible): other writers decided on consumerGroup "
+            f"'{self._options.consumer_group}' each time this one compared it ({CLAIM_ATTEMPTS} times). A re-run is "
+            "safe: it compares again. Fix: run one writer per consumerGroup at a time.")
+
     def _decide(self, session: TransactionClient, decision_log: DecisionLog, decision: LogRecord,
-                group_offsets: dict[tuple[str, int], int] | None, deadline_ms: int) -> None:
+                group_offsets: dict[tuple[str, int], int] | None, deadline_ms: int, claim: GroupClaim | None = None) -> None:
         coordinator_id = coordinator_transactional_id(self._prefix)
         began = time.monotonic()
 
@@ -525,8 +550,15 @@ class TwoPhaseCommitCoordinator:
 
         # Commit retries stop with half the margin left: a decision later than that could outlive a participant.
         commit_by = began + max((deadline_ms - DEADLINE_MARGIN_MS / 2) / 1000 - time.time(), 0.0)
+        def before_commit() -> None:
+            if claim is not None:
+                claim.hold()
+            in_time()
+
         try:
-            decision_log.append(decision, group_offsets, before_commit=in_time, commit_by=commit_by)
+            decision_log.append(decision, group_offsets, before_commit=before_commit, commit_by=commit_by)
+        except GroupClaimLost:
+            raise  # the decision's transaction was aborted; the participants are still open, for the next compare
         except _DeadlineTooNear as late:
             self._abort_epoch(session, decision.participants, str(late))
         except RecordNotCommittedError as refused:
@@ -571,9 +603,9 @@ class TwoPhaseCommitCoordinator:
             "kafka.transaction.timeout.ms up to the broker's transaction.max.timeout.ms."
         )
 
-    def _abort_on_error(self, session: TransactionClient, own: Sequence[PreparedTxnState], check: Callable[[], None]) -> None:
+    def _abort_on_error(self, session: TransactionClient, own: Sequence[PreparedTxnState], check: Callable[[], T]) -> T:
         try:
-            check()
+            return check()
         except Exception:
             abort_prepared(session, own)
             raise
