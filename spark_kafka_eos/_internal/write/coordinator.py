@@ -205,10 +205,11 @@ class TwoPhaseCommitCoordinator:
         digest = None if None in digests else as_text(add(*(int(d, 16) for d in digests if d is not None)))
         if epoch.kind != "stream" or epoch.batch_id is None:
             return EpochInput(rows, source_columns=_source_offsets(tasks) or None, digest=digest)
-        read = replace(stream_input(self._options.checkpoint_location, epoch.batch_id, rows), digest=digest)
+        checkpoint = self._options.checkpoint_location or _session_checkpoint(tasks)
+        read = replace(stream_input(checkpoint, epoch.batch_id, rows), digest=digest)
         if read.source_end is not None:
             return read
-        _warn_proven_by_digest_alone(self._prefix, self._options.checkpoint_location)
+        _warn_proven_by_digest_alone(self._prefix, checkpoint)
         # Where the offset log cannot be read, the rows' source columns still say where the micro-batch read.
         return replace(read, source_columns=_source_offsets(tasks) or None)
 
@@ -918,6 +919,12 @@ def _instances(batch: Sequence[TxnDescription]) -> tuple[tuple[str, int, int], .
     return tuple((d.transactional_id, d.producer_id, d.producer_epoch) for d in batch)
 
 
+def _session_checkpoint(tasks: Sequence[TaskCommit]) -> str | None:
+    """The checkpoint the epoch's tasks found from the session's conf, if they all found the same one."""
+    found = {t.checkpoint_location for t in tasks}
+    return found.pop() if len(found) == 1 else None
+
+
 _WARNED_DIGEST_ONLY: set[str] = set()
 
 
@@ -928,10 +935,12 @@ def _warn_proven_by_digest_alone(prefix: str, checkpoint_location: str | None) -
         return
     _WARNED_DIGEST_ONLY.add(prefix)
     where = (f"the sink cannot read Spark's offset log under {checkpoint_location}" if checkpoint_location else
-             "the query's checkpoint is not an option of the sink (spark.sql.streaming.checkpointLocation, say)")
+             "the query's checkpoint is neither an option of the sink nor found from the session's "
+             "spark.sql.streaming.checkpointLocation and the query's name")
     log.warning("Prefix %s: %s, so a replay of a micro-batch is proven by the digest of the rows it writes alone: a "
                 "query whose output is not a function of its input (a current_timestamp() column) has its replays "
-                "refused. Fix: give the sink .option(\"checkpointLocation\", ...) at a path the driver's Python can read",
+                "refused. Fix: give the sink .option(\"checkpointLocation\", ...), or the query a .queryName(...) under the session's "
+                "checkpoint, at a path the driver's Python can read",
                 prefix, where)
 
 

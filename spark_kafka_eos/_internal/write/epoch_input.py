@@ -39,6 +39,26 @@ def stream_input(checkpoint_location: str | None, batch_id: int, rows: int) -> E
     return EpochInput(rows, end, start if end is not None else None)
 
 
+def checkpoint_of_session(root: str | None, job_description: str | None, query_id: str) -> str | None:
+    """Where Spark keeps the checkpoint of a query started without a ``checkpointLocation`` option: the session's
+    ``spark.sql.streaming.checkpointLocation`` joined with the query's name, as Spark resolves it. ``root`` and
+    ``job_description`` are a streaming task's local properties (Spark propagates the session's SQL confs to its
+    tasks, and names each micro-batch's job ``<name>\nid = <query id>\n...``). None unless both are there, the query
+    has a name, and the checkpoint's ``metadata`` file names this query."""
+    if not root or not job_description:
+        return None
+    name, _, rest = job_description.partition("\n")
+    if not name or not rest.startswith(f"id = {query_id}"):
+        return None
+    location = f"{root.rstrip('/')}/{name}"
+    try:
+        found = json.loads(_read_text(f"{location}/metadata")).get("id")
+    except Exception as err:  # noqa: BLE001 - unreadable: the replay check then does without the offset log
+        log.info("Cannot read Spark's checkpoint metadata under %s (%s)", location, err)
+        return None
+    return location if found == query_id else None
+
+
 def read_offset_log(checkpoint_location: str, batch_id: int) -> tuple[str, ...] | None:
     """The source offsets Spark's offset log holds for ``batch_id`` (one normalised JSON per source; ``-`` for a
     source without offsets), or None if the file cannot be read."""

@@ -5,6 +5,7 @@ go to the :class:`TwoPhaseCommitCoordinator`."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -16,6 +17,7 @@ from spark_kafka_eos._internal.decision_log.records import EpochId
 from spark_kafka_eos._internal.worker_gc import freeze_driver_call_heap, freeze_worker_heap
 from spark_kafka_eos._internal.write.commit_message import TaskCommit
 from spark_kafka_eos._internal.write.commit_outcomes import Ending
+from spark_kafka_eos._internal.write.epoch_input import checkpoint_of_session
 from spark_kafka_eos._internal.write.hooks import WriterHooks
 from spark_kafka_eos._internal.write.input_schema import InputColumns
 from spark_kafka_eos._internal.write.task_producer import count_task_input, write_task
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
 
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
+SESSION_CHECKPOINT_PROPERTY = "spark.sql.streaming.checkpointLocation"
+JOB_DESCRIPTION_PROPERTY = "spark.job.description"
 
 
 class _KafkaEosWriterBase:
@@ -62,7 +66,12 @@ class StreamWriterCore(_KafkaEosWriterBase):
                 f"The task has no {QUERY_ID_PROPERTY} / {BATCH_ID_PROPERTY} property, so its micro-batch cannot be "
                 "identified; nothing was written. kafka_eos needs Spark 4 structured streaming (micro-batch triggers)."
             )
-        return self._write(EpochId.stream(query_id, int(batch_id)), iterator)
+        written = self._write(EpochId.stream(query_id, int(batch_id)), iterator)
+        if context is not None and self.options.checkpoint_location is None and isinstance(written, TaskCommit):
+            location = checkpoint_of_session(context.getLocalProperty(SESSION_CHECKPOINT_PROPERTY),
+                                             context.getLocalProperty(JOB_DESCRIPTION_PROPERTY), query_id)
+            written = replace(written, checkpoint_location=location)
+        return written
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         epoch = _stream_epoch(messages, batchId)

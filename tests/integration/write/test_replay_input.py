@@ -233,13 +233,14 @@ def test_a_micro_batch_planned_again_over_as_many_other_records_is_told_by_its_s
     assert open_transactions(kafka, prefix) == []
 
 
-def test_a_micro_batch_planned_again_over_as_many_other_records_is_told_by_its_rows_digest(
+def test_a_micro_batch_planned_again_over_as_many_other_records_under_the_sessions_checkpoint_is_told_by_its_offset_log(
         spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
-    """Issue 62's first case: the checkpoint is set by spark.sql.streaming.checkpointLocation (the sink cannot read the
-    offset log) and the rows carry no source columns; maxOffsetsPerTrigger 100; batch 0 was decided over 50 + 50
-    records of two partitions; 40 more arrive on partition 1; offsets/0 and commits/0 are deleted to reprocess it.
-    Spark plans batch 0 again over 100 other records (35 + 65): 6692562 compared the row counts, took it for the
-    replay and lost 15 records while writing 15 twice, silently. The digest of the rows written tells them apart."""
+    """Issue 62's first case: the checkpoint is set by spark.sql.streaming.checkpointLocation and the query's name (not
+    an option of the writer) and the rows carry no source columns; maxOffsetsPerTrigger 100; batch 0 was decided over
+    50 + 50 records of two partitions; 40 more arrive on partition 1; offsets/0 and commits/0 are deleted to reprocess
+    it. Spark plans batch 0 again over 100 other records (35 + 65): 6692562 compared the row counts, took it for the
+    replay and lost 15 records while writing 15 twice, silently. The tasks find the checkpoint from the session's conf
+    and the query's name, so the offset log tells them apart (where it cannot be read, the rows' digest does)."""
     source, sink = kafka.create_topic(2, "src"), kafka.create_topic(2, "sink")
     root, name, prefix = tmp_path / "checkpoints", f"digest_{uuid.uuid4().hex[:6]}", f"digest-{uuid.uuid4().hex[:6]}"
 
@@ -260,12 +261,36 @@ def test_a_micro_batch_planned_again_over_as_many_other_records_is_told_by_its_r
         with pytest.raises(StreamingQueryException, match=REPLANNED) as refused:
             run_capped()
         message = str(refused.value)
-        assert "its rows differ: as many, but the digest of the rows it wrote is another" in message, message[-2000:]
-        assert "Decided: 100 rows (digest " in message and "This run: 100 rows (digest " in message
+        assert "its source offsets differ" in message, message[-2000:]
         assert commit_outcome(refused.value) is CommitOutcome.REFUSED
     finally:
         spark.conf.unset("spark.sql.streaming.checkpointLocation")
     assert sink_values(kafka, sink) == values(0, 100)  # nothing of the refused run is visible
+    assert open_transactions(kafka, prefix) == []
+
+
+def test_a_replay_of_a_query_that_is_not_a_function_of_its_input_under_the_sessions_checkpoint_writes_nothing_more(
+        spark: SparkSession, kafka: KafkaTestCluster, tmp_path: Path) -> None:
+    """A query with a uuid() column under the session's checkpoint: its driver died after the sink's commit, before
+    Spark's commit log (commits/0 deleted), so Spark replays batch 0 over the same offsets, with other rows. The rows'
+    digest alone would refuse it; the offset log, found from the session's conf and the query's name, proves the same
+    input: the decided output stands and the replay writes nothing more. (A current_timestamp() column is no such
+    query: Spark takes it from the micro-batch's timestamp in the offset log, the same in a replay.)"""
+    source, sink = kafka.create_topic(1, "src"), kafka.create_topic(1, "sink")
+    root, name, prefix = tmp_path / "checkpoints", f"clock_{uuid.uuid4().hex[:6]}", f"clock-{uuid.uuid4().hex[:6]}"
+    spark.conf.set("spark.sql.streaming.checkpointLocation", str(root))
+    try:
+        produce(kafka, source, 0, 10)
+        stamped = ("key", "concat(value, '@', uuid()) AS value")
+        run_named(spark, kafka, source, sink, name, prefix, stamped)
+        first = sink_values(kafka, sink)
+        (root / name / "commits" / "0").unlink()
+        (root / name / "commits" / ".0.crc").unlink(missing_ok=True)
+        run_named(spark, kafka, source, sink, name, prefix, stamped)
+        assert (root / name / "commits" / "0").exists(), "Spark replayed batch 0 and committed it"
+    finally:
+        spark.conf.unset("spark.sql.streaming.checkpointLocation")
+    assert len(first) == 10 and sink_values(kafka, sink) == first
     assert open_transactions(kafka, prefix) == []
 
 
