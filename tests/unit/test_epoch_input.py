@@ -8,13 +8,8 @@ from pathlib import Path
 import pytest
 
 from spark_kafka_eos._internal.decision_log.records import EpochInput
-from spark_kafka_eos._internal.write.epoch_input import (
-    checkpoint_of_session,
-    input_difference,
-    kafka_positions,
-    read_offset_log,
-    stream_input,
-)
+from spark_kafka_eos._internal.write.epoch_input import input_difference, kafka_positions, read_offset_log, stream_input
+from spark_kafka_eos._internal.write.spark_checkpoint import checkpoint_of_session
 
 META = '{"batchWatermarkMs":0,"batchTimestampMs":1700000000000,"conf":{"spark.sql.shuffle.partitions":"200"}}'
 

@@ -17,9 +17,9 @@ from spark_kafka_eos._internal.decision_log.records import EpochId
 from spark_kafka_eos._internal.worker_gc import freeze_driver_call_heap, freeze_worker_heap
 from spark_kafka_eos._internal.write.commit_message import TaskCommit
 from spark_kafka_eos._internal.write.commit_outcomes import Ending
-from spark_kafka_eos._internal.write.epoch_input import checkpoint_of_session
 from spark_kafka_eos._internal.write.hooks import WriterHooks
 from spark_kafka_eos._internal.write.input_schema import InputColumns
+from spark_kafka_eos._internal.write.spark_checkpoint import checkpoint_of_session
 from spark_kafka_eos._internal.write.task_producer import count_task_input, write_task
 
 if TYPE_CHECKING:
