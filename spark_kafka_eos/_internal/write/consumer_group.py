@@ -39,7 +39,7 @@ def check_group_position(options: WriterOptions, starts: Mapping[tuple[str, int]
     started reading (``starts``: the first source offset it consumed per partition) and committing
     ``ends`` would not move it backwards. ``remembered``: where the prefix last committed the group, which
     counts where the group has no offset (expired, or deleted); so does ``remembered_elsewhere()`` (where other prefixes
-    last committed it), asked only when the group has no offset for a partition the prefix does not remember.
+    last committed it, which may be past where this prefix did), asked only when the group lacks an offset.
     Returns the group's committed offsets, with their metadata."""
     group = options.consumer_group
     if group is None or not ends:
@@ -54,7 +54,7 @@ def check_group_position(options: WriterOptions, starts: Mapping[tuple[str, int]
         reader.close()
     committed = {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
     known = dict(remembered or {})
-    if remembered_elsewhere is not None and any(tp not in committed and tp not in known for tp in starts):
+    if remembered_elsewhere is not None and any(tp not in committed for tp in starts):
         for tp, offset in remembered_elsewhere().items():
             known[tp] = max(offset, known.get(tp, offset))
     _refuse_forgotten(group, starts, committed, known)

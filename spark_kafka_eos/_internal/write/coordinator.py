@@ -294,9 +294,9 @@ class TwoPhaseCommitCoordinator:
     def _check_group(self, starts: Sequence[Position], group_offsets: dict[tuple[str, int], int], last: LogRecord | None,
                      decision_log: DecisionLog) -> None:
         """The group must stand where this epoch started (compare-and-set), and a decision of another
-        prefix that moved it must be finished before this one builds on it. Where the group has no offset,
-        the one this prefix last committed to it stands in: Kafka may have expired it, or someone deleted it; and
-        where this prefix never committed it, the offsets other prefixes of the log did (one scan of the log)."""
+        prefix that moved it must be finished before this one builds on it. Where the group has no offset (Kafka
+        expired it, or someone deleted it), the furthest one that this prefix or another prefix of the log last
+        committed to it stands in (one scan of the log)."""
         group = self._options.consumer_group
         assert group is not None
         remembered = last.group_position(group) if last is not None else {}

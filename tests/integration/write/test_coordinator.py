@@ -461,3 +461,39 @@ def test_a_group_another_prefix_committed_then_kafka_forgot_is_refused_not_read_
         TwoPhaseCommitCoordinator(q, TIMEOUT_MS).commit(epoch_q, [copy(q, epoch_q)])
     assert committed_values(kafka, sink) == sorted(s.value or b"" for s in read)
     assert open_transactions(kafka, q.prefix) == []
+
+
+def test_a_prefix_that_remembers_an_older_position_of_a_forgotten_group_is_refused_what_another_prefix_decided_since(
+        kafka: KafkaTestCluster) -> None:
+    """The operator model's find: q decided records 0-9 and remembers the group at 10; a query of prefix p resumed from
+    the group and decided 10-19; Kafka then forgot the group; q's query goes on from its checkpoint over 10-19. q used
+    to ask the other prefixes only for partitions it had never committed, passed on its own older position, and
+    wrote 10-19 twice."""
+    source, sink = kafka.create_topic(1, "src"), kafka.create_topic(1, "sink")
+    read = kafka.produce_plain(source, [Sent(0, None, f"in-{i}".encode()) for i in range(20)])
+    tag = uuid.uuid4().hex[:8]
+    group, log_topic = f"shared-{tag}", f"_decisions-{tag}"
+
+    def sink_of(prefix: str) -> WriterOptions:
+        return parse_writer_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": sink, "consumerGroup": group,
+                                     "transactional.id.prefix": f"{prefix}-{tag}", "decisionlogtopic": log_topic}, streaming=True)
+
+    def copy(options: WriterOptions, epoch: EpochId, first: int) -> TaskCommit:
+        offsets = range(first, first + 10)
+        rows = pa.record_batch([pa.array([read[o].value for o in offsets], pa.binary()), pa.array([source] * 10, pa.string()),
+                                pa.array([0] * 10, pa.int32()), pa.array(offsets, pa.int64())],
+                               names=["value", "source_topic", "source_partition", "source_offset"])
+        return write_task(options, epoch, [rows], task=TaskIdentity(0, 0, 0), transaction_timeout_ms=TIMEOUT_MS)
+
+    p, q = sink_of("p"), sink_of("q")
+    TwoPhaseCommitCoordinator(q, TIMEOUT_MS).commit(EpochId.stream("query-q", 0), [copy(q, EpochId.stream("query-q", 0), 0)])
+    TwoPhaseCommitCoordinator(p, TIMEOUT_MS).commit(EpochId.stream("query-p", 0), [copy(p, EpochId.stream("query-p", 0), 10)])
+    assert kafka.group_offsets(group, source) == {0: 20}
+    kafka.admin.delete_consumer_groups([group])[group].result(30)
+    assert kafka.group_offsets(group, source) == {0: -1001}, "the fault fired: Kafka forgot the group"
+
+    epoch_q = EpochId.stream("query-q", 1)
+    with pytest.raises(KafkaEosRunRefusedError, match=r"has no committed offset .*from 10, committed to 20\)"):
+        TwoPhaseCommitCoordinator(q, TIMEOUT_MS).commit(epoch_q, [copy(q, epoch_q, 10)])
+    assert committed_values(kafka, sink) == sorted(s.value or b"" for s in read)
+    assert open_transactions(kafka, q.prefix) == []
