@@ -152,6 +152,8 @@ class KafkaModel:
         self.txns: dict[str, TxnMeta] = {}
         self.outcomes: dict[Instance, str] = {}
         """Every transaction ever begun: 'ongoing', 'committed' or 'aborted'."""
+        self.aborted_by_clients: set[Instance] = set()
+        """Transactions a client aborted (EndTxn(abort), or InitProducerId over an open one): not the broker's timeout."""
         self.output: dict[tuple[str, int], list[OutputRecord]] = {}
         self.log_exists = False
         self.log: list[LogRecord] = []
@@ -239,6 +241,7 @@ class KafkaModel:
             meta = self.txns[txn_id] = TxnMeta(next(self._producer_ids), -1, TxnState.EMPTY, timeout_ms)
         if meta.state == TxnState.ONGOING:
             self._abort_instance(txn_id, meta)
+            self.aborted_by_clients.add(self._instance(txn_id, meta))
             meta.producer_epoch += 1  # the fence's abort, with the bumped epoch
         meta.producer_epoch += 1
         if meta.producer_epoch > MAX_PRODUCER_EPOCH:
@@ -274,6 +277,7 @@ class KafkaModel:
             self._commit_instance(state.transactional_id, meta)
         else:
             self._abort_instance(state.transactional_id, meta)
+            self.aborted_by_clients.add(self._instance(state.transactional_id, meta))
         meta.state = outcome
         meta.last_update_ms = self.clock_ms
         self.events.append(f"{'commit' if commit else 'abort'}:{state.transactional_id}")

@@ -33,7 +33,11 @@ driver's older data committed after it is refused too. The success checks follow
 Operations against a live driver (issue 48): ``recover``, ``reset`` and a batch job's commit run with the second
 driver's pending commit placed before one of their calls to Kafka (``Interleaving``: each request of their session and
 each fence, read and append of their decision log is such a point), a sweep's proof and its aborts among them; the
-checks above hold whatever the placement (what such an operation's refusal leaves open is not checked).
+checks above hold whatever the placement (what such an operation's refusal leaves open is not checked). Two prefixes on
+one consumer group at once: a query's micro-batch (or a zombie driver's commit) may run with a rival inside it, a new
+query on the other prefix that starts from the group and whose first micro-batch runs before one of the commit's calls
+to Kafka. The model's group read does not wait for offsets pending in an open transaction (a read_committed read
+does), so the group's claim is proven by the commit's last call before its transaction commits.
 
 The bounded run is in the normal suite: KAFKA_EOS_MODEL_EXAMPLES sequences of up to KAFKA_EOS_MODEL_STEPS steps
 (1000 and 40 by default: ~50 s on 2 cores), from a new seed every run, printed at its start. The long tier plays
@@ -127,7 +131,7 @@ PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS = False
 on the prefix) and the decision log is deleted, nothing is left that tells a re-run of a decided epoch from a new
 one: it is written twice. Still so after issue 48's input identity (the query's own micro-batch 0 replayed after its
 driver died past its decision, with the log deleted, the group's offsets and the coordinator id expired); replay with
-True (unit tier): ``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQhR1EgyeQIYjGCSCCPEYhZGByZIXJQCABqwASH``.
+True (unit tier): ``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQiRkcxIMnkCOQA2SCSgQFMOrIxOjIzMDAyArkcEBGIBiQ2E4MjK5iBMAMIAYCnCLA=``.
 False: the log is not deleted while the coordinator id is expired, and the id does not expire (no clock jump past
 its expiration) while the log is lost."""
 GAP_RESET_KEEPS_LOST_WRITE_ID = True
@@ -138,11 +142,12 @@ PLAY_GROUP_EXPIRY_ACROSS_PREFIXES = False
 """Found by this model, narrowed: a prefix compared the group's offsets only with those it committed itself, so once
 Kafka forgot them (offsets.retention.minutes, or a deleted group) a query of *another* prefix decided again input the
 first prefix had decided: duplicates, silently. Now the other prefixes of the decision log count too (one scan of
-the log, only while the group lacks an offset this prefix does not remember):
+the log whenever the group lacks an offset, the furthest position standing in; a prefix that remembered an older
+position of its own used to pass, which this model found with the flag set):
 integration/write/test_coordinator.py::test_a_group_another_prefix_committed_then_kafka_forgot_is_refused_not_read_again.
 Left, and why this stays False: when the decision log is deleted as well, nothing remembers the first prefix's
 position (as PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS). True plays it: ``KAFKA_EOS_MODEL_REPLAY`` of
-``AXicRYtBCgAgEAKVooLOPcj/fyptD7kg6DogBIg69jrGnX6TwRtRm+p+Jg6XWik7NVFiFNZYUzHABc/lCJ4=`` (unit tier; the log deleted, the group expired, a new query).
+``AXicY2BgcAQhRzEwCYKMEBrIZwRiJgZUOSaQPAMAjxQFSQ==`` (unit tier; the log deleted, the group expired, a new query).
 False: once the group has no offsets, a new query uses the prefix that last moved it; and the group does not expire
 while queries of two prefixes use it."""
 GAP_HISTORY_LIMIT = True
@@ -173,6 +178,15 @@ attempt of the prefix pinned the sink partition's last stable offset below the p
 says "not yet" there, and the roll-forward aborts the prefix's other open transactions and looks again:
 integration/write/test_coordinator.py::test_a_committed_participant_above_a_pinned_stable_offset_is_rolled_forward_not_reported_lost.
 True checks that no LOST participant is committed, wherever its probe lies."""
+PLAY_SWEEP_OF_A_PREFIX_WITHOUT_RECORDS_AGAINST_ITS_FIRST_DECISION = False
+"""Gap, found by this model (no_decided_participant_is_aborted_by_a_client): a sweep (``kafka-eos recover`` or
+``reset``) on a prefix with no record at all proves that it owns the prefix by an aborted coordinator transaction, which
+announces nothing. A first job's driver that commits meanwhile fences it, decides a participant the sweep listed as
+lingering and dies before phase 2; the sweep then aborts that decided participant, and the next operation reports the
+epoch LOST (loud, but after the decision). On a prefix with a record the proof re-appends it, naming the transactions it
+is about to abort, and such a driver refuses its epoch. True plays it: ``KAFKA_EOS_MODEL_REPLAY`` of
+``AXicLYxBCsAwEAI1gRzaQ6F50fz/U3W3gUVWR5SFhBmOyEzZVl383TBvhNn5YYMnkX+60zXr4CqolnjF1bMfb0gHGw==`` (unit tier). False: recover and reset run against a live driver only on a
+prefix that has a record."""
 PLAY_REPLAN_TOLD_BY_SOURCE_COLUMNS_ONLY = True
 """Found by this model, fixed: a decision keeps the rows' source-column offsets in its input where the offset log
 cannot be read (``EpochInput.source_columns``), and a replay's are compared with them; its test:
@@ -243,6 +257,8 @@ FAULTS = (
     ("log", "not_landed"),
 )
 faults = st.sampled_from(FAULTS)
+DYING_AFTER_DECISION = (("hook", AFTER_DECISION), ("hook", DURING_PHASE2), ("hook", "mid_phase2"))
+"""A driver that dies with its epoch decided and phase 2 not done: what a sweep against it must never abort."""
 rows = st.lists(st.integers(0, 2), min_size=PARTITIONS, max_size=PARTITIONS)
 RANGE_LENGTHS = (5, ROWS_PER_BATCH, 15)
 """maxOffsetsPerTrigger after an operator's change (or the records that arrived meanwhile): a re-planned range's length."""
@@ -743,7 +759,8 @@ class OperatorModel(RuleBasedStateMachine):
         self.check_last_decision_finished("a stream's start", query.prefix)
         return True
 
-    def _query(self, data: st.DataObject, new: bool) -> Query:
+    def _query(self, data: st.DataObject, new: bool, prefix: str | None = None) -> Query:
+        """An existing query, or a new one that starts from the group, on ``prefix`` if given and the model allows."""
         if new or not self.queries:
             offsets = self.model.group_offsets(GROUP)  # startingOffsets=group; from the start where they expired
             starts = tuple(offsets.get((SOURCE_TOPIC, p), (0, ""))[0] for p in range(PARTITIONS))
@@ -751,7 +768,7 @@ class OperatorModel(RuleBasedStateMachine):
             expired = any((SOURCE_TOPIC, p) not in offsets for p in range(PARTITIONS))
             if expired and mover is not None and not PLAY_GROUP_EXPIRY_ACROSS_PREFIXES:
                 prefix = mover
-            else:
+            elif prefix is None:
                 prefix = data.draw(st.sampled_from(PREFIXES), label="prefix")
             source_columns = data.draw(st.sampled_from([True, True, False]), label="source_columns")
             offset_log = data.draw(st.booleans(), label="offset_log")
@@ -799,11 +816,19 @@ class OperatorModel(RuleBasedStateMachine):
         self.pinned_rows[key] = drawn
         return drawn
 
-    @rule(data=st.data(), new=st.sampled_from([False, False, False, True]), fault=faults, dies=st.booleans(), partition_rows=rows)
+    @rule(data=st.data(), new=st.sampled_from([False, False, False, True]), fault=faults, dies=st.booleans(), partition_rows=rows,
+          rival_at=st.one_of(st.none(), st.none(), st.integers(1, 12)))
     def stream_micro_batch(self, data: st.DataObject, new: bool, fault: tuple[str, str] | None, dies: bool,
-                           partition_rows: list[int]) -> None:
-        """The query's next micro-batch, or the one Spark's offset log has and its commit log has not (a replay)."""
+                           partition_rows: list[int], rival_at: int | None) -> None:
+        """The query's next micro-batch, or the one Spark's offset log has and its commit log has not (a replay);
+        ``rival_at``: with a rival query on the other prefix inside its commit (see :meth:`_rival_inside`)."""
         query = self._query(data, new and len(self.queries) < 3)
+        if not self._start_query(query):
+            return
+        with self._rival_inside(data, rival_at, query, partition_rows):
+            self._micro_batch(query, fault, dies, partition_rows)
+
+    def _micro_batch(self, query: Query, fault: tuple[str, str] | None, dies: bool, partition_rows: list[int]) -> None:
         if not self._start_query(query):
             return
         epoch, sources = self._next_batch(query)
@@ -826,11 +851,17 @@ class OperatorModel(RuleBasedStateMachine):
             query.alive = False  # the query fails; it is restarted from its checkpoint
 
     @precondition(lambda self: any(q.committed >= 0 and q.committed == q.planned for q in self.queries))
-    @rule(data=st.data(), other_rows=st.sampled_from([False, False, False, True]))
-    def spark_replays_the_last_micro_batch(self, data: st.DataObject, other_rows: bool) -> None:
+    @rule(data=st.data(), other_rows=st.sampled_from([False, False, False, True]),
+          offset_log=st.sampled_from([None, None, True, False]))
+    def spark_replays_the_last_micro_batch(self, data: st.DataObject, other_rows: bool, offset_log: bool | None) -> None:
         """The driver died after the sink's commit and before Spark's commit log: the restart replays it (``other_rows``:
-        the query is not a function of its input, a join with a changing table: the same ranges yield other rows)."""
+        the query is not a function of its input, a join with a changing table: the same ranges yield other rows).
+        ``offset_log``: the operator restarts it with its checkpoint given another way, so that the sink can now read
+        its offset log, or no longer can (the session's conf without a query name, credentials the driver lost); only
+        for a query whose rows carry source columns, whose data is then the group's whichever way."""
         query = data.draw(st.sampled_from([q for q in self.queries if q.committed >= 0 and q.committed == q.planned]), label="query")
+        if offset_log is not None and query.source_columns:
+            query.offset_log = offset_log
         if other_rows:
             query.unpinned.add(query.committed)
         query.committed -= 1
@@ -945,11 +976,31 @@ class OperatorModel(RuleBasedStateMachine):
         self.pending = Pending(epoch, tasks, attempt, what)
 
     @precondition(lambda self: self.pending is not None)
-    @rule(fault=faults, dies=st.booleans())
-    def second_driver_commits(self, fault: tuple[str, str] | None, dies: bool) -> None:
+    @rule(data=st.data(), fault=faults, dies=st.booleans(), rival_at=st.one_of(st.none(), st.integers(1, 12)), rival_rows=rows)
+    def second_driver_commits(self, data: st.DataObject, fault: tuple[str, str] | None, dies: bool, rival_at: int | None,
+                              rival_rows: list[int]) -> None:
+        """The second driver commits. ``rival_at``: if it is a query's zombie driver, a new query on the other prefix
+        starts from the consumer group meanwhile, and its first micro-batch runs between two of the zombie's steps (its
+        claim on the group and its compare, its decision, phase 2): two prefixes on one group at once."""
         assert self.pending is not None
         pending, self.pending = self.pending, None
-        self._commit(pending.epoch, pending.tasks, pending.attempt, fault, dies)
+        query = next((q for q in self.queries if pending.epoch.kind == "stream" and q.query_id == pending.epoch.run_id), None)
+        with self._rival_inside(data, rival_at, query, rival_rows):
+            self._commit(pending.epoch, pending.tasks, pending.attempt, fault, dies)
+
+    @contextlib.contextmanager
+    def _rival_inside(self, data: st.DataObject, at: int | None, query: Query | None, rows: list[int]) -> Iterator[None]:
+        """Run a commit of ``query`` with, if ``at``, a rival inside it: a new query on the other prefix starts from the
+        consumer group, and its first micro-batch runs before the ``at``-th call of the commit to Kafka."""
+        rival = None
+        if at is not None and query is not None and not self._namespace(query) and len(self.queries) < 4:
+            rival = self._query(data, True, prefix=next(p for p in PREFIXES if p != query.prefix))
+        if rival is None or not self._start_query(rival):
+            yield
+            return
+        assert at is not None
+        with self._interleaved(at, lambda: self._micro_batch(rival, None, False, rows)):
+            yield
 
     # -- rules: what Kafka forgets, and time ------------------------------------------------
     @rule(ms=st.sampled_from([1_000, 30_000, TRANSACTION_TIMEOUT_MS + 1_000, 8 * DAY_MS]))
@@ -1048,14 +1099,22 @@ class OperatorModel(RuleBasedStateMachine):
         return pending.attempt.prefix, lambda: self._commit(pending.epoch, pending.tasks, pending.attempt, fault, dies)
 
     @precondition(lambda self: self.pending is not None)
-    @rule(accept_data_loss=st.booleans(), at=st.integers(1, 16), fault=faults, dies=st.booleans())
+    @rule(accept_data_loss=st.booleans(), at=st.integers(1, 12), fault=st.one_of(faults, st.sampled_from(DYING_AFTER_DECISION)),
+          dies=st.booleans())
     def operator_recovers_while_a_driver_commits(self, accept_data_loss: bool, at: int, fault: tuple[str, str] | None,
                                                  dies: bool) -> None:
         """``kafka-eos recover`` against a live driver of the prefix (the CLI says not to; it must still be exact or
         loud): the driver's commit runs between two of the recovery's steps, a sweep's proof and its aborts among them."""
         prefix, commit = self._live_driver_commits(fault, dies)
+        if not self._sweepable_while_live(prefix):
+            commit()
+            return
         with self._interleaved(at, commit):
             self._recover(accept_data_loss, prefix)
+
+    def _sweepable_while_live(self, prefix: str) -> bool:
+        return PLAY_SWEEP_OF_A_PREFIX_WITHOUT_RECORDS_AGAINST_ITS_FIRST_DECISION or (
+            self.model.log_exists and self.model.last(prefix) is not None)
 
     @precondition(lambda self: self.pending is not None)
     @rule(accept_data_loss=st.booleans(), at=st.integers(1, 16), fault=faults, dies=st.booleans())
@@ -1063,7 +1122,7 @@ class OperatorModel(RuleBasedStateMachine):
                                                dies: bool) -> None:
         """``kafka-eos reset`` against a live driver of the prefix, interleaved as above."""
         prefix, commit = self._live_driver_commits(fault, dies)
-        if prefix in self.lost_log_of:
+        if prefix in self.lost_log_of or not self._sweepable_while_live(prefix):
             commit()  # a fresh start's reset is the operator's acknowledgement that nothing else runs
             return
         with self._interleaved(at, commit):
@@ -1127,6 +1186,15 @@ class OperatorModel(RuleBasedStateMachine):
         self.check_decisions_finished("reset", prefix)
 
     # -- invariants -------------------------------------------------------------------------
+    @invariant()
+    def no_decided_participant_is_aborted_by_a_client(self) -> None:
+        """The sink never aborts a participant of a decision the log holds (a sweep, a reset, another driver): only
+        the broker's timeout may, and the sink then reports it lost. Kafka cannot take the decision back."""
+        decided = {(p.transactional_id, p.producer_id, p.producer_epoch)
+                   for r in self.model.log if r.kind == "decision" for p in r.participants}
+        aborted = sorted(decided & self.model.aborted_by_clients)
+        assert not aborted, f"decided participants aborted by a client: {aborted}\n{self._told()}"
+
     @invariant()
     def no_record_twice(self) -> None:
         twice = {key: n for key, n in self.model.sink_counts().items() if n > 1}
@@ -1269,6 +1337,7 @@ DOCUMENTED_REPLAYS = {
     # flag: (the value that plays its sequence, the step count of its tier, whether the sequence still fails)
     "PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS": (True, STEPS, True),
     "PLAY_GROUP_EXPIRY_ACROSS_PREFIXES": (True, STEPS, True),
+    "PLAY_SWEEP_OF_A_PREFIX_WITHOUT_RECORDS_AGAINST_ITS_FIRST_DECISION": (True, STEPS, True),
 }
 
 
@@ -1278,7 +1347,7 @@ def _documented_blobs() -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for node, following in zip(body, body[1:]):
         if isinstance(node, ast.Assign) and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant):
-            blobs = re.findall(r"AXic[A-Za-z0-9+/=]+", str(following.value.value))
+            blobs = re.findall(r"(?:``|=)(A[A-Za-z0-9+/]{20,}=*)``", str(following.value.value))
             if blobs:
                 found[node.targets[0].id] = blobs  # type: ignore[attr-defined]
     return found

@@ -18,6 +18,7 @@ import spark_kafka_eos._internal.write.coordinator as coordinator_module
 import spark_kafka_eos._internal.write.epoch_input as epoch_input_module
 from spark_kafka_eos._internal.decision_log.records import LogRecord
 from spark_kafka_eos._internal.write.coordinator import TwoPhaseCommitCoordinator
+from spark_kafka_eos._internal.write.group_claim import GroupClaim
 from spark_kafka_eos._internal.write.ownership import judge
 from tests.unit.test_operator_model import EXAMPLES, STEPS, _run
 
@@ -41,17 +42,18 @@ MUTATIONS: dict[str, tuple[Patch, ...]] = {
                                           (LogRecord, "batch_input_digest", lambda *_: None)),
     "a writeId whose input is no longer kept is refused": ((LogRecord, "batch_input_dropped", lambda *_: False),),
     "the consumer group is compared before it is set": ((coordinator_module, "check_group_position", lambda *_, **__: []),),
+    "two prefixes never both pass the group's compare": ((GroupClaim, "hold", _nothing),),
 }
 NOT_CAUGHT: dict[str, str] = {
     "a query new to a prefix past micro-batch 0 is refused":
         "reached by a query moved to another prefix whose last micro-batch Spark replays there, and only one without a "
         "consumerGroup (the group's compare-and-set refuses the others first): caught in 1 of 2 runs of 4,000 sequences, "
         "not in the unit tier's 1,000; unit/test_coordinator_interleavings.py covers the refusal",
-    "an epoch among a sweep's announced aborts is refused":
-        "the model places another driver's commit before an operation's calls to Kafka, but no sweep between a commit's "
-        "decision and its phase 2; integration/write/test_operator_interleavings.py covers the refusal",
 }
 """Mutations the model does not catch yet, with why (each still runs: a strict xfail, so that a catch shows)."""
+BUDGET: dict[str, int] = {"an epoch among a sweep's announced aborts is refused": 4}
+"""Mutations whose catch needs a rare interleaving (a recovery's proof, then a driver of the prefix that decides and
+dies, then the recovery's aborts): they play this many times the unit tier's sequences."""
 
 
 @pytest.mark.timeout(1800)
@@ -65,5 +67,5 @@ def test_the_model_fails_when_a_safeguard_is_removed(name: str, monkeypatch: pyt
         monkeypatch.setattr(owner, attribute, replacement)
     print(f"\nwithout the safeguard: {name}")
     with pytest.raises(Exception) as caught:  # noqa: PT011 - any failure of the model's checks
-        _run(EXAMPLES, STEPS, derandomize=False)
+        _run(EXAMPLES * BUDGET.get(name, 1), STEPS, derandomize=False)
     print(f"caught: {type(caught.value).__name__}: {str(caught.value)[:300]}")

@@ -552,9 +552,9 @@ class TwoPhaseCommitCoordinator:
         # Commit retries stop with half the margin left: a decision later than that could outlive a participant.
         commit_by = began + max((deadline_ms - DEADLINE_MARGIN_MS / 2) / 1000 - time.time(), 0.0)
         def before_commit() -> None:
-            if claim is not None:
-                claim.hold()
             in_time()
+            if claim is not None:
+                claim.hold()  # last: a claim taken after it waits, in its read of the group, for this commit
 
         try:
             decision_log.append(decision, group_offsets, before_commit=before_commit, commit_by=commit_by)
