@@ -185,8 +185,8 @@ announces nothing. A first job's driver that commits meanwhile fences it, decide
 lingering and dies before phase 2; the sweep then aborts that decided participant, and the next operation reports the
 epoch LOST (loud, but after the decision). On a prefix with a record the proof re-appends it, naming the transactions it
 is about to abort, and such a driver refuses its epoch. True plays it: ``KAFKA_EOS_MODEL_REPLAY`` of
-``AXicLYxBCsAwEAI1gRzaQ6F50fz/U3W3gUVWR5SFhBmOyEzZVl383TBvhNn5YYMnkX+60zXr4CqolnjF1bMfb0gHGw==`` (unit tier). False: recover and reset run against a live driver only on a
-prefix that has a record."""
+``AXicLYxBCsAwEAI1gRzaQ6F50fz/U3W3gUVWR5SFhBmOyEzZVl383TBvhNn5YYMnkX+60zXr4CqolnjF1bMfb0gHGw==`` (unit tier).
+False: recover and reset run against a live driver only on a prefix that has a record."""
 PLAY_REPLAN_TOLD_BY_SOURCE_COLUMNS_ONLY = True
 """Found by this model, fixed: a decision keeps the rows' source-column offsets in its input where the offset log
 cannot be read (``EpochInput.source_columns``), and a replay's are compared with them; its test:

@@ -430,36 +430,49 @@ def test_a_committed_participant_above_a_pinned_stable_offset_is_rolled_forward_
     assert open_transactions(kafka, options.prefix) == []
 
 
+class _SharedGroup:
+    """Prefixes of one sink, decision log and consumerGroup, copying ``records`` records of a one-partition source."""
+
+    def __init__(self, kafka: KafkaTestCluster, records: int) -> None:
+        self.source, self.sink = kafka.create_topic(1, "src"), kafka.create_topic(1, "sink")
+        self.read = kafka.produce_plain(self.source, [Sent(0, None, f"in-{i}".encode()) for i in range(records)])
+        self.tag, self.kafka = uuid.uuid4().hex[:8], kafka
+        self.group = f"shared-{self.tag}"
+
+    def sink_of(self, prefix: str) -> WriterOptions:
+        return parse_writer_options({"kafka.bootstrap.servers": self.kafka.bootstrap_servers, "topic": self.sink,
+                                     "consumerGroup": self.group, "transactional.id.prefix": f"{prefix}-{self.tag}",
+                                     "decisionlogtopic": f"_decisions-{self.tag}"}, streaming=True)
+
+    def copy(self, options: WriterOptions, epoch: EpochId, first: int = 0, count: int = 10) -> TaskCommit:
+        """A task that copies source records ``first`` to ``first + count - 1``, with the source columns."""
+        offsets = range(first, first + count)
+        rows = pa.record_batch([pa.array([self.read[o].value for o in offsets], pa.binary()),
+                                pa.array([self.source] * count, pa.string()), pa.array([0] * count, pa.int32()),
+                                pa.array(offsets, pa.int64())],
+                               names=["value", "source_topic", "source_partition", "source_offset"])
+        return write_task(options, epoch, [rows], task=TaskIdentity(0, 0, 0), transaction_timeout_ms=TIMEOUT_MS)
+
+    def forget(self) -> None:
+        self.kafka.admin.delete_consumer_groups([self.group])[self.group].result(30)
+        assert self.kafka.group_offsets(self.group, self.source) == {0: -1001}, "the fault fired: Kafka forgot the group"
+
+
 def test_a_group_another_prefix_committed_then_kafka_forgot_is_refused_not_read_again(kafka: KafkaTestCluster) -> None:
     """The operator model's find: prefixes p and q commit one consumerGroup. p's decision moved it; Kafka then forgot
     the group's offsets (expiry, or a clean-up script); q, resuming from the group, read from earliest again. b0050cf
     compared only with the positions q itself remembered: the records p decided were written twice, silently."""
-    source, sink = kafka.create_topic(1, "src"), kafka.create_topic(1, "sink")
-    read = kafka.produce_plain(source, [Sent(0, None, f"in-{i}".encode()) for i in range(10)])
-    tag = uuid.uuid4().hex[:8]
-    group, log_topic = f"shared-{tag}", f"_decisions-{tag}"
-
-    def sink_of(prefix: str) -> WriterOptions:
-        return parse_writer_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": sink, "consumerGroup": group,
-                                     "transactional.id.prefix": f"{prefix}-{tag}", "decisionlogtopic": log_topic}, streaming=True)
-
-    def copy(options: WriterOptions, epoch: EpochId) -> TaskCommit:
-        rows = pa.record_batch([pa.array([s.value for s in read], pa.binary()), pa.array([source] * 10, pa.string()),
-                                pa.array([0] * 10, pa.int32()), pa.array(range(10), pa.int64())],
-                               names=["value", "source_topic", "source_partition", "source_offset"])
-        return write_task(options, epoch, [rows], task=TaskIdentity(0, 0, 0), transaction_timeout_ms=TIMEOUT_MS)
-
-    p, q = sink_of("p"), sink_of("q")
-    TwoPhaseCommitCoordinator(p, TIMEOUT_MS).commit(EpochId.stream("query-p", 0), [copy(p, EpochId.stream("query-p", 0))])
-    assert kafka.group_offsets(group, source) == {0: 10}
-    kafka.admin.delete_consumer_groups([group])[group].result(30)
-    assert kafka.group_offsets(group, source) == {0: -1001}, "the fault fired: Kafka forgot the group"
+    shared = _SharedGroup(kafka, 10)
+    p, q = shared.sink_of("p"), shared.sink_of("q")
+    TwoPhaseCommitCoordinator(p, TIMEOUT_MS).commit(EpochId.stream("query-p", 0), [shared.copy(p, EpochId.stream("query-p", 0))])
+    assert kafka.group_offsets(shared.group, shared.source) == {0: 10}
+    shared.forget()
 
     epoch_q = EpochId.stream("query-q", 0)
     forgotten = r"has no committed offset .*from 0, committed to 10\)\. \(A partition this prefix never committed counts where another prefix"
     with pytest.raises(KafkaEosRunRefusedError, match=forgotten):
-        TwoPhaseCommitCoordinator(q, TIMEOUT_MS).commit(epoch_q, [copy(q, epoch_q)])
-    assert committed_values(kafka, sink) == sorted(s.value or b"" for s in read)
+        TwoPhaseCommitCoordinator(q, TIMEOUT_MS).commit(epoch_q, [shared.copy(q, epoch_q)])
+    assert committed_values(kafka, shared.sink) == sorted(s.value or b"" for s in shared.read)
     assert open_transactions(kafka, q.prefix) == []
 
 
@@ -469,31 +482,15 @@ def test_a_prefix_that_remembers_an_older_position_of_a_forgotten_group_is_refus
     the group and decided 10-19; Kafka then forgot the group; q's query goes on from its checkpoint over 10-19. q used
     to ask the other prefixes only for partitions it had never committed, passed on its own older position, and
     wrote 10-19 twice."""
-    source, sink = kafka.create_topic(1, "src"), kafka.create_topic(1, "sink")
-    read = kafka.produce_plain(source, [Sent(0, None, f"in-{i}".encode()) for i in range(20)])
-    tag = uuid.uuid4().hex[:8]
-    group, log_topic = f"shared-{tag}", f"_decisions-{tag}"
-
-    def sink_of(prefix: str) -> WriterOptions:
-        return parse_writer_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": sink, "consumerGroup": group,
-                                     "transactional.id.prefix": f"{prefix}-{tag}", "decisionlogtopic": log_topic}, streaming=True)
-
-    def copy(options: WriterOptions, epoch: EpochId, first: int) -> TaskCommit:
-        offsets = range(first, first + 10)
-        rows = pa.record_batch([pa.array([read[o].value for o in offsets], pa.binary()), pa.array([source] * 10, pa.string()),
-                                pa.array([0] * 10, pa.int32()), pa.array(offsets, pa.int64())],
-                               names=["value", "source_topic", "source_partition", "source_offset"])
-        return write_task(options, epoch, [rows], task=TaskIdentity(0, 0, 0), transaction_timeout_ms=TIMEOUT_MS)
-
-    p, q = sink_of("p"), sink_of("q")
-    TwoPhaseCommitCoordinator(q, TIMEOUT_MS).commit(EpochId.stream("query-q", 0), [copy(q, EpochId.stream("query-q", 0), 0)])
-    TwoPhaseCommitCoordinator(p, TIMEOUT_MS).commit(EpochId.stream("query-p", 0), [copy(p, EpochId.stream("query-p", 0), 10)])
-    assert kafka.group_offsets(group, source) == {0: 20}
-    kafka.admin.delete_consumer_groups([group])[group].result(30)
-    assert kafka.group_offsets(group, source) == {0: -1001}, "the fault fired: Kafka forgot the group"
+    shared = _SharedGroup(kafka, 20)
+    p, q = shared.sink_of("p"), shared.sink_of("q")
+    TwoPhaseCommitCoordinator(q, TIMEOUT_MS).commit(EpochId.stream("query-q", 0), [shared.copy(q, EpochId.stream("query-q", 0))])
+    TwoPhaseCommitCoordinator(p, TIMEOUT_MS).commit(EpochId.stream("query-p", 0), [shared.copy(p, EpochId.stream("query-p", 0), 10)])
+    assert kafka.group_offsets(shared.group, shared.source) == {0: 20}
+    shared.forget()
 
     epoch_q = EpochId.stream("query-q", 1)
     with pytest.raises(KafkaEosRunRefusedError, match=r"has no committed offset .*from 10, committed to 20\)"):
-        TwoPhaseCommitCoordinator(q, TIMEOUT_MS).commit(epoch_q, [copy(q, epoch_q, 10)])
-    assert committed_values(kafka, sink) == sorted(s.value or b"" for s in read)
+        TwoPhaseCommitCoordinator(q, TIMEOUT_MS).commit(epoch_q, [shared.copy(q, epoch_q, 10)])
+    assert committed_values(kafka, shared.sink) == sorted(s.value or b"" for s in shared.read)
     assert open_transactions(kafka, q.prefix) == []
