@@ -180,13 +180,13 @@ integration/write/test_coordinator.py::test_a_committed_participant_above_a_pinn
 True checks that no LOST participant is committed, wherever its probe lies."""
 PLAY_SWEEP_OF_A_PREFIX_WITHOUT_RECORDS_AGAINST_ITS_FIRST_DECISION = False
 """Gap, found by this model (no_decided_participant_is_aborted_by_a_client): a sweep (``kafka-eos recover`` or
-``reset``) on a prefix with no record at all proves that it owns the prefix by an aborted coordinator transaction, which
-announces nothing. A first job's driver that commits meanwhile fences it, decides a participant the sweep listed as
+``reset``, or a batch job's start) on a prefix with no record at all proves that it owns the prefix by an aborted
+coordinator transaction, which announces nothing. A first job's driver that commits meanwhile fences it, decides a participant the sweep listed as
 lingering and dies before phase 2; the sweep then aborts that decided participant, and the next operation reports the
 epoch LOST (loud, but after the decision). On a prefix with a record the proof re-appends it, naming the transactions it
 is about to abort, and such a driver refuses its epoch. True plays it: ``KAFKA_EOS_MODEL_REPLAY`` of
 ``AXicLYxBCsAwEAI1gRzaQ6F50fz/U3W3gUVWR5SFhBmOyEzZVl383TBvhNn5YYMnkX+60zXr4CqolnjF1bMfb0gHGw==`` (unit tier).
-False: recover and reset run against a live driver only on a prefix that has a record."""
+False: recover, reset and a second batch job run against a live driver only on a prefix that has a record."""
 PLAY_REPLAN_TOLD_BY_SOURCE_COLUMNS_ONLY = True
 """Found by this model, fixed: a decision keeps the rows' source-column offsets in its input where the offset log
 cannot be read (``EpochInput.source_columns``), and a replay's are compared with them; its test:
@@ -1136,7 +1136,11 @@ class OperatorModel(RuleBasedStateMachine):
                                                           partition_rows: list[int]) -> None:
         """Two drivers of the prefix at once: the second one's commit runs between two steps of a batch job's
         (its fence, its decision, phase 2, its sweep's proof and aborts)."""
-        _, commit = self._live_driver_commits(second_fault, second_dies)
+        prefix, commit = self._live_driver_commits(second_fault, second_dies)
+        if prefix == PREFIX and not self._sweepable_while_live(PREFIX):
+            commit()  # its start would sweep a prefix without records (the gap)
+            self.batch_job_with_a_new_write_id(fault, dies, partition_rows)
+            return
         with self._interleaved(at, commit):
             self.batch_job_with_a_new_write_id(fault, dies, partition_rows)
 
