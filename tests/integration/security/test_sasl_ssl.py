@@ -68,6 +68,7 @@ def create_topics(tls: ScramTlsKafka, *names: str) -> None:
 
 
 def test_a_pipeline_over_sasl_ssl_is_exactly_once(spark: SparkSession, tls: ScramTlsKafka, tmp_path: Path) -> None:
+    """Its consumerGroup is named under the prefix, so Alice's prefixed TransactionalId ACL covers the group's claim."""
     judge = KafkaTestCluster(tls.bootstrap_servers)  # the PLAINTEXT listener
     tag = uuid.uuid4().hex[:6]
     source, sink, prefix = f"src-{tag}", f"sink-{tag}", f"{PREFIX}{tag}"
@@ -78,7 +79,7 @@ def test_a_pipeline_over_sasl_ssl_is_exactly_once(spark: SparkSession, tls: Scra
           .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "100").load())
     query = (df.selectExpr("value", "topic AS source_topic", "partition AS source_partition", "offset AS source_offset")
              .writeStream.format("kafka_eos").options(**options).option("topic", sink)
-             .option("transactional.id.prefix", prefix).option("consumerGroup", f"g-{tag}")
+             .option("transactional.id.prefix", prefix).option("consumerGroup", f"{prefix}-group")
              .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
     query.awaitTermination(300)
     assert query.exception() is None, query.exception()
