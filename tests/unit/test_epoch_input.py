@@ -9,7 +9,7 @@ import pytest
 
 from spark_kafka_eos._internal.decision_log.records import EpochInput
 from spark_kafka_eos._internal.write.epoch_input import input_difference, kafka_positions, read_offset_log, stream_input
-from spark_kafka_eos._internal.write.spark_checkpoint import checkpoint_of_session
+from spark_kafka_eos._internal.write.spark_checkpoint import checkpoint_of_session, names_query
 
 META = '{"batchWatermarkMs":0,"batchTimestampMs":1700000000000,"conf":{"spark.sql.shuffle.partitions":"200"}}'
 
@@ -82,19 +82,23 @@ def test_the_sessions_checkpoint_is_its_root_and_the_querys_name_once_its_metada
     root = _checkpoint(tmp_path, "orders", "q-1")
     described = "orders\nid = q-1\nrunId = r-9\nbatch = 4"
     assert checkpoint_of_session(root + "/", described, "q-1") == f"{root}/orders"
+    assert names_query(f"{root}/orders", "q-1")
 
 
 @pytest.mark.parametrize(("described", "query_id"), [
     ("\nid = q-1\nrunId = r-9\nbatch = 4", "q-1"),  # a query without a name: Spark checkpoints it under a random one
-    ("orders\nid = q-2\nrunId = r-9\nbatch = 4", "q-2"),  # the job description names another query
+    ("orders\nid = q-2\nrunId = r-9\nbatch = 4", "q-1"),  # the job description names another query
     ("a description the user set", "q-1"),
     (None, "q-1"),
 ])
 def test_no_sessions_checkpoint_without_a_query_name_that_matches(tmp_path: Path, described: str | None, query_id: str) -> None:
-    assert checkpoint_of_session(_checkpoint(tmp_path, "orders", "q-1"), described, query_id) is None
+    root = _checkpoint(tmp_path, "orders", "q-1")
+    assert checkpoint_of_session(root, described, query_id) is None
 
 
 def test_a_checkpoint_whose_metadata_names_another_query_is_not_taken(tmp_path: Path) -> None:
     root = _checkpoint(tmp_path, "orders", "another-query")
-    assert checkpoint_of_session(root, "orders\nid = q-1\nrunId = r\nbatch = 0", "q-1") is None
+    assert checkpoint_of_session(root, "orders\nid = q-1\nrunId = r\nbatch = 0", "q-1") == f"{root}/orders"
+    assert not names_query(f"{root}/orders", "q-1")
+    assert not names_query(f"{root}/nothing-here", "q-1")
     assert checkpoint_of_session(None, "orders\nid = q-1\nrunId = r\nbatch = 0", "q-1") is None

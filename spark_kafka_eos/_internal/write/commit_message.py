@@ -44,7 +44,7 @@ class TaskCommit(WriterCommitMessage):
     """The digest of those rows (:mod:`~spark_kafka_eos._internal.write.row_digest`); None from an older worker."""
     checkpoint_location: str | None = None
     """A stream's checkpoint, where the sink has no ``checkpointLocation`` option and the task found it from the
-    session's conf (:func:`~spark_kafka_eos._internal.write.epoch_input.checkpoint_of_session`)."""
+    session's conf (:func:`~spark_kafka_eos._internal.write.spark_checkpoint.checkpoint_of_session`)."""
 
     @property
     def record_count(self) -> int:

@@ -76,6 +76,7 @@ from spark_kafka_eos._internal.write.recovery import (
     roll_forward,
 )
 from spark_kafka_eos._internal.write.row_digest import add, as_text
+from spark_kafka_eos._internal.write.spark_checkpoint import names_query
 from spark_kafka_eos._internal.write.transactional_id import parse_task_transactional_id
 from spark_kafka_eos._internal.write.visibility import committed_record_at
 from spark_kafka_eos.errors import (
@@ -205,7 +206,7 @@ class TwoPhaseCommitCoordinator:
         digest = None if None in digests else as_text(add(*(int(d, 16) for d in digests if d is not None)))
         if epoch.kind != "stream" or epoch.batch_id is None:
             return EpochInput(rows, source_columns=_source_offsets(tasks) or None, digest=digest)
-        checkpoint = self._options.checkpoint_location or _session_checkpoint(tasks)
+        checkpoint = self._options.checkpoint_location or _session_checkpoint(tasks, epoch.run_id)
         read = replace(stream_input(checkpoint, epoch.batch_id, rows), digest=digest)
         if read.source_end is not None:
             return read
@@ -919,10 +920,12 @@ def _instances(batch: Sequence[TxnDescription]) -> tuple[tuple[str, int, int], .
     return tuple((d.transactional_id, d.producer_id, d.producer_epoch) for d in batch)
 
 
-def _session_checkpoint(tasks: Sequence[TaskCommit]) -> str | None:
-    """The checkpoint the epoch's tasks found from the session's conf, if they all found the same one."""
+def _session_checkpoint(tasks: Sequence[TaskCommit], query_id: str) -> str | None:
+    """The checkpoint the epoch's tasks found from the session's conf, if they all found the same one and its
+    ``metadata`` names the query."""
     found = {t.checkpoint_location for t in tasks}
-    return found.pop() if len(found) == 1 else None
+    location = found.pop() if len(found) == 1 else None
+    return location if location is not None and names_query(location, query_id) else None
 
 
 _WARNED_DIGEST_ONLY: set[str] = set()
@@ -938,7 +941,7 @@ def _warn_proven_by_digest_alone(prefix: str, checkpoint_location: str | None) -
              "the query's checkpoint is neither an option of the sink nor found from the session's "
              "spark.sql.streaming.checkpointLocation and the query's name")
     log.warning("Prefix %s: %s, so a replay of a micro-batch is proven by the digest of the rows it writes alone: a "
-                "query whose output is not a function of its input (a current_timestamp() column) has its replays "
+                "query whose output is not a function of its input (a uuid() column) has its replays "
                 "refused. Fix: give the sink .option(\"checkpointLocation\", ...), or the query a .queryName(...) under the session's "
                 "checkpoint, at a path the driver's Python can read",
                 prefix, where)

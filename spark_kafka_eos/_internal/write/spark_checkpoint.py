@@ -22,20 +22,24 @@ def checkpoint_of_session(root: str | None, job_description: str | None, query_i
     """Where Spark keeps the checkpoint of a query started without a ``checkpointLocation`` option: the session's
     ``spark.sql.streaming.checkpointLocation`` joined with the query's name, as Spark resolves it. ``root`` and
     ``job_description`` are a streaming task's local properties (Spark propagates the session's SQL confs to its
-    tasks, and names each micro-batch's job ``<name>\nid = <query id>\n...``). None unless both are there, the query
-    has a name, and the checkpoint's ``metadata`` file names this query."""
+    tasks, and names each micro-batch's job ``<name>\nid = <query id>\n...``). None unless both are there and the
+    query has a name. No I/O: the driver checks the place once (:func:`names_query`), not every task."""
     if not root or not job_description:
         return None
     name, _, rest = job_description.partition("\n")
     if not name or not rest.startswith(f"id = {query_id}"):
         return None
-    location = f"{root.rstrip('/')}/{name}"
+    return f"{root.rstrip('/')}/{name}"
+
+
+def names_query(location: str, query_id: str) -> bool:
+    """Whether the checkpoint at ``location`` is query ``query_id``'s: its ``metadata`` file names it."""
     try:
         found = json.loads(read_checkpoint_file(f"{location}/metadata")).get("id")
     except Exception as err:  # noqa: BLE001 - unreadable: the replay check then does without the offset log
         log.info("Cannot read Spark's checkpoint metadata under %s (%s)", location, err)
-        return None
-    return location if found == query_id else None
+        return False
+    return bool(found == query_id)
 
 
 def read_checkpoint_file(location: str) -> str:
