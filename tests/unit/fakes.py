@@ -4,14 +4,14 @@ interleavings of drivers, stragglers and failures can be played out exactly, wit
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Self, TypedDict
 
 from spark_kafka_eos._internal.config.connection import KafkaConnection
 from spark_kafka_eos._internal.config.writer import WriterOptions
 from spark_kafka_eos._internal.decision_log.protocol import DecisionLog
-from spark_kafka_eos._internal.decision_log.records import ArchiveRef, HistoryEntry, LogRecord, Participant, archive_overflow
+from spark_kafka_eos._internal.decision_log.records import Aborting, ArchiveRef, HistoryEntry, LogRecord, Participant, archive_overflow
 from spark_kafka_eos._internal.txn.protocol import TransactionClient
 from spark_kafka_eos._internal.txn.session import (
     PreparedTxnState,
@@ -50,6 +50,8 @@ class Cluster:
     """The decision log's archives of prefixes' oldest runs."""
     visible: set[str] = field(default_factory=set)
     """Transactional ids whose (committed) records a read_committed reader sees."""
+    announcements: dict[str, tuple[Aborting, ...]] = field(default_factory=dict)
+    """prefix -> what a sweep of it announced it aborts while it had no record."""
 
     def open_transaction(self, transactional_id: str, started_ms: int | None = None) -> PreparedTxnState:
         """A task that initialised ``transactional_id`` and wrote into a new transaction."""
@@ -88,7 +90,8 @@ class FakeSession(NothingToClose):
         found = {}
         for txn_id in ids:
             if txn_id.endswith("-coordinator"):  # the decision transaction: started now, on the broker's clock
-                state = TxnState.ONGOING if self.cluster.deciding else TxnState.COMPLETE_COMMIT if self.cluster.records else TxnState.EMPTY
+                committed = self.cluster.records or self.cluster.announcements
+                state = TxnState.ONGOING if self.cluster.deciding else TxnState.COMPLETE_COMMIT if committed else TxnState.EMPTY
                 found[txn_id] = TxnDescription(txn_id, state, 1, self.cluster.coordinator_epoch, 60_000, self.cluster.clock_ms)
             else:
                 found[txn_id] = self.cluster.txns.get(txn_id) or TxnDescription(txn_id, TxnState.NOT_FOUND, -1, -1, 0, -1)
@@ -209,10 +212,15 @@ class FakeDecisionLog:
     def keep_for_reuse(self) -> None:
         """Nothing is kept: every operation fences anew, as drivers in separate processes do."""
 
-    def prove_owner(self, prefix: str) -> None:
+    def prove_owner(self, prefix: str, aborting: Sequence[Aborting] = ()) -> None:
         self.fence(prefix)
         if self.producer_epoch != self.cluster.coordinator_epoch:
             raise TxnFencedError("the coordinator id was fenced by another driver", f"{prefix}-coordinator", "AddOffsetsToTxn")
+        if aborting:
+            self.cluster.announcements[prefix] = tuple(aborting)
+
+    def sweep_announcement(self, prefix: str) -> tuple[Aborting, ...]:
+        return () if self.cluster.last(prefix) is not None else self.cluster.announcements.get(prefix, ())
 
 
 class CoordinatorSeams(TypedDict):

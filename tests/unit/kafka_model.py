@@ -142,6 +142,8 @@ class PendingDecision:
     records: list[LogRecord] = field(default_factory=list)
     archives: dict[int, tuple[str, tuple[tuple[str, int], ...]]] = field(default_factory=dict)
     group_offsets: dict[str, dict[tuple[str, int], tuple[int, str]]] = field(default_factory=dict)
+    announcement: tuple[str, tuple[tuple[str, int, int], ...]] | None = None
+    """A sweep's announcement on a prefix without records: (prefix, the transactions it aborts)."""
 
 
 class KafkaModel:
@@ -159,6 +161,8 @@ class KafkaModel:
         self.log: list[LogRecord] = []
         self.archives: dict[int, tuple[str, tuple[tuple[str, int], ...]]] = {}
         """History archive records of the log: offset -> (value, runs)."""
+        self.announcements: dict[str, tuple[tuple[str, int, int], ...]] = {}
+        """The log's last sweep announcement per prefix (a key of its own, beside the prefix's records)."""
         self.log_incarnation = 0
         self._log_offsets = itertools.count()
         self.pending: dict[str, PendingDecision] = {}
@@ -301,6 +305,8 @@ class KafkaModel:
         if pending is not None:
             self.log.extend(pending.records)
             self.archives.update(pending.archives)
+            if pending.announcement is not None:
+                self.announcements[pending.announcement[0]] = pending.announcement[1]
             for group, offsets in pending.group_offsets.items():
                 if pending.records:
                     self.group_movers[group] = pending.records[-1].prefix
@@ -361,6 +367,7 @@ class KafkaModel:
         self.log_exists = False
         self.log = []
         self.archives = {}
+        self.announcements = {}
         self.log_incarnation += 1
         self._log_offsets = itertools.count()
         for pending in self.pending.values():
@@ -587,13 +594,23 @@ class ModelDecisionLog:
             runs += found[1]
         return tuple(runs)
 
-    def prove_owner(self, prefix: str) -> None:
-        """A coordinator transaction that registers an index offset and is aborted: fails if fenced."""
+    def prove_owner(self, prefix: str, aborting: Sequence[tuple[str, int, int]] = ()) -> None:
+        """A coordinator transaction that registers an index offset and is aborted: fails if fenced. With
+        ``aborting`` (where the code under test passes it): commits their announcement instead."""
         try:
             holder = self._begin(prefix, "AddOffsetsToTxn")
         except RecordNotCommittedError as err:
             raise KafkaEosDecisionLogError(f"This driver no longer owns prefix {prefix}: {err}") from None
-        self.model.end_txn(holder, commit=False)
+        if not aborting:
+            self.model.end_txn(holder, commit=False)
+            return
+        self.ensure_topic()
+        self._pending(holder).announcement = (prefix, tuple(aborting))
+        self._commit(holder, prefix)
+
+    def sweep_announcement(self, prefix: str) -> tuple[tuple[str, int, int], ...]:
+        """As KafkaDecisionLog's: the last announcement, read with a last() that found no record."""
+        return () if self.model.last(prefix) is not None else self.model.announcements.get(prefix, ())
 
     def keep_for_reuse(self) -> None:
         """Nothing is kept: every operation fences anew, as drivers in separate processes do."""

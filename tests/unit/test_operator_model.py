@@ -65,7 +65,7 @@ import os
 import random
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -178,15 +178,18 @@ attempt of the prefix pinned the sink partition's last stable offset below the p
 says "not yet" there, and the roll-forward aborts the prefix's other open transactions and looks again:
 integration/write/test_coordinator.py::test_a_committed_participant_above_a_pinned_stable_offset_is_rolled_forward_not_reported_lost.
 True checks that no LOST participant is committed, wherever its probe lies."""
-PLAY_SWEEP_OF_A_PREFIX_WITHOUT_RECORDS_AGAINST_ITS_FIRST_DECISION = False
-"""Gap, found by this model (no_decided_participant_is_aborted_by_a_client): a sweep (``kafka-eos recover`` or
-``reset``, or a batch job's start) on a prefix with no record at all proves that it owns the prefix by an aborted
-coordinator transaction, which announces nothing. A first job's driver that commits meanwhile fences it, decides a participant the sweep listed as
-lingering and dies before phase 2; the sweep then aborts that decided participant, and the next operation reports the
-epoch LOST (loud, but after the decision). On a prefix with a record the proof re-appends it, naming the transactions it
-is about to abort, and such a driver refuses its epoch. True plays it: ``KAFKA_EOS_MODEL_REPLAY`` of
-``AXicLYxBCsAwEAI1gRzaQ6F50fz/U3W3gUVWR5SFhBmOyEzZVl383TBvhNn5YYMnkX+60zXr4CqolnjF1bMfb0gHGw==`` (unit tier).
-False: recover, reset and a second batch job run against a live driver only on a prefix that has a record."""
+PLAY_SWEEP_OF_A_PREFIX_WITHOUT_RECORDS_AGAINST_ITS_FIRST_DECISION = True
+"""Found by this model (no_decided_participant_is_aborted_by_a_client), fixed: a sweep (``kafka-eos recover`` or
+``reset``, or a batch job's start) on a prefix with no record at all proved that it owns the prefix by an aborted
+coordinator transaction, which announced nothing. A first job's driver that committed meanwhile fenced it, decided a
+participant the sweep had listed as lingering and died before phase 2; the sweep then aborted that decided
+participant, and the next operation reported the epoch LOST (loud, but after the decision). The proof now commits an
+announcement of the aborts under a key of its own beside the prefix's records (``DecisionLog.sweep_announcement``),
+which a driver that fences after it reads as it reads a last record's, and the announcement explains the coordinator
+id's commit to the lost-log check: integration/write/test_operator_interleavings.py::
+test_a_first_decision_never_takes_what_a_sweep_of_a_prefix_without_records_announced and
+::test_a_sweep_of_a_prefix_without_records_leaves_it_without_records. True plays recover, reset and a second batch
+job against a live driver on every prefix; False: only on a prefix that has a record."""
 PLAY_REPLAN_TOLD_BY_SOURCE_COLUMNS_ONLY = True
 """Found by this model, fixed: a decision keeps the rows' source-column offsets in its input where the offset log
 cannot be read (``EpochInput.source_columns``), and a replay's are compared with them; its test:
@@ -416,9 +419,9 @@ class InterleavedDecisionLog(ModelDecisionLog):
         self.interleaving.step()
         super().append(record, group_offsets, before_commit, commit_by)
 
-    def prove_owner(self, prefix: str) -> None:
+    def prove_owner(self, prefix: str, aborting: Sequence[tuple[str, int, int]] = ()) -> None:
         self.interleaving.step()
-        super().prove_owner(prefix)
+        super().prove_owner(prefix, aborting)
 
 
 def _outcome(err: BaseException) -> str:
@@ -1341,7 +1344,6 @@ DOCUMENTED_REPLAYS = {
     # flag: (the value that plays its sequence, the step count of its tier, whether the sequence still fails)
     "PLAY_COORDINATOR_EXPIRY_WITH_LOG_LOSS": (True, STEPS, True),
     "PLAY_GROUP_EXPIRY_ACROSS_PREFIXES": (True, STEPS, True),
-    "PLAY_SWEEP_OF_A_PREFIX_WITHOUT_RECORDS_AGAINST_ITS_FIRST_DECISION": (True, STEPS, True),
 }
 
 

@@ -50,11 +50,16 @@ def archive_key(prefix: str, index: int) -> bytes:
     return f"{prefix}/archive/{index}".encode()
 
 
-_DERIVED_KEY = re.compile(rb".+/(?:chunk|archive)/\d+")
+def announcement_key(prefix: str) -> bytes:
+    """The key of a sweep's announcement on a prefix without records (compaction keeps the last one)."""
+    return f"{prefix}/sweep/0".encode()
+
+
+_DERIVED_KEY = re.compile(rb".+/(?:chunk|archive|sweep)/\d+")
 
 
 def is_derived_key(key: bytes) -> bool:
-    """True for a chunk's or an archive's key, which are not the head record of a prefix."""
+    """True for a chunk's, an archive's or an announcement's key, which are not the head record of a prefix."""
     return _DERIVED_KEY.fullmatch(key) is not None
 
 

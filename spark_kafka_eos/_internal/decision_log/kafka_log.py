@@ -54,6 +54,7 @@ from spark_kafka_eos._internal.config.writer import WriterOptions
 from spark_kafka_eos._internal.decision_log.coordinator_id import COORDINATOR_TRANSACTION_TIMEOUT_MS, coordinator_transactional_id
 from spark_kafka_eos._internal.decision_log.envelope import (
     Manifest,
+    announcement_key,
     archive_key,
     chunk_key,
     digest,
@@ -66,7 +67,16 @@ from spark_kafka_eos._internal.decision_log.envelope import (
 )
 from spark_kafka_eos._internal.decision_log.group_marker import GroupMarker
 from spark_kafka_eos._internal.decision_log.index_group import index_entry, index_error, index_group
-from spark_kafka_eos._internal.decision_log.records import HISTORY_LIMIT, ArchiveRef, HistoryEntry, LogRecord, archive_overflow
+from spark_kafka_eos._internal.decision_log.records import (
+    HISTORY_LIMIT,
+    Aborting,
+    ArchiveRef,
+    HistoryEntry,
+    LogRecord,
+    announcement_from_json,
+    announcement_to_json,
+    archive_overflow,
+)
 from spark_kafka_eos._internal.read.partition_reader import read_offset_range
 from spark_kafka_eos._internal.read.planner import OffsetRange
 from spark_kafka_eos._internal.retry import (
@@ -288,16 +298,20 @@ class KafkaDecisionLog:
         found: tuple[int, str] | None = None
         value: bytes | None = None
         last_read: tuple[int, str] | None = None
+        announcement: bytes | None = None
         if before is not None and before.end <= end and self._still_there([r for r in (before.found, before.last_read) if r]):
-            start, found, value, last_read = before.end, before.found, before.value, before.last_read
+            start, found, value, last_read, announcement = before.end, before.found, before.value, before.last_read, before.announcement
+        announced = announcement_key(prefix)
         for batch in self._read(start, end, "read_committed"):
             keys, values, offsets = (batch.column(name).to_pylist() for name in ("key", "value", "offset"))
             for key, record_value, offset in zip(keys, values, offsets):
                 if key == head_key(prefix):
                     found, value = (offset, _record_digest(key, record_value)), record_value
+                elif key == announced:
+                    announcement = record_value
             if batch.num_rows:
                 last_read = (offsets[-1], _record_digest(keys[-1], values[-1]))
-        self._scans[prefix] = _Scan(end, found, value, last_read)
+        self._scans[prefix] = _Scan(end, found, value, last_read, announcement)
         return value
 
     def _still_there(self, records: Sequence[tuple[int, str]]) -> bool:
@@ -328,7 +342,8 @@ class KafkaDecisionLog:
 
     def _has_records_of(self, prefix: str, start: int, end: int) -> bool:
         for batch in self._read(start, end, "read_uncommitted"):
-            if any(key == head_key(prefix) or is_chunk_of(prefix, key) for key in batch.column("key").to_pylist()):
+            if any(key in (head_key(prefix), announcement_key(prefix)) or is_chunk_of(prefix, key)
+                   for key in batch.column("key").to_pylist()):
                 return True
         return False
 
@@ -446,11 +461,15 @@ class KafkaDecisionLog:
             runs += cached[1]
         return tuple(runs)
 
-    def prove_owner(self, prefix: str) -> None:
-        """Prove, on a prefix with no record, that no other driver has fenced this one: a coordinator
-        transaction that registers an offset of the index group (the coordinator checks the producer
-        epoch) and is then aborted, so that it leaves nothing behind, not even a committed transaction
-        (which would read as a prefix with history)."""
+    def prove_owner(self, prefix: str, aborting: Sequence[Aborting] = ()) -> None:
+        """Prove, on a prefix with no record, that no other driver has fenced this one. With ``aborting``: commit
+        the announcement of those transactions under the prefix's announcement key (not its head: the prefix still
+        has no record), which a driver that fences after it reads. Without: a coordinator transaction that registers
+        an offset of the index group (the coordinator checks the producer epoch) and is then aborted, so that it
+        leaves nothing behind, not even a committed transaction (which would read as a prefix with history)."""
+        if aborting:
+            self._announce(prefix, aborting)
+            return
         with self._transaction_of(prefix) as producer:
             producer.begin_transaction()
             group = index_group(prefix)
@@ -465,6 +484,22 @@ class KafkaDecisionLog:
                 _abort_quietly(producer)
                 raise KafkaEosDecisionLogError(f"This driver no longer owns prefix {prefix}: {exc.args[0].str()}") from None
             self._end_transaction(producer, committed=False)
+
+    def _announce(self, prefix: str, aborting: Sequence[Aborting]) -> None:
+        with self._transaction_of(prefix) as producer:
+            producer.begin_transaction()
+            self._id_committed = False
+            try:
+                self._produce_flushed(producer, [(announcement_key(prefix), announcement_to_json(prefix, aborting))])
+            except Exception as err:
+                _abort_quietly(producer)
+                raise KafkaEosDecisionLogError(f"This driver no longer owns prefix {prefix}: {err}") from err
+            self._commit_or_forget(producer, prefix)
+
+    def sweep_announcement(self, prefix: str) -> tuple[Aborting, ...]:
+        scan = self._scans.get(prefix)
+        return () if scan is None or scan.found is not None or scan.announcement is None \
+            else announcement_from_json(scan.announcement)
 
     def _produce(self, producer: Producer, record: LogRecord) -> tuple[int, bytes]:
         """Write ``record`` (its chunks first when it is large); returns the head record's offset and value."""
@@ -726,13 +761,15 @@ def transactional_id_refused(connection: KafkaConnection, prefix: str) -> KafkaE
 
 @dataclass(frozen=True)
 class _Scan:
-    """A scan for one prefix's head: where it ended, the head it found ((offset, digest), and its value), and the
-    record it read last ((offset, digest))."""
+    """A scan for one prefix's head: where it ended, the head it found ((offset, digest), and its value), the
+    record it read last ((offset, digest)), and the last announcement of a sweep of the prefix."""
 
     end: int
     found: tuple[int, str] | None
     value: bytes | None
     last_read: tuple[int, str] | None
+    announcement: bytes | None = None
+    """The last sweep's announcement on the prefix while it had no record."""
 
 
 def _record_digest(key: bytes | None, value: bytes | None) -> str:

@@ -7,10 +7,10 @@ fences the prefix's coordinator id the first time it needs to, and every write a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
-from spark_kafka_eos._internal.decision_log.records import ArchiveRef, HistoryEntry, LogRecord
+from spark_kafka_eos._internal.decision_log.records import Aborting, ArchiveRef, HistoryEntry, LogRecord
 
 
 class DecisionLog(Protocol):
@@ -37,8 +37,14 @@ class DecisionLog(Protocol):
     def archived_runs(self, record: LogRecord) -> tuple[HistoryEntry, ...]:
         """The runs ``record``'s archives hold."""
 
-    def prove_owner(self, prefix: str) -> None:
-        """Raise unless this log's fence of the prefix's coordinator id still holds."""
+    def prove_owner(self, prefix: str, aborting: Sequence[Aborting] = ()) -> None:
+        """Raise unless this log's fence of the prefix's coordinator id still holds; on a prefix with no record. A
+        sweep's proof names the transactions it is about to abort (``aborting``): they are then announced, in the
+        coordinator id's transaction, to any driver that fences after it (:meth:`sweep_announcement`)."""
+
+    def sweep_announcement(self, prefix: str) -> tuple[Aborting, ...]:
+        """What a sweep of ``prefix`` announced it aborts while the prefix had no record, as of the last
+        :meth:`last` that found none; () where it found a record (whose own ``aborting`` says it)."""
 
     def keep_history_mark(self, prefix: str) -> None:
         """After an operation that fenced and committed nothing, leave the coordinator id committed again."""

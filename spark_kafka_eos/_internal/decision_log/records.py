@@ -266,8 +266,7 @@ class LogRecord:
 
     def announced_aborts(self, transactions: Iterable[PreparedTxnState]) -> list[PreparedTxnState]:
         """Those of ``transactions`` that a sweep announced in this record it aborts."""
-        announced = {PreparedTxnState(*a) for a in self.aborting}
-        return [t for t in transactions if t in announced]
+        return announced_among(self.aborting, transactions)
 
     def to_json(self) -> bytes:
         body = asdict(self)
@@ -365,3 +364,26 @@ def _batch_input(entry: Sequence[object]) -> BatchInput:
     if len(entry) > 2 and entry[2]:
         return (str(entry[0]), int(entry[1]), str(entry[2]))  # type: ignore[call-overload]
     return (str(entry[0]), int(entry[1]))  # type: ignore[call-overload]
+
+
+def announced_among(aborting: Iterable[Aborting], transactions: Iterable[PreparedTxnState]) -> list[PreparedTxnState]:
+    """Those of ``transactions`` that a sweep announced (``aborting``) it aborts."""
+    announced = {PreparedTxnState(*a) for a in aborting}
+    return [t for t in transactions if t in announced]
+
+
+ANNOUNCEMENT_FORMAT = "kafka-eos-sweep-announcement-1"
+
+
+def announcement_to_json(prefix: str, aborting: Sequence[Aborting]) -> bytes:
+    """A sweep's announcement on a prefix without records: the transactions it is about to abort."""
+    return json.dumps({"format": ANNOUNCEMENT_FORMAT, "prefix": prefix, "aborting": [list(a) for a in aborting]},
+                      separators=(",", ":")).encode()
+
+
+def announcement_from_json(value: bytes) -> tuple[Aborting, ...]:
+    body = json.loads(value)
+    if body.get("format") != ANNOUNCEMENT_FORMAT:
+        raise KafkaEosDecisionLogError(f"A sweep's announcement in the decision log has format {body.get('format')!r}, which "
+                                       "this version cannot read: a newer version of spark-kafka-eos wrote it. Upgrade.")
+    return tuple((str(t), int(p), int(e)) for t, p, e in body["aborting"])

@@ -51,6 +51,7 @@ from spark_kafka_eos._internal.decision_log.records import (
     LogRecord,
     Participant,
     Position,
+    announced_among,
     history_with,
     memory_after,
 )
@@ -232,7 +233,7 @@ class TwoPhaseCommitCoordinator:
             self._finish_replay(session, decision_log, last, own)
             return
         self._refuse_unless_known(last, epoch, session, own, decision_log)
-        self._refuse_if_being_swept(last, epoch, session, own)
+        self._refuse_if_being_swept(last, epoch, session, own, decision_log)
         last = self._finish(session, decision_log, last, OPERATION_TIMEOUT_S)
         participants = tuple(
             Participant(t.transaction.transactional_id, t.transaction.producer_id, t.transaction.producer_epoch,
@@ -335,10 +336,11 @@ class TwoPhaseCommitCoordinator:
         )
 
     def _refuse_if_being_swept(self, last: LogRecord | None, epoch: EpochId, session: TransactionClient,
-                               own: Sequence[PreparedTxnState]) -> None:
+                               own: Sequence[PreparedTxnState], decision_log: DecisionLog) -> None:
         """A sweep that proved it owned the prefix before this driver fenced it may still be aborting the
         transactions it announced then: a participant among them could be aborted after the decision."""
-        swept = last.announced_aborts(own) if last is not None else []
+        swept = last.announced_aborts(own) if last is not None else \
+            announced_among(decision_log.sweep_announcement(self._prefix), own)
         if not swept:
             return
         abort_prepared(session, own)
@@ -429,13 +431,14 @@ class TwoPhaseCommitCoordinator:
                 raise transactional_id_refused(self._options.connection, self._prefix) from None
             raise
 
-    def _committed_before(self, session: TransactionClient) -> str | None:
+    def _committed_before(self, session: TransactionClient, announced: bool = False) -> str | None:
         """What shows that the prefix committed a decision before, or None. The coordinator id's state does, unless
         a driver fenced it and died before its next commit (InitProducerId leaves it Empty); then a task id of the
         prefix in a committed state does: only a decision's phase 2 commits one. The broker keeps either for
-        ``transactional.id.expiration.ms`` after its last transaction."""
+        ``transactional.id.expiration.ms`` after its last transaction. ``announced``: the log holds a sweep's
+        announcement for the prefix, which the coordinator id's commit may be."""
         coordinator_id = coordinator_transactional_id(self._prefix)
-        if self._coordinator_state(session) in (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT):
+        if not announced and self._coordinator_state(session) in (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT):
             return f"its coordinator {coordinator_id} committed"
         listed = session.list_transactions(state_filters=(TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT), id_prefix=f"{self._prefix}-")
         committed = sorted(t.transactional_id for t in listed if parse_task_transactional_id(self._prefix, t.transactional_id))
@@ -450,7 +453,8 @@ class TwoPhaseCommitCoordinator:
         last = decision_log.last(self._prefix)
         if last is not None:
             return last
-        witness = self._committed_before(session)
+        # A sweep's announcement commits the coordinator id on a prefix that still has no record.
+        witness = self._committed_before(session, announced=bool(decision_log.sweep_announcement(self._prefix)))
         if witness is None:
             return None
         abort_prepared(session, own)
@@ -908,12 +912,12 @@ def _abort_undecided(session: TransactionClient, decision: LogRecord, err: Excep
 
 
 def _prove(decision_log: DecisionLog, prefix: str, last: LogRecord | None, batch: Sequence[TxnDescription]) -> None:
-    """Commit a coordinator transaction (re-append the last record, naming the ``batch`` about to be aborted; or an
-    empty index entry on a prefix with none): it fails if another driver fenced this one."""
+    """Commit a coordinator transaction that names the ``batch`` about to be aborted (the last record appended again;
+    on a prefix with none, an announcement beside it): it fails if another driver fenced this one."""
     if last is not None:
         decision_log.append(replace(last, aborting=_instances(batch)))
     else:
-        decision_log.prove_owner(prefix)
+        decision_log.prove_owner(prefix, _instances(batch))
 
 
 def _instances(batch: Sequence[TxnDescription]) -> tuple[tuple[str, int, int], ...]:

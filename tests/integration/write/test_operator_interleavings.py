@@ -161,3 +161,52 @@ def test_a_newer_driver_never_decides_what_an_older_sweep_announced_it_aborts(ka
     [refusal] = outcomes
     assert isinstance(refusal, KafkaEosEpochAbortedError), refusal
     assert "a sweep of the prefix" in str(refusal) and participant.transaction.transactional_id in str(refusal)
+
+
+def test_a_first_decision_never_takes_what_a_sweep_of_a_prefix_without_records_announced(kafka: KafkaTestCluster) -> None:
+    """As above, on a prefix with no record yet (a query's first micro-batch, an earlier attempt's transactions left
+    open): the sweep has no last record to append, so its proof commits an announcement of its aborts beside the
+    prefix's records. The query's driver reads it once it fenced, and refuses the micro-batch it would have decided
+    and then lost to the sweep's aborts; Spark's replay writes it, once."""
+    topic = kafka.create_topic(1)
+    options = sink_options(kafka, topic)
+    crashed = [f"{options.prefix}-00000000-0-{p}-0" for p in range(2)]
+    for txn_id in crashed:
+        leave_open(kafka, topic, txn_id, partition=0, count=1)
+    participant = prepare(options, 0, ["zero"])
+    assert participant.transaction is not None
+    outcomes: list[BaseException] = []
+
+    def decide() -> None:
+        try:
+            TwoPhaseCommitCoordinator(options, TIMEOUT_MS, FaultHooks("after_decision")).commit(stream_epoch(0), [participant])
+        except (KafkaEosEpochAbortedError, InjectedFault) as err:
+            outcomes.append(err)
+
+    with _NewerDriverDecidesDuringTheSweep(kafka.bootstrap_servers, decide) as session:
+        report = TwoPhaseCommitCoordinator(options, TIMEOUT_MS, session_of=lambda _: session).recover()
+    assert set(crashed) <= set(report.aborted) and outcomes
+    assert KafkaDecisionLog(options).last(options.prefix) is None
+    TwoPhaseCommitCoordinator(options, TIMEOUT_MS).commit(stream_epoch(0), [prepare(options, 0, ["zero"])])
+
+    assert committed_values(kafka, topic) == [b"zero"]
+    assert open_transactions(kafka, options.prefix) == []
+    [refusal] = outcomes
+    assert isinstance(refusal, KafkaEosEpochAbortedError), refusal
+    assert "a sweep of the prefix" in str(refusal) and participant.transaction.transactional_id in str(refusal)
+
+
+def test_a_sweep_of_a_prefix_without_records_leaves_it_without_records(kafka: KafkaTestCluster) -> None:
+    """The announcement commits the coordinator id, which on a prefix with no record reads as a lost decision log:
+    the announcement explains it, so the prefix's first query starts (and nothing of the sweep shows as a record)."""
+    topic = kafka.create_topic(1)
+    options = sink_options(kafka, topic)
+    leave_open(kafka, topic, f"{options.prefix}-00000000-0-0-0", partition=0, count=1)
+    assert TwoPhaseCommitCoordinator(options, TIMEOUT_MS).recover().aborted == [f"{options.prefix}-00000000-0-0-0"]
+    with TransactionSession(kafka.bootstrap_servers) as session:
+        coordinator = session.describe([f"{options.prefix}-coordinator"])[f"{options.prefix}-coordinator"]
+    assert coordinator.state == "CompleteCommit"
+    assert KafkaDecisionLog(options).last(options.prefix) is None and KafkaDecisionLog(options).records_since()[0] == []
+
+    TwoPhaseCommitCoordinator(options, TIMEOUT_MS).commit(stream_epoch(0), [prepare(options, 0, ["zero"])])
+    assert committed_values(kafka, topic) == [b"zero"]
