@@ -95,6 +95,40 @@ def test_a_pipeline_over_sasl_ssl_is_exactly_once(spark: SparkSession, tls: Scra
     assert ALICE_PASSWORD not in batch._jdf.queryExecution().toString()
 
 
+def test_a_consumer_group_outside_the_prefix_acl_is_refused_at_its_claim_with_nothing_visible(
+        spark: SparkSession, tls: ScramTlsKafka) -> None:
+    """Alice may use every group, but only transactional ids under the prefix: a consumerGroup named outside it has a
+    claim (``<group>.kafka-eos-claim``) she may not take. The decision is refused with the ACL to grant, nothing is
+    visible or left open, the group is not moved; named under the prefix, the same job commits."""
+    judge = KafkaTestCluster(tls.bootstrap_servers)
+    tag = uuid.uuid4().hex[:6]
+    source, sink, prefix = f"src-{tag}", f"sink-{tag}", f"{PREFIX}{tag}"
+    create_topics(tls, source, sink)
+    judge.produce_plain(source, [Sent(i % 3, None, f"r{i}".encode()) for i in range(30)])
+    options = tls.client_options(ALICE, ALICE_PASSWORD)
+    rows = (spark.read.format("kafka_eos").options(**options).option("subscribe", source).load()
+            .selectExpr("value", "topic AS source_topic", "partition AS source_partition", "offset AS source_offset"))
+
+    def write(group: str) -> None:
+        (rows.write.format("kafka_eos").mode("append").options(**options).option("topic", sink)
+         .option("transactional.id.prefix", prefix).option("consumerGroup", group).option("writeId", f"w-{group}").save())
+
+    with pytest.raises(Exception) as refused:
+        write(f"other-{tag}")
+    message = str(refused.value)
+    assert (f"--allow-principal User:{ALICE} --operation Write --operation Describe --transactional-id other-{tag}.kafka-eos-claim"
+            in message), message[-3000:]
+    assert "Nothing was committed" in message and ALICE_PASSWORD not in message
+    judge.wait_until_stable(sink)
+    assert judge.read_committed(sink) == []
+    assert open_transactions_by_kafka(tls.bootstrap_servers, prefix + "-") == []
+    assert set(judge.group_offsets(f"other-{tag}", source).values()) == {-1001}
+
+    write(f"{prefix}-group")
+    judge.wait_until_stable(sink)
+    assert len(judge.read_committed(sink)) == 30
+
+
 def test_the_cli_works_over_sasl_ssl(tls: ScramTlsKafka, capsys: pytest.CaptureFixture[str]) -> None:
     options = tls.client_options(ALICE, ALICE_PASSWORD)
     settings = [f"{key[len('kafka.'):]}={value}" for key, value in options.items() if key != "kafka.bootstrap.servers"]
