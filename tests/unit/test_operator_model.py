@@ -236,6 +236,9 @@ LONG_STEPS = int(os.environ.get("KAFKA_EOS_MODEL_LONG_STEPS", "60"))
 PREFIX = "p"
 """The prefix of batch jobs and second drivers; a new stream's is drawn from PREFIXES."""
 PREFIXES = (PREFIX, "q")
+RENAMED = "r"
+"""A prefix only a moved query starts on: a transactional.id.prefix renamed or spelt another way, with no record."""
+ALL_PREFIXES = (*PREFIXES, RENAMED)
 """Prefixes that commit to the same consumer group: a new query of either resumes from the group."""
 GROUP = "g"
 PARTITIONS = 2
@@ -463,11 +466,11 @@ class OperatorModel(RuleBasedStateMachine):
                 self.stack.enter_context(patch.object(log_record_module, "ARCHIVE_BATCH", MODEL_ARCHIVE_BATCH))
         self.options = {prefix: parse_writer_options({"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "out",
                                                       "transactional.id.prefix": prefix, "consumerGroup": GROUP}, streaming=True)
-                        for prefix in PREFIXES}
+                        for prefix in ALL_PREFIXES}
         self.tags = itertools.count(1)
         self.attempts: list[Attempt] = []
         self.era = 0
-        self.era_of = dict.fromkeys(PREFIXES, 0)
+        self.era_of = dict.fromkeys(ALL_PREFIXES, 0)
         """A prefix's era: the one its last acknowledged fresh start began (prefixes of the same era are compared)."""
         self.write_ids: list[str] = []
         self.batch_rows: dict[str, list[int]] = {}
@@ -895,19 +898,24 @@ class OperatorModel(RuleBasedStateMachine):
         return query.committed >= 1 and query.moved_from is None and self._stopped(query)
 
     @precondition(lambda self: any(self._movable(q) for q in self.queries))
-    @rule(data=st.data(), replays=st.booleans())
-    def operator_moves_a_query_to_another_prefix(self, data: st.DataObject, replays: bool) -> None:
-        """The operator restarts a stopped query on its checkpoint with another transactional.id.prefix (a copied job,
-        a renamed prefix): on a prefix with no record of the query, Spark goes on, or (``replays``: its driver had died
-        after the sink's commit and before Spark's commit log) replays its last micro-batch, which must not be written
-        again. Past micro-batch 0 only: a micro-batch 0 replayed on a prefix new to the query is told from the query's
+    @rule(data=st.data(), replays=st.booleans(), renamed=st.booleans(), partition_rows=rows)
+    def operator_moves_a_query_to_another_prefix(self, data: st.DataObject, replays: bool, renamed: bool,
+                                                 partition_rows: list[int]) -> None:
+        """The operator restarts a stopped query on its checkpoint with another transactional.id.prefix (a copied job;
+        ``renamed``: a prefix renamed or spelt another way, with no record at all; else the other prefix of the model,
+        which batch jobs or another query may hold): on a prefix with no record of the query, Spark goes on, or
+        (``replays``: its driver had died after the sink's commit and before Spark's commit log) replays its last
+        micro-batch, which must not be written again. Past micro-batch 0 only: a micro-batch 0 replayed on a prefix new to the query is told from the query's
         first run by the consumer group's position alone (PLAY_GROUP_EXPIRY_ACROSS_PREFIXES), and not at all without
-        a group (the operations page says so)."""
+        a group (the operations page says so). The restart runs the replay at once: a query without consumerGroup is
+        refused by the prefix alone there (the group's compare-and-set refuses the others first)."""
         query = data.draw(st.sampled_from([q for q in self.queries if self._movable(q)]), label="query")
-        query.moved_from, query.prefix = query.prefix, next(p for p in PREFIXES if p != query.prefix)
+        query.moved_from = query.prefix
+        query.prefix = RENAMED if renamed else next(p for p in PREFIXES if p != query.moved_from)
+        query.alive = False
         if replays:
             query.committed -= 1
-        query.alive = False
+            self._micro_batch(query, None, False, partition_rows)
 
     def _misplanned(self, query: Query) -> int | None:
         """The micro-batch of the query that Spark runs next if it is decided over other ranges than its offset log has."""
@@ -1025,9 +1033,9 @@ class OperatorModel(RuleBasedStateMachine):
     @rule()
     def decision_log_deleted(self) -> None:
         """The log topic is deleted (or re-created empty): every record of it is gone."""
-        if not all(self._deletable_with(prefix) for prefix in PREFIXES):
+        if not all(self._deletable_with(prefix) for prefix in ALL_PREFIXES):
             return
-        self.lost_log_of |= {prefix for prefix in PREFIXES if self.model.last(prefix) is not None}
+        self.lost_log_of |= {prefix for prefix in ALL_PREFIXES if self.model.last(prefix) is not None}
         self.model.delete_log()
 
     @rule(prefix=st.sampled_from(PREFIXES))
