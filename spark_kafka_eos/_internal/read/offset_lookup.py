@@ -120,6 +120,24 @@ class KafkaOffsetLookup:
 
         return self._retrying("describe topics", request)
 
+    def topic_ids(self, topics: Sequence[str]) -> dict[str, str]:
+        """Each of ``topics``' id (KIP-516, base64 as Kafka's tools print it); a topic deleted meanwhile is left out."""
+        if not topics:
+            return {}
+
+        def request() -> dict[str, str]:
+            futures = self._admin.describe_topics(TopicCollection(list(topics)), request_timeout=self._timeout_s)
+            ids = {}
+            for topic, future in futures.items():
+                try:
+                    ids[topic] = str(future.result(self._timeout_s).topic_id)
+                except KafkaException as exc:
+                    if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                        raise
+            return ids
+
+        return self._retrying("describe topics", request)
+
     def check_authorized(self, topics: Sequence[str]) -> None:
         """Topics the principal may not describe are left out of the cluster's metadata: ask for
         each missing one by name, which says so, rather than take it for absent. (A pattern's topic

@@ -49,6 +49,7 @@ from spark_kafka_eos._internal.read.fetchers.range_fetcher import FetchError, Ra
 from spark_kafka_eos._internal.read.idle_consumers import IDLE_CONSUMERS
 from spark_kafka_eos._internal.read.planner import OffsetRange, deleted_offsets
 from spark_kafka_eos._internal.read.progress import FetchProgress, StallWatch
+from spark_kafka_eos._internal.read.topic_check import check_still_planned, ranges_still_planned
 from spark_kafka_eos.errors import KafkaEosReadError
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,8 @@ def read_offset_range(options: ReaderOptions, offset_range: OffsetRange) -> Iter
 def read_offset_ranges(options: ReaderOptions, ranges: Sequence[OffsetRange]) -> Iterator[pa.RecordBatch]:
     """The committed records of each of ``ranges``, one range after another, each in offset order. Up to
     :data:`READ_AHEAD` ranges have their consumer assigned at a time (each range its own consumer)."""
-    waiting = deque(r for r in ranges if r.size > 0)
+    readable = ranges_still_planned(options, [r for r in ranges if r.size > 0])
+    waiting = deque(readable)
     assigned: deque[_RangeReader] = deque()
     pack = _Pack()
     try:
@@ -96,6 +98,7 @@ def read_offset_ranges(options: ReaderOptions, ranges: Sequence[OffsetRange]) ->
             yield from reader.batches()
             assigned.popleft()
             reader.release()
+        check_still_planned(options, readable)
     except BaseException:
         for reader in assigned:
             reader.close()

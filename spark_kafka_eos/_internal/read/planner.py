@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from pyspark.sql.datasource import InputPartition
@@ -31,6 +31,8 @@ class OffsetRange(InputPartition):
     partition: int
     start: int
     end: int
+    topic_id: str | None = None
+    """The topic's id when the range was planned (KIP-516); None: not known."""
 
     @property
     def size(self) -> int:
@@ -74,6 +76,10 @@ class OffsetLookup(Protocol):
 
     def committed(self, group: str, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, int | None]:
         """The group's committed offsets; None where it has none."""
+        ...
+
+    def topic_ids(self, topics: Sequence[str]) -> dict[str, str]:
+        """Each topic's id (KIP-516); a topic that does not exist is left out."""
         ...
 
 
@@ -305,7 +311,7 @@ def _cut(r: OffsetRange, parts: int) -> list[OffsetRange]:
     out, start = [], r.start
     for i in range(parts):
         end = start + base + (1 if i < extra else 0)
-        out.append(OffsetRange(r.topic, r.partition, start, end))
+        out.append(replace(r, start=start, end=end))
         start = end
     return out
 

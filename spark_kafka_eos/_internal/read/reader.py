@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -37,6 +37,7 @@ from spark_kafka_eos._internal.read.planner import (
     restart_moved_back,
 )
 from spark_kafka_eos._internal.read.progress_group import commit_progress
+from spark_kafka_eos._internal.read.topic_identity import TOPIC_IDS_KEY, TopicIds, ids_in, recreated, report_recreated
 from spark_kafka_eos._internal.retry import Backoff, Deadline, wait_until
 from spark_kafka_eos._internal.worker_gc import freeze_driver_call_heap, freeze_worker_heap
 from spark_kafka_eos.errors import KafkaEosUnavailableError
@@ -54,17 +55,21 @@ ORIGIN_KEY = "@origin"
 REPLANS = 3
 
 
-def to_stream_offset(offsets: Offsets) -> StreamOffset:
+def to_stream_offset(offsets: Offsets, topic_ids: Mapping[str, str] | None = None) -> StreamOffset:
+    """Spark's offset JSON: ``{topic: {partition: offset}}``, with each topic's id when ``topic_ids`` is given."""
     out: StreamOffset = {}
     for (topic, partition), offset in sorted(offsets.items()):
         out.setdefault(topic, {})[str(partition)] = int(offset)
+    ids = {t: topic_ids[t] for t in sorted(out) if topic_ids and t in topic_ids}
+    if ids:
+        out[TOPIC_IDS_KEY] = ids
     return out
 
 
 def from_stream_offset(offset: StreamOffset) -> Offsets:
     return {
         (topic, int(p)): int(o)
-        for topic, per_partition in offset.items() if topic != ORIGIN_KEY
+        for topic, per_partition in offset.items() if not topic.startswith("@")
         for p, o in per_partition.items()
     }
 
@@ -167,6 +172,8 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         # (partition, earliest offset) of added partitions whose deleted first records latestOffset already
         # reported (a warning under failOnDataLoss=false), so that partitions() does not warn twice.
         self._added_reported: set[tuple[PartitionKey, int]] = set()
+        # (topic, new id) of re-created topics latestOffset already reported, so that partitions() does not warn twice.
+        self._renewed_reported: set[tuple[str, str]] = set()
         self._progress: Offsets = {}  # last offsets committed to progressGroup
 
     def initialOffset(self) -> StreamOffset:
@@ -182,7 +189,8 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         opts, lookup = self.options, self.lookup
         tps = lookup.partitions(opts.subscription, must_exist=opts.subscription.kind == "assign")
         earliest, latest = lookup.earliest(tps), lookup.latest(tps)
-        return to_stream_offset(resolve_bound(opts.starting, tps, earliest, latest, lookup, False, opts.timestamp_strategy))
+        return to_stream_offset(resolve_bound(opts.starting, tps, earliest, latest, lookup, False, opts.timestamp_strategy),
+                                lookup.topic_ids(sorted({topic for topic, _ in tps})))
 
     def _next_end(self, start: StreamOffset, max_rows: int | None, min_rows: int | None, progress: bool = True) -> StreamOffset:
         """The end of the next micro-batch from ``start``: at most ``max_rows`` offsets, none past the LSO
@@ -199,6 +207,8 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         if progress:
             self._commit_progress(position)
         begin = self._current_start(position)
+        ids = self.lookup.topic_ids(sorted({topic for topic, _ in begin}))
+        renewed = self._restart_recreated(begin, ids_in(start), ids)
         stable = self.lookup.latest(list(begin))
         begin.update(self._restart_moved_back(begin, stable))
         self._latest = stable
@@ -212,9 +222,21 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         if min_rows is not None and self._delay_batch(backlog, min_rows):
             return start
         end = limit_offsets(begin, available, max_rows)
-        if end == position:
+        if end == position and not renewed:
             return start  # unchanged, so that Spark sees no new data and plans no batch
-        return self._with_origin(position, to_stream_offset(end))
+        return self._with_origin(position, to_stream_offset(end, ids))
+
+    def _restart_recreated(self, begin: Offsets, before: TopicIds, now: TopicIds) -> list[str]:
+        """Topics whose id changed since ``before`` (re-created, whatever their offsets say), restarted in ``begin`` at
+        their earliest offsets (or a data-loss error); returns them."""
+        renewed = recreated(before, now, {topic for topic, _ in begin})
+        for topic in renewed:
+            report_recreated(topic, before[topic], now[topic], self.options.fail_on_data_loss,
+                             "when the query last planned", "Reading the new topic from its earliest offsets")
+            self._renewed_reported.add((topic, now[topic]))
+        tps = [tp for tp in begin if tp[0] in renewed]
+        begin.update(self.lookup.earliest(tps))
+        return renewed
 
     def _with_origin(self, start: Offsets, end: StreamOffset) -> StreamOffset:
         """``end``, carrying ``start`` when this is the run's first micro-batch.
@@ -327,6 +349,21 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
             # target Spark 4.0/4.1 asked for before a restart's replay) must not send the read back there.
             begin.update(origin_of(end))
         existing = set(self._partitions_now(finish)) if finish else set()
+        ids = self.lookup.topic_ids(sorted({topic for topic, _ in finish}))
+        # Planned over a topic re-created since: its planned records went with the old topic. The next micro-batch
+        # starts from this end, whose id is the old one, and reads the new topic from its earliest offsets.
+        for topic in recreated(ids_in(end), ids, {topic for topic, _ in finish}):
+            report_recreated(topic, ids_in(end)[topic], ids[topic], self.options.fail_on_data_loss,
+                             "when this micro-batch was planned", "Skipping its ranges in this micro-batch")
+            finish = {tp: offset for tp, offset in finish.items() if tp[0] != topic}
+        # Re-created between the batch before and this one: latestOffset restarted it at its earliest offsets (and
+        # reported it, unless that was a run before a restart).
+        renewed = set(recreated(ids_in(start), ids_in(end)))
+        for topic in sorted(renewed - {topic for topic, _ in self._renewed_reported}):
+            report_recreated(topic, ids_in(start)[topic], ids_in(end)[topic], self.options.fail_on_data_loss,
+                             "when the micro-batch before was planned", "Reading the new topic from its earliest offsets")
+            self._renewed_reported.add((topic, ids_in(end)[topic]))
+        begin = {tp: offset for tp, offset in begin.items() if tp[0] not in renewed}
         gone = sorted(set(finish) - existing)
         if gone:
             # Planned (perhaps before a restart) but deleted since: nothing of them can be read.
@@ -339,7 +376,7 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         earliest = self.lookup.earliest(readable)
         # A partition added after `start` was planned is read from its earliest offset.
         first = {tp: begin.get(tp, earliest[tp]) for tp in readable}
-        self._report_added_partitions([tp for tp in readable if tp not in begin], earliest)
+        self._report_added_partitions([tp for tp in readable if tp not in begin and tp[0] not in renewed], earliest)
         behind = [tp for tp in readable if finish[tp] < first[tp] and tp in begin]
         log_end = self.lookup.log_end(behind) if behind else {}
         ranges = []
@@ -350,7 +387,7 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
                 continue
             start_at = check_start_available(tp, start_at, earliest[tp], self.options.fail_on_data_loss)
             if finish[tp] > start_at:
-                ranges.append(OffsetRange(tp[0], tp[1], start_at, finish[tp]))
+                ranges.append(OffsetRange(tp[0], tp[1], start_at, finish[tp], ids.get(tp[0])))
         return plan_partitions(ranges, self.options.min_partitions, self.options.max_records_per_partition,
                                self.options.min_records_per_partition)
 

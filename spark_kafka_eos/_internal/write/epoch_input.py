@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from spark_kafka_eos._internal.decision_log.records import EpochInput, Position
 from spark_kafka_eos._internal.read.reader import ORIGIN_KEY
+from spark_kafka_eos._internal.read.topic_identity import TOPIC_IDS_KEY
 from spark_kafka_eos._internal.write.spark_checkpoint import read_checkpoint_file as _read_text
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,7 @@ def _kafka_offsets(line: str) -> tuple[dict[tuple[str, int], int], dict[tuple[st
     if not isinstance(body, dict) or not body:
         return None
     origin = body.pop(ORIGIN_KEY, {})
+    body.pop(TOPIC_IDS_KEY, None)
     offsets = _per_partition(body)
     origins = _per_partition(origin) if isinstance(origin, dict) else None
     return None if offsets is None or not offsets else (offsets, origins or {})

@@ -25,7 +25,7 @@ from pyspark.sql.streaming.datasource import ReadMinRows
 from spark_kafka_eos._internal.config.reader import parse_reader_options
 from spark_kafka_eos._internal.read import reader as reader_module
 from tests.harness.kafka import KafkaTestCluster, Sent
-from tests.harness.stream import stream_reader
+from tests.harness.stream import positions, stream_reader
 
 pytestmark = pytest.mark.kafka
 
@@ -67,7 +67,7 @@ def test_below_min_offsets_a_stream_waits_15_minutes_by_default(kafka: KafkaTest
     shift_s = FIFTEEN_MINUTES_MS / 1000 - 60  # a minute short (whatever the calls themselves take)
     assert reader.latestOffset(position, ReadMinRows(10)) == position
     shift_s = FIFTEEN_MINUTES_MS / 1000 + 1
-    assert reader.latestOffset(position, ReadMinRows(10)) == {topic: {"0": 2}}
+    assert positions(reader.latestOffset(position, ReadMinRows(10))) == {topic: {"0": 2}}
 
 
 # -- progressGroup --------------------------------------------------------------------------

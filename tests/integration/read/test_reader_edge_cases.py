@@ -19,7 +19,7 @@ from spark_kafka_eos._internal.read.reader import ORIGIN_KEY
 from spark_kafka_eos.errors import KafkaEosDataLossError
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.spark import kafka_eos
-from tests.harness.stream import stream, stream_reader
+from tests.harness.stream import positions, stream, stream_reader
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -35,10 +35,10 @@ def test_the_initial_offset_is_resolved_once(kafka: KafkaTestCluster) -> None:
     produce(kafka, topic, 3)
     reader = stream_reader(kafka, subscribe=topic, startingOffsets="latest")
     first = reader.initialOffset()
-    assert first == {topic: {"0": 3}}
+    assert positions(first) == {topic: {"0": 3}}
     produce(kafka, topic, 2)
     assert reader.initialOffset() == first
-    assert reader.latestOffset(first, ReadAllAvailable()) == {topic: {"0": 5}, ORIGIN_KEY: first}
+    assert positions(reader.latestOffset(first, ReadAllAvailable())) == {topic: {"0": 5}, ORIGIN_KEY: positions(first)}
 
 
 def test_a_restart_after_retention_passed_a_committed_first_batch_is_not_data_loss(kafka: KafkaTestCluster) -> None:
@@ -49,7 +49,7 @@ def test_a_restart_after_retention_passed_a_committed_first_batch_is_not_data_lo
     produce(kafka, topic, 10)
     first_run = stream_reader(kafka, subscribe=topic)
     end = first_run.latestOffset(first_run.initialOffset(), ReadAllAvailable())
-    assert end == {topic: {"0": 10}, ORIGIN_KEY: {topic: {"0": 0}}}
+    assert positions(end) == {topic: {"0": 10}, ORIGIN_KEY: {topic: {"0": 0}}}
     kafka.delete_records(topic, {0: 10})  # batch 0 committed; retention passed it while the query was down
     assert stream_reader(kafka, subscribe=topic).partitions(end, end) == []
 
@@ -65,14 +65,14 @@ def test_a_first_batch_replayed_after_a_restart_keeps_its_start(kafka: KafkaTest
     start = first_run.initialOffset()
     produce(kafka, topic, 2)
     planned_end = first_run.latestOffset(start, ReadAllAvailable())
-    assert (start, planned_end) == ({topic: {"0": 3}}, {topic: {"0": 5}, ORIGIN_KEY: {topic: {"0": 3}}})
+    assert (positions(start), positions(planned_end)) == ({topic: {"0": 3}}, {topic: {"0": 5}, ORIGIN_KEY: {topic: {"0": 3}}})
     produce(kafka, topic, 4)  # ... the driver crashes, records keep arriving, the query restarts
     restarted = stream_reader(kafka, subscribe=topic, startingOffsets="latest")
-    assert restarted.initialOffset() == {topic: {"0": 9}}
+    assert positions(restarted.initialOffset()) == {topic: {"0": 9}}
     replayed = restarted.partitions(restarted.initialOffset(), planned_end)
     assert [(r.topic, r.partition, r.start, r.end) for r in replayed] == [(topic, 0, 3, 5)]
     # Batch 1 starts at batch 0's end; the recorded origin is not carried further.
-    assert restarted.latestOffset(planned_end, ReadAllAvailable()) == {topic: {"0": 9}}
+    assert positions(restarted.latestOffset(planned_end, ReadAllAvailable())) == {topic: {"0": 9}}
 
 
 def test_a_first_batch_replayed_after_retention_moved_its_start(kafka: KafkaTestCluster) -> None:
@@ -84,7 +84,7 @@ def test_a_first_batch_replayed_after_retention_moved_its_start(kafka: KafkaTest
     planned_end = first_run.latestOffset(first_run.initialOffset(), ReadAllAvailable())
     kafka.admin.delete_records([TopicPartition(topic, 0, 3)])[TopicPartition(topic, 0, 3)].result(30)
     strict = stream_reader(kafka, subscribe=topic)
-    assert strict.initialOffset() == {topic: {"0": 3}}
+    assert positions(strict.initialOffset()) == {topic: {"0": 3}}
     with pytest.raises(KafkaEosDataLossError, match=rf"{topic}-0.*offsets 0 to 2.*failOnDataLoss"):
         strict.partitions(strict.initialOffset(), planned_end)
     lenient = stream_reader(kafka, subscribe=topic, failOnDataLoss="false")
@@ -101,11 +101,11 @@ def test_a_first_batch_of_an_older_checkpoint_replayed_with_a_start_resolved_aga
     start = first_run.initialOffset()
     produce(kafka, topic, 2)
     planned_end = {t: p for t, p in first_run.latestOffset(start, ReadAllAvailable()).items() if t != ORIGIN_KEY}
-    assert planned_end == {topic: {"0": 5}}
+    assert positions(planned_end) == {topic: {"0": 5}}
     produce(kafka, topic, 4)
     strict = stream_reader(kafka, subscribe=topic, startingOffsets="latest")
     restart = strict.initialOffset()
-    assert restart == {topic: {"0": 9}}
+    assert positions(restart) == {topic: {"0": 9}}
     with pytest.raises(KafkaEosDataLossError, match=rf"{topic}-0 .*planned to end at offset 5, but its start, resolved again after a restart, is offset 9"):
         strict.partitions(restart, planned_end)
     lenient = stream_reader(kafka, subscribe=topic, startingOffsets="latest", failOnDataLoss="false")
@@ -128,14 +128,14 @@ def test_available_now_reads_a_backlog_below_min_offsets_per_trigger(kafka: Kafk
     reader = stream_reader(kafka, subscribe=topic, minOffsetsPerTrigger="50", maxTriggerDelay="1h")
     start = reader.initialOffset()
     reader.prepareForTriggerAvailableNow()
-    assert reader.latestOffset(start, ReadMinRows(50)) == {topic: {"0": 10}, ORIGIN_KEY: start}
+    assert positions(reader.latestOffset(start, ReadMinRows(50))) == {topic: {"0": 10}, ORIGIN_KEY: positions(start)}
     # With a maximum too, the last chunk below the minimum is not left behind.
     produce(kafka, topic, 50)
     bounded = stream_reader(kafka, subscribe=topic, minOffsetsPerTrigger="50", maxOffsetsPerTrigger="50", maxTriggerDelay="1h")
     bounded.prepareForTriggerAvailableNow()
     first = bounded.latestOffset(start, ReadMaxRows(50))
-    assert first == {topic: {"0": 50}}
-    assert bounded.latestOffset(first, ReadMaxRows(50)) == {topic: {"0": 60}}
+    assert positions(first) == {topic: {"0": 50}}
+    assert positions(bounded.latestOffset(first, ReadMaxRows(50))) == {topic: {"0": 60}}
 
 
 def test_a_deleted_topic_planned_in_an_uncommitted_batch(kafka: KafkaTestCluster) -> None:
@@ -165,7 +165,7 @@ def test_an_assigned_partition_that_vanished_follows_fail_on_data_loss(kafka: Ka
     produce(kafka, topic, 2, partition=0)
     with pytest.raises(KafkaEosDataLossError, match=rf"{topic}-1 \(the query stands at offset 0\)"):
         strict.latestOffset(start, ReadAllAvailable())
-    assert lenient.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 2}}
+    assert positions(lenient.latestOffset(start, ReadAllAvailable())) == {topic: {"0": 2}}
 
 
 def test_max_bytes_per_batch_counts_header_bytes(kafka: KafkaTestCluster, read_engine: str) -> None:

@@ -15,7 +15,7 @@ from spark_kafka_eos._internal.read.planner import OffsetRange, ranges_of
 from spark_kafka_eos._internal.read.reader import ORIGIN_KEY
 from spark_kafka_eos.errors import KafkaEosDataLossError
 from tests.harness.kafka import KafkaTestCluster, Sent
-from tests.harness.stream import stream, stream_reader, to_memory, values
+from tests.harness.stream import positions, stream, stream_reader, to_memory, values
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -74,21 +74,21 @@ def test_read_limits_on_the_driver(kafka: KafkaTestCluster) -> None:
     kafka.produce_plain(topic, [Sent(p, None, b"x") for p in (0, 1) for _ in range(10)])
     reader = stream_reader(kafka, subscribe=topic, minOffsetsPerTrigger="50", maxTriggerDelay="1h")
     start = reader.initialOffset()
-    assert start == {topic: {"0": 0, "1": 0}}
+    assert positions(start) == {topic: {"0": 0, "1": 0}}
     # As in Spark, the first trigger of a run never waits (a restart reads its backlog at once) ...
     # The first batch's end also records the run's start (see test_reader_edge_cases).
-    assert reader.latestOffset(start, ReadMinRows(50)) == {topic: {"0": 10, "1": 10}, ORIGIN_KEY: start}
+    assert positions(reader.latestOffset(start, ReadMinRows(50))) == {topic: {"0": 10, "1": 10}, ORIGIN_KEY: positions(start)}
     # ... later ones wait for the minimum while the delay has not passed.
     assert reader.latestOffset(start, ReadMinRows(50)) == start
-    assert reader.reportLatestOffset() == {topic: {"0": 10, "1": 10}}
+    assert positions(reader.reportLatestOffset()) == {topic: {"0": 10, "1": 10}}
     # The configured minimum holds with the engine's max limit too, but not for "everything".
     assert reader.latestOffset(start, ReadMaxRows(5)) == start
-    assert reader.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 10, "1": 10}, ORIGIN_KEY: start}
+    assert positions(reader.latestOffset(start, ReadAllAvailable())) == {topic: {"0": 10, "1": 10}, ORIGIN_KEY: positions(start)}
     limited = stream_reader(kafka, subscribe=topic).latestOffset(start, ReadMaxRows(5))[topic]
     assert sorted(limited.values()) == [2, 3]
     impatient = stream_reader(kafka, subscribe=topic, minOffsetsPerTrigger="50", maxTriggerDelay="0ms")
-    assert impatient.latestOffset(start, ReadMinRows(50)) == {topic: {"0": 10, "1": 10}}
-    assert impatient.latestOffset(start, ReadMinRows(50)) == {topic: {"0": 10, "1": 10}}
+    assert positions(impatient.latestOffset(start, ReadMinRows(50))) == {topic: {"0": 10, "1": 10}}
+    assert positions(impatient.latestOffset(start, ReadMinRows(50))) == {topic: {"0": 10, "1": 10}}
     # The executor copy carries no admin client.
     assert b"AdminClient" not in pickle.dumps(reader)
     ranges = reader.partitions(start, {topic: {"0": 10, "1": 4}})
@@ -103,7 +103,7 @@ def test_available_now_never_passes_the_target(kafka: KafkaTestCluster) -> None:
     reader.prepareForTriggerAvailableNow()
     kafka.produce_plain(topic, [Sent(0, None, b"after")])
     end = reader.latestOffset(start, ReadAllAvailable())
-    assert end == {topic: {"0": 1}, ORIGIN_KEY: start}
+    assert positions(end) == {topic: {"0": 1}, ORIGIN_KEY: positions(start)}
     assert reader.latestOffset(end, ReadAllAvailable()) == end
 
 
@@ -116,7 +116,7 @@ def test_a_deleted_topic_follows_fail_on_data_loss(kafka: KafkaTestCluster) -> N
     kafka.delete_topic(doomed)
     with pytest.raises(KafkaEosDataLossError, match=f"{doomed}-0"):
         strict.latestOffset(start, ReadAllAvailable())
-    assert lenient.latestOffset(start, ReadAllAvailable()) == {keep: {"0": 0}}
+    assert positions(lenient.latestOffset(start, ReadAllAvailable())) == {keep: {"0": 0}}
 
 
 def test_offsets_lost_to_retention_follow_fail_on_data_loss(kafka: KafkaTestCluster) -> None:

@@ -1,0 +1,73 @@
+"""A task's check that the topics it reads are still the ones its micro-batch was planned over (their ids).
+
+librdkafka fetches by topic id, and when the metadata brings a topic's new id it adopts it and fetches on at the old
+position: a task reading a topic re-created under it would read the new topic's records at the old range's offsets,
+with no error, and the next micro-batch would read them again from the new topic's start. So a task asks for its
+topics' ids before it reads (a re-created topic's ranges are read not at all) and once it has read (a topic
+re-created meanwhile fails the task, whose records are then not used, whatever ``failOnDataLoss`` says).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+
+from spark_kafka_eos._internal.cluster import admin_client
+from spark_kafka_eos._internal.config.reader import ReaderOptions
+from spark_kafka_eos._internal.read.planner import OffsetRange
+from spark_kafka_eos._internal.read.topic_identity import TopicIds, recreated, report_recreated
+from spark_kafka_eos._internal.retry import REQUEST_TIMEOUT_S
+from spark_kafka_eos.errors import KafkaEosDataLossError
+
+
+def planned_ids(ranges: Sequence[OffsetRange]) -> TopicIds:
+    """The topic ids the ranges were planned with (a batch read's ranges carry none)."""
+    return {r.topic: r.topic_id for r in ranges if r.topic_id is not None}
+
+
+def current_ids(options: ReaderOptions, topics: Sequence[str]) -> TopicIds:
+    """Each topic's id now; a deleted topic is left out (its ranges then follow the read's own checks)."""
+    if not topics:
+        return {}
+    futures = admin_client(options.connection).describe_topics(TopicCollection(list(topics)), request_timeout=REQUEST_TIMEOUT_S)
+    ids = {}
+    for topic, future in futures.items():
+        try:
+            ids[topic] = str(future.result(REQUEST_TIMEOUT_S).topic_id)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise
+    return ids
+
+
+def ranges_still_planned(options: ReaderOptions, ranges: Sequence[OffsetRange]) -> list[OffsetRange]:
+    """``ranges`` but those of a topic re-created since they were planned (``failOnDataLoss`` decides)."""
+    planned = planned_ids(ranges)
+    if not planned:
+        return list(ranges)
+    now = current_ids(options, sorted(planned))
+    renewed = recreated(planned, now)
+    for topic in renewed:
+        report_recreated(topic, planned[topic], now[topic], options.fail_on_data_loss, "when this micro-batch was planned",
+                         "Reading nothing of it in this task; the next micro-batch reads the new topic from its earliest "
+                         "offsets")
+    return [r for r in ranges if r.topic not in renewed]
+
+
+def check_still_planned(options: ReaderOptions, ranges: Sequence[OffsetRange]) -> None:
+    """Raise if a topic of ``ranges`` was re-created while the task read it: what it read may be the new topic's."""
+    planned = planned_ids(ranges)
+    if not planned:
+        return
+    now = current_ids(options, sorted(planned))
+    renewed = recreated(planned, now)
+    if renewed:
+        topic = renewed[0]
+        raise KafkaEosDataLossError(
+            f"Topic {topic} was deleted and re-created while this task read it: its id was {planned[topic]} when the "
+            f"micro-batch was planned, and is {now[topic]} now, so records read at the planned offsets may be the new "
+            "topic's. The task fails so that none of them is used; the micro-batch's next attempt or the query's restart "
+            "reads nothing of the old topic's ranges and the next micro-batch reads the new topic from its earliest "
+            "offsets (under failOnDataLoss=false; true fails there, naming both ids)."
+        )

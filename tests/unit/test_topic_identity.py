@@ -1,0 +1,28 @@
+"""A topic is its id: the offsets' ids, what counts as re-created, and readers of offsets that skip them."""
+
+from __future__ import annotations
+
+from spark_kafka_eos._internal.read.reader import from_stream_offset, to_stream_offset
+from spark_kafka_eos._internal.read.topic_identity import TOPIC_IDS_KEY, UNKNOWN_ID, ids_in, recreated
+from spark_kafka_eos._internal.write.epoch_input import _kafka_offsets
+
+
+def test_an_offset_carries_the_ids_of_the_topics_it_names_and_reads_back_without_them() -> None:
+    offset = to_stream_offset({("a", 0): 5, ("b", 1): 7}, {"a": "id-a", "b": "id-b", "c": "id-c"})
+    assert offset[TOPIC_IDS_KEY] == {"a": "id-a", "b": "id-b"}
+    assert from_stream_offset(offset) == {("a", 0): 5, ("b", 1): 7}
+    assert TOPIC_IDS_KEY not in to_stream_offset({("a", 0): 5})
+
+
+def test_only_a_known_id_that_changed_is_a_re_creation() -> None:
+    assert recreated({"a": "x", "b": "y"}, {"a": "z", "b": "y"}) == ["a"]
+    assert recreated({}, {"a": "z"}) == []  # an offset written before ids were recorded
+    assert recreated({"a": UNKNOWN_ID}, {"a": "z"}) == []  # a broker without topic ids
+    assert recreated({"a": "x"}, {}) == []  # deleted: the partitions' own checks decide
+    assert recreated({"a": "x", "b": "y"}, {"a": "z", "b": "w"}, topics={"b"}) == ["b"]
+    assert ids_in({"a": {"0": 1}}) == {}
+
+
+def test_the_sinks_offset_log_reader_skips_the_ids() -> None:
+    line = '{"a":{"0":5},"@topicIds":{"a":"id-a"}}'
+    assert _kafka_offsets(line) == ({("a", 0): 5}, {})
