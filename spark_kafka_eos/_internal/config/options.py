@@ -63,6 +63,8 @@ MIN_RECORDS_PER_PARTITION = _declare("minRecordsPerPartition", "read", "25000",
 MAX_OFFSETS_PER_TRIGGER = _declare("maxOffsetsPerTrigger", "read", "", "streams: at most this many offsets a micro-batch")
 MIN_OFFSETS_PER_TRIGGER = _declare("minOffsetsPerTrigger", "read", "", "streams: wait for this many offsets, up to maxTriggerDelay")
 MAX_TRIGGER_DELAY = _declare("maxTriggerDelay", "read", "15m", "streams: the longest wait for minOffsetsPerTrigger")
+STUCK_PARTITION_WARNING = _declare("stuckPartitionWarning", "read", "2m",
+                                   "streams: warn when a partition's last stable offset stands this long below records (an open transaction); 0: never")
 INCLUDE_HEADERS = _declare("includeHeaders", "read", "false", "add the headers column")
 GROUP_ID_PREFIX = _declare("groupIdPrefix", "read", "spark-kafka-eos-source", "the prefix of the consumer group id used for fetching (never joined)")
 KAFKA_CONSUMER_POLL_TIMEOUT_MS = _declare("kafkaConsumer.pollTimeoutMs", "read", "120000", "a range read that makes no progress this long fails")

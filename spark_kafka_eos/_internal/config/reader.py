@@ -40,6 +40,7 @@ from spark_kafka_eos._internal.config.options import (
     READ_ENGINE,
     STARTING_OFFSETS,
     STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY,
+    STUCK_PARTITION_WARNING,
     SUBSCRIBE,
     SUBSCRIBE_PATTERN,
     boolean_option,
@@ -70,6 +71,7 @@ DEFAULT_FETCH_OFFSET_RETRIES = 3
 DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS = 1000
 """Spark's default: long enough to outlast a leader election."""
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000
+DEFAULT_STUCK_PARTITION_WARNING_MS = 2 * 60_000
 FETCH_QUEUE_BACKOFF_MS = 10
 FETCH_ERROR_BACKOFF_MS = 100
 FETCH_WAIT_MAX_MS = 1
@@ -147,6 +149,8 @@ class ReaderOptions:
     read_engine: ReadEngine = "auto"
     """Which consumer reads the ranges: the compiled one (``native``), confluent-kafka's (``python``), or the
     compiled one where it is installed and can run the configuration (``auto``)."""
+    stuck_partition_warning_ms: int = DEFAULT_STUCK_PARTITION_WARNING_MS
+    """Streams: how long a partition's LSO may stand below records of its log before a warning says so."""
     gc_freeze: bool = True
     """Freeze a Spark Python worker's heap at its first kafka_eos call and after new imports (:mod:`spark_kafka_eos._internal.worker_gc`)."""
     min_records_per_partition: int = DEFAULT_MIN_RECORDS_PER_PARTITION
@@ -268,6 +272,7 @@ def parse_reader_options(options: Mapping[str, str], streaming: bool) -> ReaderO
         max_offsets_per_trigger=max_offsets,
         min_offsets_per_trigger=min_offsets,
         max_trigger_delay_ms=_duration_ms(opts, MAX_TRIGGER_DELAY, DEFAULT_MAX_TRIGGER_DELAY_MS),
+        stuck_partition_warning_ms=_duration_ms(opts, STUCK_PARTITION_WARNING, DEFAULT_STUCK_PARTITION_WARNING_MS),
         include_headers=boolean_option(opts, INCLUDE_HEADERS),
         max_records_per_batch=_positive_int(opts, MAX_RECORDS_PER_BATCH) or DEFAULT_MAX_RECORDS_PER_BATCH,
         max_bytes_per_batch=_positive_int(opts, MAX_BYTES_PER_BATCH) or DEFAULT_MAX_BYTES_PER_BATCH,

@@ -58,4 +58,6 @@ class KafkaEosStreamReader(StreamReaderCore, SupportsTriggerAvailableNow):
         return max_rows, None if self._available_now_target is not None else min_rows
 
     def reportLatestOffset(self) -> StreamOffset | None:
-        return to_stream_offset(self._latest) if self._latest is not None else None
+        """Where each partition's log ends (its high watermark), so that the lag Spark's progress shows includes the
+        records an open transaction holds back above the last stable offset, which the stream cannot read yet."""
+        return to_stream_offset(self._log_end) if self._log_end is not None else None

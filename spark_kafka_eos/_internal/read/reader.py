@@ -37,6 +37,7 @@ from spark_kafka_eos._internal.read.planner import (
     restart_moved_back,
 )
 from spark_kafka_eos._internal.read.progress_group import commit_progress
+from spark_kafka_eos._internal.read.stuck_partitions import StuckPartitionWatch
 from spark_kafka_eos._internal.read.topic_identity import TOPIC_IDS_KEY, TopicIds, ids_in, recreated, report_recreated
 from spark_kafka_eos._internal.retry import Backoff, Deadline, wait_until
 from spark_kafka_eos._internal.worker_gc import freeze_driver_call_heap, freeze_worker_heap
@@ -164,6 +165,7 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         self.group_guard = group_guard
         self._initial: StreamOffset | None = None
         self._latest: Offsets | None = None
+        self._log_end: Offsets | None = None
         self._available_now_target: Offsets | None = None
         self._last_trigger_at: float | None = None
         # (partition, position) that latestOffset restarted at the earliest offset, so that
@@ -175,6 +177,7 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         # (topic, new id) of re-created topics latestOffset already reported, so that partitions() does not warn twice.
         self._renewed_reported: set[tuple[str, str]] = set()
         self._progress: Offsets = {}  # last offsets committed to progressGroup
+        self._stuck = StuckPartitionWatch(options.connection, options.stuck_partition_warning_ms)
 
     def initialOffset(self) -> StreamOffset:
         """Resolved once per run: Spark asks again before batch 0 commits, and a second
@@ -212,6 +215,10 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         stable = self.lookup.latest(list(begin))
         begin.update(self._restart_moved_back(begin, stable))
         self._latest = stable
+        # Where each log ends, committed or not: the lag Spark's progress shows (reportLatestOffset) counts the records
+        # an open transaction holds back, and a partition held back too long is warned about.
+        self._log_end = self.lookup.log_end(list(begin))
+        self._stuck.observe(stable, lambda _: self._log_end or {})
         if self._available_now_target is not None:
             target = self._available_now_target
             stable = {tp: min(lso, target.get(tp, begin[tp])) for tp, lso in stable.items()}
