@@ -203,6 +203,11 @@ class KafkaEosCollector:
         stable = _gauge("sink_partition_last_stable_offset", "last stable offset of a partition the last decision wrote to", labels)
         written = _gauge("sink_partition_high_watermark", "high watermark of that partition", labels)
         pinned = _gauge("sink_partition_lso_lag", "high watermark minus last stable offset: records not yet readable", labels)
+        source_stable = _gauge("source_partition_last_stable_offset", "last stable offset of a partition the prefix's "
+                               "decisions consumed (a read_committed stream reads no further)", labels)
+        source_written = _gauge("source_partition_high_watermark", "high watermark of that partition", labels)
+        source_pinned = _gauge("source_partition_lso_lag", "high watermark minus last stable offset: records an open "
+                               "transaction holds back from the prefix's stream", labels)
         for s in statuses:
             for each in PREFIX_STATES:
                 state.add_metric([s.prefix, each], 1 if s.state == each else 0)
@@ -221,8 +226,13 @@ class KafkaEosCollector:
                 stable.add_metric(key, p.last_stable)
                 written.add_metric(key, p.high_watermark)
                 pinned.add_metric(key, p.lso_lag)
+            for p in s.source_partitions:
+                key = [s.prefix, p.topic, str(p.partition)]
+                source_stable.add_metric(key, p.last_stable)
+                source_written.add_metric(key, p.high_watermark)
+                source_pinned.add_metric(key, p.lso_lag)
         return [prefixes, state, age, proof, unfinished, opened, oldest, timeout, headroom, stable, written, pinned,
-                *self._group_families()]
+                source_stable, source_written, source_pinned, *self._group_families()]
 
     def _group_families(self) -> list[Any]:
         offset = _gauge("group_offset", "a consumer group's committed offset", ["group", "topic", "partition"])

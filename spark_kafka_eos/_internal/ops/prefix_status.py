@@ -23,6 +23,7 @@ from spark_kafka_eos._internal.decision_log.records import LogRecord, ReplayProo
 from spark_kafka_eos._internal.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos._internal.txn.protocol import TransactionClient
 from spark_kafka_eos._internal.txn.session import TxnDescription, TxnState
+from spark_kafka_eos._internal.write.epoch_input import kafka_positions
 from spark_kafka_eos._internal.write.transactional_id import belongs_to_prefix
 
 PrefixState = Literal["complete", "decided-not-finished", "reset"]
@@ -46,8 +47,8 @@ class OpenTransaction:
 
 
 @dataclass(frozen=True)
-class SinkPartition:
-    """A partition a prefix's last decision wrote to: its last stable offset and high watermark."""
+class PartitionOffsets:
+    """A partition a prefix's decisions wrote to or read from: its last stable offset and high watermark."""
 
     topic: str
     partition: int
@@ -58,6 +59,10 @@ class SinkPartition:
     def lso_lag(self) -> int:
         """Records written but not yet readable by read_committed consumers (an open transaction pins them)."""
         return max(self.high_watermark - self.last_stable, 0)
+
+    def as_json(self) -> dict[str, object]:
+        return {"topic": self.topic, "partition": self.partition, "last_stable_offset": self.last_stable,
+                "high_watermark": self.high_watermark, "lso_lag": self.lso_lag}
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,10 @@ class PrefixStatus:
     age_ms: int
     consumer_group: str | None
     open_transactions: tuple[OpenTransaction, ...] = ()
-    sink_partitions: tuple[SinkPartition, ...] = ()
+    sink_partitions: tuple[PartitionOffsets, ...] = ()
+    source_partitions: tuple[PartitionOffsets, ...] = ()
+    """The Kafka partitions the prefix's decisions consumed (their offsets, or Spark's offset log, name them): an open
+    transaction there holds the prefix's stream back."""
     replay_proof: ReplayProof | None = None
     """What proves a replay of the last epoch the same input (None: the last record names no input, a reset)."""
 
@@ -91,8 +99,8 @@ class PrefixStatus:
                                    "headroom_ms": t.headroom_ms} for t in self.open_transactions],
             "oldest_open_age_ms": None if oldest is None else oldest.age_ms,
             "oldest_open_headroom_ms": None if oldest is None else oldest.headroom_ms,
-            "sink_partitions": [{"topic": p.topic, "partition": p.partition, "last_stable_offset": p.last_stable,
-                                 "high_watermark": p.high_watermark, "lso_lag": p.lso_lag} for p in self.sink_partitions],
+            "sink_partitions": [p.as_json() for p in self.sink_partitions],
+            "source_partitions": [p.as_json() for p in self.source_partitions],
         }
 
 
@@ -106,18 +114,20 @@ class PrefixCatalog:
     options: WriterOptions
     records: dict[str, LogRecord] = field(default_factory=dict)
     partitions: dict[str, set[PartitionKey]] = field(default_factory=dict)
+    sources: dict[str, set[PartitionKey]] = field(default_factory=dict)
     read_up_to: int = 0
 
     def refresh(self) -> PrefixCatalog:
         log = KafkaDecisionLog(self.options)
         found, end = log.records_since(self.read_up_to)
         if end < self.read_up_to:  # a new log: what was read of the old one says nothing
-            self.records, self.partitions, self.read_up_to = {}, {}, 0
+            self.records, self.partitions, self.sources, self.read_up_to = {}, {}, {}, 0
             found, end = log.records_since(0)
         for record in found:
             self.records[record.prefix] = record
             self.partitions.setdefault(record.prefix, set()).update(
                 (topic, partition) for p in record.participants for topic, partition, _ in p.records)
+            self.sources.setdefault(record.prefix, set()).update(_consumed(record))
         self.read_up_to = end
         return self
 
@@ -128,17 +138,29 @@ def prefix_statuses(options: WriterOptions, session: TransactionClient, catalog:
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     opened, touched = _open_transactions_by_prefix(session, list(catalog.records), now_ms)
     sink = {prefix: sorted(catalog.partitions.get(prefix, set()) | touched.get(prefix, set())) for prefix in catalog.records}
-    offsets = stable_and_written(options, sorted({tp for tps in sink.values() for tp in tps}))
+    sources = {prefix: sorted(catalog.sources.get(prefix, set())) for prefix in catalog.records}
+    offsets = stable_and_written(options, sorted({tp for tps in (*sink.values(), *sources.values()) for tp in tps}))
     return [
         PrefixStatus(
             prefix=prefix, state=_state(record), owner=_owner(record), last_epoch=record.epoch_id,
             last_written_ms=record.written_at_ms, age_ms=max(now_ms - record.written_at_ms, 0),
             consumer_group=record.consumer_group, open_transactions=tuple(opened.get(prefix, ())),
-            sink_partitions=tuple(SinkPartition(t, p, *offsets[(t, p)]) for t, p in sink[prefix] if (t, p) in offsets),
+            sink_partitions=tuple(PartitionOffsets(t, p, *offsets[(t, p)]) for t, p in sink[prefix] if (t, p) in offsets),
+            source_partitions=tuple(PartitionOffsets(t, p, *offsets[(t, p)]) for t, p in sources[prefix] if (t, p) in offsets),
             replay_proof=None if record.input is None else record.input.proof,
         )
         for prefix, record in sorted(catalog.records.items())
     ]
+
+
+def _consumed(record: LogRecord) -> set[PartitionKey]:
+    """The source partitions a record says its epoch consumed: its offsets (source columns, or a group's), or the
+    Kafka sources of Spark's offset log."""
+    found = {(topic, partition) for topic, partition, _ in record.offsets}
+    positions = None if record.input is None else kafka_positions(record.input)
+    if positions is not None:
+        found.update((topic, partition) for topic, partition, _ in positions[0])
+    return found
 
 
 def decision_log_exists(options: WriterOptions) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections import Counter
@@ -123,6 +124,24 @@ def _run_yaml(text: str, typed: Typed) -> None:
     for rule in rules:
         for series in re.findall(r"kafka_eos_\w+", rule["expr"]):
             assert series in served, f"alert {rule['alert']} names {series}, which the exporter does not serve"
+    _promtool_test_rules(text)
+
+
+PROMTOOL = ROOT / ".cache" / "promtool" / "promtool"
+"""Prometheus's promtool, built by make from the Go module proxy."""
+RULES_TEST = Path(__file__).with_name("alert_rules_test.yml")
+
+
+def _promtool_test_rules(text: str) -> None:
+    """The page's rules pass ``promtool check rules``, and ``promtool test rules`` (alert_rules_test.yml: series for
+    which an alert must fire, and must not)."""
+    assert PROMTOOL.exists(), f"{PROMTOOL} is missing: make test builds it (Go module proxy)"
+    with tempfile.TemporaryDirectory() as directory:
+        (Path(directory) / "rules.yml").write_text(text)
+        (Path(directory) / "test.yml").write_text(RULES_TEST.read_text())
+        for command in (["check", "rules", "rules.yml"], ["test", "rules", "test.yml"]):
+            done = subprocess.run([str(PROMTOOL), *command], cwd=directory, capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, f"promtool {' '.join(command)}: {done.stdout[-2000:]} {done.stderr[-2000:]}"
 
 
 @pytest.fixture(scope="module")

@@ -186,7 +186,7 @@ def promtool_check_metrics(text: str) -> None:
     assert checked.returncode == 0 and not checked.stdout.strip() and not checked.stderr.strip(), checked.stdout + checked.stderr
 
 
-def test_the_exporter_serves_open_transactions_pinned_partitions_and_group_lag_over_http(
+def test_the_exporter_serves_open_transactions_pinned_partitions_held_back_sources_and_group_lag_over_http(
     capsys: pytest.CaptureFixture[str], decision_log: Log
 ) -> None:
     kafka = decision_log.kafka
@@ -200,6 +200,8 @@ def test_the_exporter_serves_open_transactions_pinned_partitions_and_group_lag_o
     KafkaDecisionLog(decision_log.options(grouped)).append(
         LogRecord("complete", grouped, "stream:query-g:0", consumer_group=sink_group, offsets=((source, 0, 4),),
                   input=EpochInput(4, digest="1" * 32)), {(source, 0): 4})
+    # A transaction left open on the partition that prefix consumes: its stream is held back there.
+    holding = kafka.open_transaction(source, [Sent(0, None, b"held-1"), Sent(0, None, b"held-2")])
     port = free_port()
     exporter = subprocess.Popen(
         [sys.executable, "-m", "spark_kafka_eos.cli", *decision_log.argv("exporter", "--port", str(port), "--group", group)],
@@ -222,6 +224,10 @@ def test_the_exporter_serves_open_transactions_pinned_partitions_and_group_lag_o
         assert metrics[("kafka_eos_group_lag", (("group", group), ("partition", "0"), ("topic", source)))] == 3
         assert metrics[("kafka_eos_group_lag", (("group", sink_group), ("partition", "0"), ("topic", source)))] == 1
         assert metrics[("kafka_eos_group_sum_lag", (("group", sink_group),))] == 1
+        held_back = (("partition", "0"), ("prefix", grouped), ("topic", source))
+        assert metrics[("kafka_eos_source_partition_lso_lag", held_back)] == 2
+        assert metrics[("kafka_eos_source_partition_last_stable_offset", held_back)] == 5
+        assert metrics[("kafka_eos_source_partition_high_watermark", held_back)] == 7
         assert metrics[("kafka_eos_prefix_state", (("prefix", decision_log.decided), ("state", "decided-not-finished")))] == 1
         assert metrics[("kafka_eos_prefix_state", (("prefix", decision_log.decided), ("state", "complete")))] == 0
         # The stream's replays are proven by its rows' digest alone (its offset log was out of the sink's reach).
@@ -242,6 +248,7 @@ def test_the_exporter_serves_open_transactions_pinned_partitions_and_group_lag_o
         assert metrics[("kafka_eos_sink_partition_lso_lag", pinned)] == 0
         assert ("kafka_eos_prefix_oldest_open_transaction_headroom_seconds", lingering) not in metrics
     finally:
+        holding.abort()
         exporter.send_signal(signal.SIGINT)
         out, err = exporter.communicate(timeout=30)
     assert exporter.returncode == 0, err
