@@ -8,7 +8,7 @@ never reaches past an open transaction.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -189,13 +189,26 @@ def plan_batch(
     return ranges
 
 
-def restart_moved_back(position: Offsets, log_end: Offsets, earliest: Offsets, fail_on_data_loss: bool) -> Offsets:
+def restart_moved_back(position: Offsets, log_end: Offsets, earliest: Offsets, fail_on_data_loss: bool,
+                       truncated: Collection[PartitionKey] = ()) -> Offsets:
     """For each partition of ``log_end`` whose log now ends below ``position`` (topic re-created,
     log truncated, a checkpointed or given offset past the end): a data-loss error, or with
-    failOnDataLoss=false its earliest offset, so that the records it holds now are read."""
+    failOnDataLoss=false its earliest offset, so that the records it holds now are read. A partition of
+    ``truncated`` (its topic's id unchanged since the query read up to ``position``: its log was cut back, an
+    unclean leader election) goes on from where its log now ends instead: the query read what lies below."""
     restarted: Offsets = {}
     for tp in sorted(log_end):
         if log_end[tp] < position[tp]:
+            if tp in truncated:
+                report_data_loss(
+                    f"{moved_back_problem(tp, position[tp], log_end[tp])} Its topic's id is the one the query read up to "
+                    f"offset {position[tp]}: its log was truncated, and the records of offsets {log_end[tp]} to "
+                    f"{position[tp] - 1} the query read are gone from it.", fail_on_data_loss,
+                    f"Reading {describe(tp)} on from the truncation point, offset {log_end[tp]} (what lies below it "
+                    "was read before)",
+                )
+                restarted[tp] = log_end[tp]
+                continue
             report_data_loss(
                 moved_back_problem(tp, position[tp], log_end[tp]), fail_on_data_loss,
                 f"Reading {describe(tp)} again from its earliest offset {earliest[tp]}",

@@ -38,7 +38,7 @@ from spark_kafka_eos._internal.read.planner import (
 )
 from spark_kafka_eos._internal.read.progress_group import commit_progress
 from spark_kafka_eos._internal.read.stuck_partitions import StuckPartitionWatch
-from spark_kafka_eos._internal.read.topic_identity import TOPIC_IDS_KEY, TopicIds, ids_in, recreated, report_recreated
+from spark_kafka_eos._internal.read.topic_identity import TOPIC_IDS_KEY, TopicIds, ids_in, known, recreated, report_recreated
 from spark_kafka_eos._internal.retry import Backoff, Deadline, wait_until
 from spark_kafka_eos._internal.worker_gc import freeze_driver_call_heap, freeze_worker_heap
 from spark_kafka_eos.errors import KafkaEosUnavailableError
@@ -170,7 +170,7 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         self._last_trigger_at: float | None = None
         # (partition, position) that latestOffset restarted at the earliest offset, so that
         # partitions() knows it even when the log grew past the position in between.
-        self._moved_back: set[tuple[PartitionKey, int]] = set()
+        self._moved_back: dict[tuple[PartitionKey, int], int] = {}
         # (partition, earliest offset) of added partitions whose deleted first records latestOffset already
         # reported (a warning under failOnDataLoss=false), so that partitions() does not warn twice.
         self._added_reported: set[tuple[PartitionKey, int]] = set()
@@ -213,7 +213,11 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         ids = self.lookup.topic_ids(sorted({topic for topic, _ in begin}))
         renewed = self._restart_recreated(begin, ids_in(start), ids)
         stable = self.lookup.latest(list(begin))
-        begin.update(self._restart_moved_back(begin, stable))
+        # The same topic (its id known then and now) past the run's first micro-batch: a log below the position was cut
+        # back, not re-created; a given startingOffsets past the end is not a position the query read up to.
+        first = self._initial is not None and position == from_stream_offset(self._initial)
+        same = set() if first else set(known(ids_in(start)).items()) & set(known(ids).items())
+        begin.update(self._restart_moved_back(begin, stable, {topic for topic, _ in same}))
         self._latest = stable
         # Where each log ends, committed or not: the lag Spark's progress shows (reportLatestOffset) counts the records
         # an open transaction holds back, and a partition held back too long is warned about.
@@ -314,7 +318,7 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         self.lookup.check_authorized(sorted({topic for topic, _ in wanted - set(listed)}))
         return listed
 
-    def _restart_moved_back(self, position: Offsets, stable: Offsets) -> Offsets:
+    def _restart_moved_back(self, position: Offsets, stable: Offsets, same_topics: Collection[str] = ()) -> Offsets:
         """Partitions whose log now ends below ``position``, restarted at their earliest offset
         (or a data-loss error). Only a high watermark below the position counts: an LSO below it
         is an open transaction to wait for. Like Spark's source, a low answer is asked again
@@ -333,8 +337,9 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         if wait_until(caught_up, Deadline.never(), Backoff(self.options.fetch_offset_retry_interval_ms / 1000.0),
                       attempts=self.options.fetch_offset_retries + 1):
             return {}
-        restarted = restart_moved_back(position, {tp: log_end[tp] for tp in below}, self.lookup.earliest(below), self.options.fail_on_data_loss)
-        self._moved_back.update((tp, position[tp]) for tp in restarted)
+        restarted = restart_moved_back(position, {tp: log_end[tp] for tp in below}, self.lookup.earliest(below),
+                                       self.options.fail_on_data_loss, [tp for tp in below if tp[0] in same_topics])
+        self._moved_back.update(((tp, position[tp]), offset) for tp, offset in restarted.items())
         return restarted
 
     def partitions(self, start: StreamOffset, end: StreamOffset) -> Sequence[InputPartition]:
@@ -421,15 +426,18 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         records its origin) is where the query stood when latestOffset planned this batch: an end below it
         means latestOffset found the partition's log below that position and restarted it at its earliest
         offset, whether that was this run (``_moved_back``) or a run before a restart, and whatever the log
-        has grown to since."""
+        has grown to since. A truncated log this run restarted at its truncation point goes on from there; after a
+        restart of the driver, where that point is no longer known, from the earliest offset."""
         fail = self.options.fail_on_data_loss
         if not resolved_again or log_end < first or (tp, first) in self._moved_back:
             # latestOffset found the partition's log below the position and restarted it.
+            restart = self._moved_back.get((tp, first), earliest)
             report_data_loss(
                 moved_back_problem(tp, first, finish, "this micro-batch was planned to end it at"), fail,
-                f"Reading {describe(tp)} again from its earliest offset {earliest}",
+                f"Reading {describe(tp)} again from offset {restart}"
+                + (" (its earliest)" if restart == earliest else " (where its truncated log ended)"),
             )
-            return earliest
+            return restart
         # The log did not move: the start was resolved again. Spark's engine asks initialOffset()
         # anew when it replays batch 0 after a restart; an end offset written before origins
         # were recorded (an older checkpoint) cannot tell where batch 0 started.

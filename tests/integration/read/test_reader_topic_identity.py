@@ -132,3 +132,31 @@ def test_a_task_whose_topic_is_recreated_while_it_reads_fails(kafka: KafkaTestCl
     fill(kafka, topic, 60, "new")
     with pytest.raises(KafkaEosDataLossError, match=rf"Topic {topic} was deleted and re-created while this task read it"):
         list(batches)
+
+
+def test_a_log_cut_below_the_position_of_the_same_topic_is_read_on_from_its_truncation_point(kafka: KafkaTestCluster) -> None:
+    """A position past the log end of a topic whose id is unchanged: the log was truncated (an unclean leader election),
+    not re-created. failOnDataLoss=true fails saying so; false reads on from where the log now ends, since the query
+    read what lies below it: never the whole retained history again. Without ids (an older checkpoint) the two cannot
+    be told apart, and the partition is read again from its earliest offset, as before."""
+    topic = kafka.create_topic(1)
+    fill(kafka, topic, 10, "kept")
+    same = {topic: {"0": 25}, TOPIC_IDS_KEY: {topic: _topic_id(kafka, topic)}}
+    strict = stream_reader(kafka, subscribe=topic, **QUICK_RECHECK)
+    lenient = stream_reader(kafka, subscribe=topic, failOnDataLoss="false", **QUICK_RECHECK)
+
+    with pytest.raises(KafkaEosDataLossError, match="stands at offset 25, but the partition's log now ends at offset 10.*"
+                                                    "its log was truncated"):
+        strict.latestOffset(same, ReadAllAvailable())
+    end = lenient.latestOffset(same, ReadAllAvailable())
+    assert offsets_of(end, topic) == {0: 10}
+    assert [r for p in lenient.partitions(same, end) for r in ranges_of(p)] == []
+    fill(kafka, topic, 5, "after")
+    following = lenient.latestOffset(end, ReadAllAvailable())
+    assert [(r.start, r.end) for p in lenient.partitions(end, following) for r in ranges_of(p)] == [(10, 15)]
+
+    older = stream_reader(kafka, subscribe=topic, failOnDataLoss="false", **QUICK_RECHECK)
+    without_ids = {topic: {"0": 25}}
+    assert offsets_of(older.latestOffset(without_ids, ReadAllAvailable()), topic) == {0: 15}
+    planned = older.partitions(without_ids, older.latestOffset(without_ids, ReadAllAvailable()))
+    assert [(r.start, r.end) for p in planned for r in ranges_of(p)] == [(0, 15)]
