@@ -68,7 +68,7 @@ class KafkaOffsetLookup:
             if t.error is None or t.error.code() == KafkaError.NO_ERROR
         }
         named = subscription.topics if subscription.kind == "subscribe" else tuple(t for t, _ in subscription.partitions)
-        self.check_authorized(sorted({t for t in named if t not in existing}))
+        existing.update(self.check_authorized(sorted({t for t in named if t not in existing})))
         if subscription.kind == "subscribe":
             missing = [t for t in subscription.topics if t not in existing]
             if missing and must_exist:
@@ -138,18 +138,23 @@ class KafkaOffsetLookup:
 
         return self._retrying("describe topics", request)
 
-    def check_authorized(self, topics: Sequence[str]) -> None:
+    def check_authorized(self, topics: Sequence[str]) -> dict[str, list[int]]:
         """Topics the principal may not describe are left out of the cluster's metadata: ask for
         each missing one by name, which says so, rather than take it for absent. (A pattern's topic
-        that the query reads and that its principal may no longer describe, too: see the stream reader.)"""
-        refused = []
+        that the query reads and that its principal may no longer describe, too: see the stream reader.)
+        Returns the partitions of those that the answer by name shows (left out of a listing by a broker whose
+        metadata lags): they are there, not vanished."""
+        refused, visible = [], {}
         for topic in topics:
             answer = self._retrying("describe topic", lambda: self._admin.list_topics(topic, timeout=self._timeout_s))
             meta = answer.topics.get(topic)
             if meta is not None and meta.error is not None and meta.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
                 refused.append(topic)
+            elif meta is not None and (meta.error is None or meta.error.code() == KafkaError.NO_ERROR) and meta.partitions:
+                visible[topic] = sorted(meta.partitions)
         if refused:
             raise topic_authorization_error(self._options, refused, "TOPIC_AUTHORIZATION_FAILED on metadata")
+        return visible
 
     def _metadata(self) -> ClusterMetadata:
         def request() -> ClusterMetadata:

@@ -315,8 +315,9 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
                      ", ".join(describe(tp) for tp in sorted(wanted - set(listed))))
             time.sleep(self.options.fetch_offset_retry_interval_ms / 1000.0)
             listed = self.lookup.partitions(self.options.subscription, must_exist=False)
-        self.lookup.check_authorized(sorted({topic for topic, _ in wanted - set(listed)}))
-        return listed
+        # Visible by name, it is there: a listing that leaves it out came from a broker whose metadata lags.
+        visible = self.lookup.check_authorized(sorted({topic for topic, _ in wanted - set(listed)}))
+        return listed + [(topic, p) for topic, parts in visible.items() for p in parts if (topic, p) not in listed]
 
     def _restart_moved_back(self, position: Offsets, stable: Offsets, same_topics: Collection[str] = ()) -> Offsets:
         """Partitions whose log now ends below ``position``, restarted at their earliest offset

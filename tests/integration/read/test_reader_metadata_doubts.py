@@ -28,6 +28,7 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    ClusterMetadata,
     OffsetSpec,
     ResourcePatternType,
     ResourceType,
@@ -38,6 +39,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from spark_kafka_eos._internal.config.reader import PartitionKey, Subscription
 from spark_kafka_eos._internal.read.offset_lookup import KafkaOffsetLookup
+from spark_kafka_eos._internal.read.planner import ranges_of
 from spark_kafka_eos.errors import KafkaEosDataLossError
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.secured_kafka import READER, SecuredCluster, SecuredKafka, allow
@@ -245,3 +247,39 @@ def test_a_topic_deleted_between_listing_and_offsets_follows_fail_on_data_loss(k
     else:
         assert offsets_of(reader.latestOffset(position, ReadAllAvailable())) == {kept: {"0": 6}}
     assert lookup.fired == ["UNKNOWN_TOPIC_OR_PART"], "ListOffsets did not answer UNKNOWN_TOPIC_OR_PART: the fault did not fire"
+
+
+class ListingLeavesOut(KafkaOffsetLookup):
+    """The real look-up, whose cluster listings leave ``hidden`` out, as a broker whose metadata lags answers: asked by
+    name, the real broker shows it."""
+
+    hidden: str = ""
+
+    def _metadata(self) -> ClusterMetadata:
+        metadata = super()._metadata()
+        metadata.topics.pop(self.hidden, None)
+        return metadata
+
+
+@pytest.mark.parametrize("fail_on_data_loss", ["false", "true"])
+def test_a_topic_left_out_of_every_listing_but_visible_by_name_is_not_taken_for_deleted(
+        kafka: KafkaTestCluster, fail_on_data_loss: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Before, the stale listing won: the topic was dropped (and under false, read again from its earliest offset
+    once listed again). Visible by name, it is there: the stream reads on from its position, nothing lost or twice."""
+    prefix = f"lag{uuid.uuid4().hex[:8]}"
+    kept, lagging = kafka.create_topic(1, prefix=prefix), kafka.create_topic(1, prefix=prefix)
+    for topic in (kept, lagging):
+        fill(kafka, topic, 4, topic, partitions=1)
+    reader = stream_reader(kafka, subscribePattern=f"^{prefix}-.*", failOnDataLoss=fail_on_data_loss,
+                           **{"fetchOffset.retryIntervalMs": "50"})
+    position = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+    fill(kafka, lagging, 3, "more", partitions=1)
+    lookup = ListingLeavesOut(reader.options)
+    lookup.hidden = lagging
+    reader._lookup = lookup  # type: ignore[attr-defined]
+
+    end = reader.latestOffset(position, ReadAllAvailable())
+    assert offsets_of(end) == {kept: {"0": 4}, lagging: {"0": 7}}
+    ranges = [(r.topic, r.start, r.end) for p in reader.partitions(position, end) for r in ranges_of(p)]
+    assert ranges == [(lagging, 4, 7)]
+    assert not [r for r in caplog.records if "no longer exist" in r.getMessage()]
