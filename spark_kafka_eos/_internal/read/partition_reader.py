@@ -269,15 +269,13 @@ class _RangeReader:
 
     def _skip_lost_offsets(self, error: FetchError) -> None:
         low, high = self._fetcher.watermarks(self._options.request_timeout_s)
-        tp = (self._range.topic, self._range.partition)
         if self._position >= high:
-            # The log now ends below the position: re-created topic or truncated log. Nothing of
-            # the rest of this range exists; the next micro-batch plans from the new offsets.
-            report_data_loss(
-                moved_back_problem(tp, self._position, high) + f" Reading {self._name} failed: {error.reason}.",
-                self._options.fail_on_data_loss, f"Skipping the rest of {self._name}",
-            )
-            self._position = self._range.end
+            # The log ends below the position: a re-created topic or a truncated log, or a leader whose high watermark
+            # lags its predecessor's. Confirmed with the leader for CONFIRM_S before it counts (_settle_doubt), the
+            # stopped fetcher assigned again once the records are there.
+            if self._doubt is None or self._doubt.kind != _OUT_OF_RANGE_KIND:
+                self._doubt = _Doubt(_OUT_OF_RANGE_KIND, error.reason, time.monotonic())
+                self._doubt.next_check = time.monotonic()
             return
         if self._position < low:
             report_data_loss(
@@ -319,12 +317,20 @@ class _RangeReader:
         if high is not None and high > self._position:
             self._doubt = None  # the records are there: librdkafka fetches them
             self._pack.gone_since.pop(self._range.topic, None)
+            if doubt.kind == _OUT_OF_RANGE_KIND:
+                self._fetcher.assign(self._position)  # stopped by the offset-reset error
             return
         if high is not None and high >= self._range.end:
             return
         if now - doubt.since < CONFIRM_S:
             return
-        if high is None:
+        if high is not None and doubt.kind == _OUT_OF_RANGE_KIND:
+            report_data_loss(
+                moved_back_problem((self._range.topic, self._range.partition), self._position, high)
+                + f" Reading {self._name} failed: {doubt.reason} (its leader has reported that end for {CONFIRM_S:g}s).",
+                self._options.fail_on_data_loss, f"Skipping the rest of {self._name}",
+            )
+        elif high is None:
             self._pack.gone_since.setdefault(self._range.topic, doubt.since)
             report_data_loss(
                 f"{self._name}: the topic or partition is gone ({doubt.reason}; its leader has not known it for "
@@ -343,6 +349,7 @@ class _RangeReader:
 
 
 _LOG_ENDS_EARLY = "log ends early"
+_OUT_OF_RANGE_KIND = "out of range"
 _VANISHED_KIND = "vanished"
 
 

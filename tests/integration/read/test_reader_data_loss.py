@@ -7,6 +7,7 @@ that the records it holds now arrive.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -279,3 +280,21 @@ def test_a_group_offset_inside_an_open_transaction_reads_nothing_yet(spark: Spar
         assert df.collect() == []
     finally:
         pending.abort()
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+def test_out_of_range_is_confirmed_with_the_leader_before_it_counts(kafka: KafkaTestCluster, engine: str) -> None:
+    """A range past the log end whose records arrive within the confirmation window (a new leader whose high
+    watermark lagged its predecessor's): the task reads them, nothing is reported lost. Before, one watermark answer
+    decided: the range was skipped (false) or failed (true)."""
+    topic = kafka.create_topic(1)
+    fill(kafka, topic, 3, "v")
+    planned = OffsetRange(topic, 0, 5, 8)
+    strict = stream_reader(kafka, subscribe=topic, readEngine=engine, **{"kafkaConsumer.pollTimeoutMs": "20000"})
+    late = threading.Timer(2.0, lambda: fill(kafka, topic, 5, "late"))
+    late.start()
+    try:
+        read = [v for b in strict.read(planned) for v in b.column("value").to_pylist()]
+    finally:
+        late.join()
+    assert read == [f"late-{i:03d}".encode() for i in range(2, 5)]
