@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from confluent_kafka import KafkaError, KafkaException, TopicCollection
-
 from spark_kafka_eos._internal.cluster import admin_client
 from spark_kafka_eos._internal.config.reader import ReaderOptions
 from spark_kafka_eos._internal.read.planner import OffsetRange
-from spark_kafka_eos._internal.read.topic_identity import TopicIds, recreated, report_recreated
+from spark_kafka_eos._internal.read.topic_identity import TopicIds, describe_topic_ids, recreated, report_recreated
 from spark_kafka_eos._internal.retry import REQUEST_TIMEOUT_S
 from spark_kafka_eos.errors import KafkaEosDataLossError
 
@@ -27,18 +25,8 @@ def planned_ids(ranges: Sequence[OffsetRange]) -> TopicIds:
 
 
 def current_ids(options: ReaderOptions, topics: Sequence[str]) -> TopicIds:
-    """Each topic's id now; a deleted topic is left out (its ranges then follow the read's own checks)."""
-    if not topics:
-        return {}
-    futures = admin_client(options.connection).describe_topics(TopicCollection(list(topics)), request_timeout=REQUEST_TIMEOUT_S)
-    ids = {}
-    for topic, future in futures.items():
-        try:
-            ids[topic] = str(future.result(REQUEST_TIMEOUT_S).topic_id)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-                raise
-    return ids
+    """Each topic's id now, from this process's kept admin client."""
+    return describe_topic_ids(admin_client(options.connection), topics, REQUEST_TIMEOUT_S)
 
 
 def ranges_still_planned(options: ReaderOptions, ranges: Sequence[OffsetRange]) -> list[OffsetRange]:

@@ -8,8 +8,11 @@ ids (a checkpoint of an earlier version) tells nothing; the next one carries the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient
 
 from spark_kafka_eos._internal.read.data_loss import report_data_loss
 
@@ -25,6 +28,21 @@ def ids_in(offset: Mapping[str, Any]) -> TopicIds:
     """The topic ids a stream offset carries (empty for one written before they were)."""
     ids = offset.get(TOPIC_IDS_KEY, {})
     return {str(t): str(i) for t, i in ids.items()} if isinstance(ids, dict) else {}
+
+
+def describe_topic_ids(admin: AdminClient, topics: Sequence[str], timeout_s: float) -> TopicIds:
+    """Each of ``topics``' id now (DescribeTopics; base64, as Kafka's tools print it); a topic that does not exist is
+    left out (its partitions' own checks decide what that means)."""
+    if not topics:
+        return {}
+    ids = {}
+    for topic, future in admin.describe_topics(TopicCollection(list(topics)), request_timeout=timeout_s).items():
+        try:
+            ids[topic] = str(future.result(timeout_s).topic_id)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise
+    return ids
 
 
 def known(ids: Mapping[str, str]) -> TopicIds:
