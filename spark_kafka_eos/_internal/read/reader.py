@@ -222,7 +222,7 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         # Where each log ends, committed or not: the lag Spark's progress shows (reportLatestOffset) counts the records
         # an open transaction holds back, and a partition held back too long is warned about.
         self._log_end = self.lookup.log_end(list(begin))
-        self._stuck.observe(stable, lambda _: self._log_end or {})
+        self._stuck.observe(stable, self._log_end)
         if self._available_now_target is not None:
             target = self._available_now_target
             stable = {tp: min(lso, target.get(tp, begin[tp])) for tp, lso in stable.items()}

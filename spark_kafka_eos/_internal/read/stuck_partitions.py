@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
 
 from spark_kafka_eos._internal.config.connection import KafkaConnection
 from spark_kafka_eos._internal.config.reader import PartitionKey
@@ -26,17 +25,14 @@ Offsets = dict[PartitionKey, int]
 class StuckPartitionWatch:
     """Warns about partitions whose LSO stands still while records sit above it (see the module's docstring)."""
 
-    def __init__(self, connection: KafkaConnection, warn_after_ms: int,
-                 describe_producer: Callable[[KafkaConnection, PartitionKey, int], str | None] | None = None) -> None:
+    def __init__(self, connection: KafkaConnection, warn_after_ms: int) -> None:
         self._connection = connection
         self._warn_after_s = warn_after_ms / 1000.0
-        self._describe_producer = describe_producer or producer_at
         self._since: dict[PartitionKey, tuple[int, float]] = {}
         self._warned: set[tuple[PartitionKey, int]] = set()
 
-    def observe(self, stable: Offsets, log_end: Callable[[Sequence[PartitionKey]], Offsets]) -> list[PartitionKey]:
-        """Note the LSOs of a plan; warn about (and return) the partitions stuck for the first time. ``log_end`` is
-        asked only for partitions whose LSO has stood long enough."""
+    def observe(self, stable: Offsets, log_end: Offsets) -> list[PartitionKey]:
+        """Note the LSOs and log ends of a plan; warn about (and return) the partitions stuck for the first time."""
         if self._warn_after_s <= 0:
             return []
         now = time.monotonic()
@@ -47,18 +43,15 @@ class StuckPartitionWatch:
                 self._since[tp] = (lso, now)
             elif now - seen[1] >= self._warn_after_s and (tp, lso) not in self._warned:
                 due.append(tp)
-        if not due:
-            return []
-        ends = log_end(due)
-        stuck = [tp for tp in due if ends.get(tp, 0) > stable[tp]]
+        stuck = [tp for tp in due if log_end.get(tp, 0) > stable[tp]]
         for tp in stuck:
             self._warned.add((tp, stable[tp]))
-            log.warning("%s", self._message(tp, stable[tp], ends[tp], now - self._since[tp][1]))
+            log.warning("%s", self._message(tp, stable[tp], log_end[tp], now - self._since[tp][1]))
         return stuck
 
     def _message(self, tp: PartitionKey, lso: int, end: int, stood_s: float) -> str:
         servers = self._connection.bootstrap_servers
-        producer = self._describe_producer(self._connection, tp, lso)
+        producer = producer_at(self._connection, tp, lso)
         who = f" by producer {producer}" if producer else ""
         return (
             f"kafka_eos: {describe(tp)} has not moved past offset {lso} for {stood_s:.0f}s while its log holds records up "
