@@ -13,7 +13,7 @@ import pytest
 
 from spark_kafka_eos._internal.config.writer import WriterOptions
 from spark_kafka_eos._internal.decision_log.kafka_log import KafkaDecisionLog
-from spark_kafka_eos._internal.decision_log.records import LogRecord
+from spark_kafka_eos._internal.decision_log.records import EpochId, LogRecord
 from spark_kafka_eos._internal.ops import console as cli
 from spark_kafka_eos._internal.txn.session import TransactionSession
 from spark_kafka_eos._internal.write.coordinator import TwoPhaseCommitCoordinator
@@ -132,35 +132,43 @@ def test_an_older_sweeper_never_aborts_what_a_newer_driver_decided(kafka: KafkaT
     assert open_transactions(kafka, options.prefix) == []
 
 
-def test_a_newer_driver_never_decides_what_an_older_sweep_announced_it_aborts(kafka: KafkaTestCluster) -> None:
-    """As above, but the query's prepared participant is in the sweep's first batch of aborts, after its one proof
-    of ownership: the newer driver fences and would decide it (its phase 2 still to run) while the sweep is about to
-    abort it. The proof named the batch, so the driver refuses the micro-batch before anything of it is visible, and
-    Spark's replay writes it; a decision would have lost it."""
-    topic, options = _query_at_batch_0(kafka)
+def _refused_while_a_recovery_sweeps(kafka: KafkaTestCluster, topic: str, options: WriterOptions, epoch: EpochId,
+                                     value: str) -> None:
+    """Two crashed attempts' transactions left open; the query's participant of ``epoch`` prepared; ``kafka-eos
+    recover`` sweeps, and the query's driver fences and decides during its first abort. The driver must refuse the
+    epoch (a sweep announced its participant); Spark's replay is the caller's."""
     crashed = [f"{options.prefix}-00000000-0-{p}-0" for p in range(2)]
     for txn_id in crashed:
         leave_open(kafka, topic, txn_id, partition=0, count=1)
-    participant = prepare(options, 0, ["one"], stream_epoch(1))
+    participant = prepare(options, 0, [value], epoch)
     assert participant.transaction is not None
     outcomes: list[BaseException] = []
 
     def decide() -> None:
         try:
-            TwoPhaseCommitCoordinator(options, TIMEOUT_MS, FaultHooks("after_decision")).commit(stream_epoch(1), [participant])
+            TwoPhaseCommitCoordinator(options, TIMEOUT_MS, FaultHooks("after_decision")).commit(epoch, [participant])
         except (KafkaEosEpochAbortedError, InjectedFault) as err:
             outcomes.append(err)
 
     with _NewerDriverDecidesDuringTheSweep(kafka.bootstrap_servers, decide) as session:
         report = TwoPhaseCommitCoordinator(options, TIMEOUT_MS, session_of=lambda _: session).recover()
     assert set(crashed) <= set(report.aborted) and outcomes
+    [refusal] = outcomes
+    assert isinstance(refusal, KafkaEosEpochAbortedError), refusal
+    assert "a sweep of the prefix" in str(refusal) and participant.transaction.transactional_id in str(refusal)
+
+
+def test_a_newer_driver_never_decides_what_an_older_sweep_announced_it_aborts(kafka: KafkaTestCluster) -> None:
+    """As above, but the query's prepared participant is in the sweep's first batch of aborts, after its one proof
+    of ownership: the newer driver fences and would decide it (its phase 2 still to run) while the sweep is about to
+    abort it. The proof named the batch, so the driver refuses the micro-batch before anything of it is visible, and
+    Spark's replay writes it; a decision would have lost it."""
+    topic, options = _query_at_batch_0(kafka)
+    _refused_while_a_recovery_sweeps(kafka, topic, options, stream_epoch(1), "one")
     TwoPhaseCommitCoordinator(options, TIMEOUT_MS).commit(stream_epoch(1), [prepare(options, 0, ["one"], stream_epoch(1))])
 
     assert committed_values(kafka, topic) == [b"one", b"zero"]
     assert open_transactions(kafka, options.prefix) == []
-    [refusal] = outcomes
-    assert isinstance(refusal, KafkaEosEpochAbortedError), refusal
-    assert "a sweep of the prefix" in str(refusal) and participant.transaction.transactional_id in str(refusal)
 
 
 def test_a_first_decision_never_takes_what_a_sweep_of_a_prefix_without_records_announced(kafka: KafkaTestCluster) -> None:
@@ -170,30 +178,12 @@ def test_a_first_decision_never_takes_what_a_sweep_of_a_prefix_without_records_a
     and then lost to the sweep's aborts; Spark's replay writes it, once."""
     topic = kafka.create_topic(1)
     options = sink_options(kafka, topic)
-    crashed = [f"{options.prefix}-00000000-0-{p}-0" for p in range(2)]
-    for txn_id in crashed:
-        leave_open(kafka, topic, txn_id, partition=0, count=1)
-    participant = prepare(options, 0, ["zero"])
-    assert participant.transaction is not None
-    outcomes: list[BaseException] = []
-
-    def decide() -> None:
-        try:
-            TwoPhaseCommitCoordinator(options, TIMEOUT_MS, FaultHooks("after_decision")).commit(stream_epoch(0), [participant])
-        except (KafkaEosEpochAbortedError, InjectedFault) as err:
-            outcomes.append(err)
-
-    with _NewerDriverDecidesDuringTheSweep(kafka.bootstrap_servers, decide) as session:
-        report = TwoPhaseCommitCoordinator(options, TIMEOUT_MS, session_of=lambda _: session).recover()
-    assert set(crashed) <= set(report.aborted) and outcomes
+    _refused_while_a_recovery_sweeps(kafka, topic, options, stream_epoch(0), "zero")
     assert KafkaDecisionLog(options).last(options.prefix) is None
     TwoPhaseCommitCoordinator(options, TIMEOUT_MS).commit(stream_epoch(0), [prepare(options, 0, ["zero"])])
 
     assert committed_values(kafka, topic) == [b"zero"]
     assert open_transactions(kafka, options.prefix) == []
-    [refusal] = outcomes
-    assert isinstance(refusal, KafkaEosEpochAbortedError), refusal
-    assert "a sweep of the prefix" in str(refusal) and participant.transaction.transactional_id in str(refusal)
 
 
 def test_a_sweep_of_a_prefix_without_records_leaves_it_without_records(kafka: KafkaTestCluster) -> None:
