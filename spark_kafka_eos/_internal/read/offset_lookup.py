@@ -21,7 +21,7 @@ from spark_kafka_eos._internal.config.connection import KafkaConnection
 from spark_kafka_eos._internal.config.librdkafka import for_librdkafka
 from spark_kafka_eos._internal.config.reader import PartitionKey, ReaderOptions, Subscription
 from spark_kafka_eos._internal.read.authorization import topic_authorization_error
-from spark_kafka_eos._internal.read.topic_identity import describe_topic_ids
+from spark_kafka_eos._internal.read.topic_identity import TopicsRefused, describe_topic_ids
 from spark_kafka_eos._internal.retry import LEADER_MOVING, UNANSWERED, UNREACHABLE, Backoff, Deadline, kafka_codes, listed_offset, retry
 from spark_kafka_eos.errors import KafkaEosOptionError, KafkaEosUnavailableError
 
@@ -125,7 +125,10 @@ class KafkaOffsetLookup:
         """Each of ``topics``' id (KIP-516, base64 as Kafka's tools print it); a topic deleted meanwhile is left out."""
         if not topics:
             return {}
-        return self._retrying("describe topics", lambda: describe_topic_ids(self._admin, topics, self._timeout_s))
+        try:
+            return self._retrying("describe topics", lambda: describe_topic_ids(self._admin, topics, self._timeout_s))
+        except TopicsRefused as refused:  # its ACLs removed since the metadata named it
+            raise topic_authorization_error(self._options, refused.topics, str(refused)) from None
 
     def check_authorized(self, topics: Sequence[str]) -> dict[str, list[int]]:
         """Topics the principal may not describe are left out of the cluster's metadata: ask for

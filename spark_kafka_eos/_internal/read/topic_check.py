@@ -13,8 +13,15 @@ from collections.abc import Sequence
 
 from spark_kafka_eos._internal.cluster import admin_client
 from spark_kafka_eos._internal.config.reader import ReaderOptions
+from spark_kafka_eos._internal.read.authorization import topic_authorization_error
 from spark_kafka_eos._internal.read.planner import OffsetRange
-from spark_kafka_eos._internal.read.topic_identity import TopicIds, describe_topic_ids, recreated, report_recreated
+from spark_kafka_eos._internal.read.topic_identity import (
+    TopicIds,
+    TopicsRefused,
+    describe_topic_ids,
+    recreated,
+    report_recreated,
+)
 from spark_kafka_eos._internal.retry import REQUEST_TIMEOUT_S
 from spark_kafka_eos.errors import KafkaEosDataLossError
 
@@ -26,7 +33,10 @@ def planned_ids(ranges: Sequence[OffsetRange]) -> TopicIds:
 
 def current_ids(options: ReaderOptions, topics: Sequence[str]) -> TopicIds:
     """Each topic's id now, from this process's kept admin client."""
-    return describe_topic_ids(admin_client(options.connection), topics, REQUEST_TIMEOUT_S)
+    try:
+        return describe_topic_ids(admin_client(options.connection), topics, REQUEST_TIMEOUT_S)
+    except TopicsRefused as refused:
+        raise topic_authorization_error(options, refused.topics, str(refused)) from None
 
 
 def ranges_still_planned(options: ReaderOptions, ranges: Sequence[OffsetRange]) -> list[OffsetRange]:

@@ -24,6 +24,14 @@ UNKNOWN_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 TopicIds = dict[str, str]
 
 
+class TopicsRefused(Exception):
+    """DescribeTopics answered TOPIC_AUTHORIZATION_FAILED for ``topics``: the caller names the ACLs to grant."""
+
+    def __init__(self, topics: list[str]) -> None:
+        super().__init__(f"TOPIC_AUTHORIZATION_FAILED on DescribeTopics for {', '.join(topics)}")
+        self.topics = topics
+
+
 def ids_in(offset: Mapping[str, Any]) -> TopicIds:
     """The topic ids a stream offset carries (empty for one written before they were)."""
     ids = offset.get(TOPIC_IDS_KEY, {})
@@ -32,16 +40,21 @@ def ids_in(offset: Mapping[str, Any]) -> TopicIds:
 
 def describe_topic_ids(admin: AdminClient, topics: Sequence[str], timeout_s: float) -> TopicIds:
     """Each of ``topics``' id now (DescribeTopics; base64, as Kafka's tools print it); a topic that does not exist is
-    left out (its partitions' own checks decide what that means)."""
+    left out (its partitions' own checks decide what that means); raises TopicsRefused for those the principal may
+    not describe."""
     if not topics:
         return {}
-    ids = {}
+    ids, refused = {}, []
     for topic, future in admin.describe_topics(TopicCollection(list(topics)), request_timeout=timeout_s).items():
         try:
             ids[topic] = str(future.result(timeout_s).topic_id)
         except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+            if exc.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                refused.append(topic)
+            elif exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
                 raise
+    if refused:
+        raise TopicsRefused(sorted(refused))
     return ids
 
 

@@ -37,10 +37,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from spark_kafka_eos._internal.config.reader import PartitionKey, Subscription
+from spark_kafka_eos._internal.config.reader import PartitionKey, Subscription, parse_reader_options
 from spark_kafka_eos._internal.read.offset_lookup import KafkaOffsetLookup
 from spark_kafka_eos._internal.read.planner import ranges_of
-from spark_kafka_eos.errors import KafkaEosDataLossError
+from spark_kafka_eos._internal.read.topic_check import current_ids
+from spark_kafka_eos.errors import KafkaEosAuthorizationError, KafkaEosDataLossError
 from tests.harness.kafka import KafkaTestCluster, Sent
 from tests.harness.secured_kafka import READER, SecuredCluster, SecuredKafka, allow
 from tests.harness.stream import stream_reader
@@ -196,6 +197,25 @@ def acls_removed_from_a_pattern_topic(spark: SparkSession, kafka: KafkaTestClust
     message = str(failure)
     assert "KafkaEosAuthorizationError" in message and f"--operation Describe --operation Read --topic {topic}" in message, message
     assert "no longer exist" not in message
+
+
+def test_a_topic_whose_acls_were_removed_before_its_id_is_asked_is_an_authorization_error(secured: SecuredKafka) -> None:
+    """The driver's id look-up (each plan) and the task's check (each range) may be the first calls after the ACLs
+    went: DescribeTopics then answers TOPIC_AUTHORIZATION_FAILED, which must name the ACL to grant, as the other
+    calls do, not surface as a raw KafkaException."""
+    kafka = KafkaTestCluster(secured.bootstrap_servers)
+    _, topic, _ = prepare(kafka)
+    options = parse_reader_options({**secured.reader_options(), "subscribe": topic}, streaming=True)
+    assert KafkaOffsetLookup(options).topic_ids([topic]), "the reader could not describe its topic while granted"
+    set_acls(kafka.admin, topic, granted=False)
+    wait_for(lambda: not seen_by_reader(secured.reader_options(), topic), 30, "the reader's metadata leaving the topic out")
+    fix = f"--operation Describe --operation Read --topic {topic}"
+    with pytest.raises(KafkaEosAuthorizationError, match="DescribeTopics") as driver:
+        KafkaOffsetLookup(options).topic_ids([topic])
+    assert fix in str(driver.value)
+    with pytest.raises(KafkaEosAuthorizationError, match="DescribeTopics") as task:
+        current_ids(options, [topic])
+    assert fix in str(task.value)
 
 
 class DeletesAfterListing(KafkaOffsetLookup):
