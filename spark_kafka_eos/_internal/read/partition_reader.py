@@ -19,11 +19,12 @@ metadata lags behind added partitions; a new leader's high watermark can lag its
 batch librdkafka cannot decode (CRC mismatch, decompression failure) fails the task, as Spark's consumer does.
 
 A range that makes no progress at all for :data:`STALE_KEPT_S` asks the partition's leader whether it is there,
-as for a partition reported unknown. A consumer kept from an earlier read (``read/idle_consumers.py``) that makes no progress at all for
-:data:`STALE_KEPT_S` is replaced by a new one: a topic deleted and re-created since that consumer read it starts
-again at leader epoch 0, below the epoch librdkafka remembers of it, and librdkafka ignores the new topic's metadata
-as stale while every fetch answers UNKNOWN_LEADER_EPOCH. The other consumers kept with its settings are closed too,
-and a pack's later ranges of the topic start on new ones.
+as for a partition reported unknown, and asks for the topic's id (``read/topic_check.py``): a topic deleted and
+re-created since the consumer learnt of it starts again at leader epoch 0, below the epoch librdkafka remembers of
+it, and librdkafka ignores the new topic's metadata as stale while every fetch answers UNKNOWN_LEADER_EPOCH; a new id
+fails the task at once. Its consumer is then replaced by a new one: always one kept from an earlier read
+(``read/idle_consumers.py``), once one the task made itself. The other consumers kept with its settings are closed
+too, and a pack's later ranges of the topic start on new ones.
 
 An error event at or past a range's end concerns no offset of the range: the range is complete (everything below
 the event was delivered before it).
@@ -49,7 +50,7 @@ from spark_kafka_eos._internal.read.fetchers.range_fetcher import FetchError, Ra
 from spark_kafka_eos._internal.read.idle_consumers import IDLE_CONSUMERS
 from spark_kafka_eos._internal.read.planner import OffsetRange, deleted_offsets
 from spark_kafka_eos._internal.read.progress import FetchProgress, StallWatch
-from spark_kafka_eos._internal.read.topic_check import check_still_planned, ranges_still_planned
+from spark_kafka_eos._internal.read.topic_check import check_at_stall, check_still_planned, ranges_still_planned
 from spark_kafka_eos.errors import KafkaEosReadError
 
 log = logging.getLogger(__name__)
@@ -142,6 +143,8 @@ class _RangeReader:
         self._eof_at: int | None = None
         """The offset of the last partition-EOF event, while no record was delivered after it."""
         self._doubt: _Doubt | None = None
+        self._replaced = False
+        """Whether this range's consumer was replaced already (a new one is replaced at most once)."""
 
     @property
     def _name(self) -> str:
@@ -198,7 +201,8 @@ class _RangeReader:
             if self._position != moved or self._eof_at is not None:
                 moved, moved_at = self._position, now
             elif self._position < end and now - moved_at > STALE_KEPT_S:
-                if self._fetcher.reused:
+                check_at_stall(self._options, self._range)
+                if self._fetcher.reused or not self._replaced:
                     yield from self._replace_consumer(f"it made no progress at offset {self._position} for {STALE_KEPT_S:g}s")
                 if self._doubt is None:
                     # No event either (librdkafka tells a consumer that an assigned topic does not exist only once its
@@ -218,11 +222,12 @@ class _RangeReader:
         """Read on with a new consumer instead of the kept one (see the module's docstring); the old one's batches."""
         old = self._fetcher
         log.info(
-            "Reading %s on a consumer kept from an earlier read: %s; reading on with a new consumer (a topic deleted and "
-            "re-created since the kept one read it has a lower leader epoch than it remembers, which librdkafka ignores)",
-            self._name, why,
+            "Reading %s on a consumer %s: %s; reading on with a new consumer (one that remembers a higher leader epoch "
+            "than the partition's leader has, such as a broker's whose data was lost, is ignored by librdkafka)",
+            self._name, "kept from an earlier read" if old.reused else "made for this task", why,
         )
         self._pack.stale_topics.add(self._range.topic)
+        self._replaced = True
         built = old.batches(flush=True)
         old.close()
         IDLE_CONSUMERS.discard(old.key)

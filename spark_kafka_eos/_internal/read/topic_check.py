@@ -9,7 +9,10 @@ re-created meanwhile fails the task, whose records are then not used, whatever `
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+
+from confluent_kafka import KafkaException
 
 from spark_kafka_eos._internal.cluster import admin_client
 from spark_kafka_eos._internal.config.reader import ReaderOptions
@@ -25,16 +28,21 @@ from spark_kafka_eos._internal.read.topic_identity import (
 from spark_kafka_eos._internal.retry import REQUEST_TIMEOUT_S
 from spark_kafka_eos.errors import KafkaEosDataLossError
 
+log = logging.getLogger(__name__)
+
+STALL_CHECK_TIMEOUT_S = 2.0
+"""How long a stalled range waits for its topic's id: short, as the check repeats at every stall."""
+
 
 def planned_ids(ranges: Sequence[OffsetRange]) -> TopicIds:
     """The topic ids the ranges were planned with (a batch read's ranges carry none)."""
     return {r.topic: r.topic_id for r in ranges if r.topic_id is not None}
 
 
-def current_ids(options: ReaderOptions, topics: Sequence[str]) -> TopicIds:
+def current_ids(options: ReaderOptions, topics: Sequence[str], timeout_s: float = REQUEST_TIMEOUT_S) -> TopicIds:
     """Each topic's id now, from this process's kept admin client."""
     try:
-        return describe_topic_ids(admin_client(options.connection), topics, REQUEST_TIMEOUT_S)
+        return describe_topic_ids(admin_client(options.connection), topics, timeout_s)
     except TopicsRefused as refused:
         raise topic_authorization_error(options, refused.topics, str(refused)) from None
 
@@ -53,12 +61,12 @@ def ranges_still_planned(options: ReaderOptions, ranges: Sequence[OffsetRange]) 
     return [r for r in ranges if r.topic not in renewed]
 
 
-def check_still_planned(options: ReaderOptions, ranges: Sequence[OffsetRange]) -> None:
+def check_still_planned(options: ReaderOptions, ranges: Sequence[OffsetRange], timeout_s: float = REQUEST_TIMEOUT_S) -> None:
     """Raise if a topic of ``ranges`` was re-created while the task read it: what it read may be the new topic's."""
     planned = planned_ids(ranges)
     if not planned:
         return
-    now = current_ids(options, sorted(planned))
+    now = current_ids(options, sorted(planned), timeout_s)
     renewed = recreated(planned, now)
     if renewed:
         topic = renewed[0]
@@ -69,3 +77,14 @@ def check_still_planned(options: ReaderOptions, ranges: Sequence[OffsetRange]) -
             "reads nothing of the old topic's ranges and the next micro-batch reads the new topic from its earliest "
             "offsets (under failOnDataLoss=false; true fails there, naming both ids)."
         )
+
+
+def check_at_stall(options: ReaderOptions, stalled: OffsetRange) -> None:
+    """:func:`check_still_planned` for a range that made no progress at all: a topic re-created under it starts at
+    leader epoch 0, below the one its consumer knows, and librdkafka ignores the new topic's metadata as stale, so the
+    range would wait out kafkaConsumer.pollTimeoutMs. A look-up that fails tells nothing here (a broker down stalls
+    reads too): the stall watch still bounds the read."""
+    try:
+        check_still_planned(options, [stalled], STALL_CHECK_TIMEOUT_S)
+    except KafkaException as err:
+        log.debug("Could not ask for the id of topic %s at a stall (%s)", stalled.topic, err)

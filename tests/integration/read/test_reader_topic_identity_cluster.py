@@ -11,6 +11,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from spark_kafka_eos._internal.config.reader import parse_reader_options
 from spark_kafka_eos._internal.read.admission_stream_reader import KafkaEosStreamReader
+from spark_kafka_eos._internal.read.idle_consumers import IDLE_CONSUMERS
 from spark_kafka_eos._internal.read.planner import ranges_of
 from spark_kafka_eos._internal.read.topic_identity import TOPIC_IDS_KEY
 from spark_kafka_eos.errors import KafkaEosDataLossError
@@ -53,3 +54,33 @@ def test_a_topic_recreated_past_the_position_is_told_by_its_id_above_leader_epoc
     following = lenient.latestOffset(end, ReadAllAvailable())
     assert following[TOPIC_IDS_KEY][topic] != before
     assert _read(lenient, end, following) == sorted(new)
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+def test_a_topic_recreated_under_a_fresh_consumer_above_leader_epoch_0_fails_the_task_at_once(kafka_cluster: LocalCluster,
+                                                                                             engine: str) -> None:
+    """The new topic starts at leader epoch 0, below the one the task's consumer (made by the task, none kept) knows:
+    librdkafka takes its metadata for stale and the range makes no progress at all. The task finds the new id at its
+    first stall and fails naming it, instead of waiting out kafkaConsumer.pollTimeoutMs."""
+    kafka = kafka_cluster.kafka
+    topic = kafka.create_topic(1)
+    for batch in range(100):  # record batches of their own: a fetch of a few bytes brings one at a time
+        kafka.produce_plain(topic, [Sent(0, None, f"old-{batch}-{i}".encode()) for i in range(10)])
+    raise_leader_epoch(kafka_cluster, topic, 1)
+    # The consumer fetches a few records ahead of the task only, so the re-creation lands mid-range.
+    slow = {"kafka.max.partition.fetch.bytes": "1000", "kafka.fetch.max.bytes": "1000", "kafka.message.max.bytes": "1000",
+            "kafka.queued.max.messages.kbytes": "1", "kafka.queued.min.messages": "1"}
+    reader = KafkaEosStreamReader(parse_reader_options(
+        {"kafka.bootstrap.servers": kafka_cluster.bootstrap_servers, "subscribe": topic, "startingoffsets": "earliest",
+         "readengine": engine, "failondataloss": "false", "maxrecordsperbatch": "10",
+         "kafkaconsumer.polltimeoutms": "60000", **slow}, streaming=True))
+    start = reader.initialOffset()
+    [planned] = reader.partitions(start, reader.latestOffset(start, ReadAllAvailable()))
+    IDLE_CONSUMERS.close_all()
+    batches = iter(reader.read(planned))
+    assert next(batches).num_rows > 0
+    kafka.recreate_topic(topic, 1)
+    kafka.produce_plain(topic, [Sent(0, None, f"new-{i:03d}".encode()) for i in range(5)])
+    with pytest.raises(KafkaEosDataLossError, match=rf"Topic {topic} was deleted and re-created while this task read it") as failed:
+        list(batches)
+    assert "check_at_stall" in {entry.name for entry in failed.traceback}, "the range did not stall mid-range: no fault"
