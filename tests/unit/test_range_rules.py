@@ -92,6 +92,8 @@ def eof(offset: int) -> FetchError:
 
 def read(fetcher: ScriptedFetcher, end: int, monkeypatch: pytest.MonkeyPatch, fail_on_data_loss: bool = True) -> list[int]:
     monkeypatch.setattr(partition_reader.time, "monotonic", fetcher.clock.monotonic)
+    # A range that stalls replaces its consumer once: the new one goes on with the same script.
+    monkeypatch.setattr(partition_reader, "open_fetcher", lambda *_, **__: fetcher)
     options = parse_reader_options({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": TOPIC,
                                     "failOnDataLoss": str(fail_on_data_loss).lower(),
                                     "kafkaConsumer.pollTimeoutMs": "600000"}, streaming=False)
