@@ -46,7 +46,7 @@ import spark_kafka_eos._internal.decision_log.records as log_record_module
 from spark_kafka_eos._internal.decision_log.coordinator_id import COORDINATOR_TRANSACTION_TIMEOUT_MS, coordinator_transactional_id
 from spark_kafka_eos._internal.decision_log.group_marker import GroupMarker
 from spark_kafka_eos._internal.decision_log.kafka_log import KafkaDecisionLog, RecordNotCommittedError
-from spark_kafka_eos._internal.decision_log.records import EpochId, LogRecord
+from spark_kafka_eos._internal.decision_log.records import LogRecord
 from spark_kafka_eos._internal.read.planner import OffsetRange
 from spark_kafka_eos._internal.txn.session import (
     PreparedTxnState,
@@ -56,10 +56,6 @@ from spark_kafka_eos._internal.txn.session import (
     TxnListing,
     TxnState,
 )
-from spark_kafka_eos._internal.write.commit_message import TaskCommit
-from spark_kafka_eos._internal.write.ownership import already_decided
-from spark_kafka_eos._internal.write.row_digest import add, as_text, row_hash
-from spark_kafka_eos._internal.write.transactional_id import task_transactional_id_candidates
 from spark_kafka_eos._internal.write.visibility import record_digest
 from spark_kafka_eos.errors import KafkaEosDecisionLogError
 from tests.unit.fakes import NothingToClose
@@ -705,67 +701,3 @@ def visibility_seams(model: KafkaModel) -> dict[str, object]:
 @dataclass(frozen=True)
 class _ConfigEntry:
     value: str
-
-
-def write_task(model: KafkaModel, prefix: str, epoch: EpochId, spark_partition: int, attempt: int, rows: int,
-               tag: int, era: int, source: tuple[int, int] | None = None, log_readable: bool = True,
-               source_columns: bool = True, namespace: str = "") -> TaskCommit:
-    """An executor task attempt, as task_producer.write_task does it: the first candidate id holding no open
-    transaction, InitProducerId (fencing a zombie of it), ``rows`` records in a new transaction, flushed and left
-    open; then, if the prefix already decided the epoch (a straggler), its own transaction aborted. ``source``: the
-    offsets [begin, end) of source partition ``spark_partition`` that a micro-batch's task reads; ``source_columns``:
-    whether its rows carry them (the source_topic/partition/offset columns), so that its commit message names them.
-    ``namespace``: see :func:`record_id`."""
-    if rows == 0:
-        return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, None, input_rows=rows,
-                          rows_digest=rows_digest([]))
-    candidates = task_transactional_id_candidates(prefix, epoch, spark_partition, attempt)
-    free = [c for c in candidates if model.describe(c).state != TxnState.ONGOING]
-    if not free:
-        raise TaskFailed(f"every id of {epoch} partition {spark_partition} attempt {attempt} holds an open transaction")
-    txn_id = free[0]
-    pid, producer_epoch = model.init_producer_id(txn_id, TRANSACTION_TIMEOUT_MS)
-    state = PreparedTxnState(txn_id, pid, producer_epoch)
-    written = [model.produce(state, partition, data_id, tag, era)
-               for partition, data_id in task_rows(epoch, spark_partition, rows, source, namespace)]
-    counts = Counter((r.topic, r.partition) for r in written)
-    probe = written[0]
-    carried = source if source_columns else None
-    offsets: tuple[tuple[str, int, int], ...] = () if carried is None else ((SOURCE_TOPIC, spark_partition, carried[1]),)
-    starts: tuple[tuple[str, int, int], ...] = () if carried is None else ((SOURCE_TOPIC, spark_partition, carried[0]),)
-    digest = rows_digest([(r.partition, r.data_id) for r in written])
-    last = model.last(prefix) if model.log_exists and log_readable else None
-    if already_decided(last, epoch):  # a straggler: its transaction aborted, its input still reported
-        model.end_txn(state, commit=False)
-        return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, None, source_offsets=offsets,
-                          source_starts=starts, input_rows=rows, rows_digest=digest)
-    return TaskCommit(str(epoch), spark_partition, attempt, 100 + spark_partition, state,
-                      tuple((t, p, n) for (t, p), n in sorted(counts.items())), offsets,
-                      (probe.topic, probe.partition, probe.offset), starts, probe.digest, input_rows=rows, rows_digest=digest)
-
-
-def task_rows(epoch: EpochId, spark_partition: int, rows: int, source: tuple[int, int] | None = None,
-              namespace: str = "") -> list[tuple[int, str]]:
-    """(output partition, record id) of the rows a task of ``epoch`` writes, as :func:`write_task` writes them."""
-    return [((spark_partition + i) % OUTPUT_PARTITIONS, record_id(epoch, spark_partition, i, source, namespace))
-            for i in range(rows)]
-
-
-def rows_digest(rows: Sequence[tuple[int, str]]) -> str:
-    """The product's digest (row_digest.py) of rows (output partition, value) of the sink's topic."""
-    return as_text(add(*(row_hash(OUTPUT_TOPIC, partition, None, value.encode(), None) for partition, value in rows)))
-
-
-def record_id(epoch: EpochId, spark_partition: int, index: int, source: tuple[int, int] | None = None,
-              namespace: str = "") -> str:
-    """What the ``index``-th record of a partition of an epoch carries: the same in every attempt of the epoch over
-    the same input. A micro-batch's records carry the source record they were made of, so that two runs that read
-    the same input (a query that resumed from the group where another one stopped) are told apart from two that did
-    not; its rows are the last ones of its range [begin, end) (the query filters the rest out), so that a range that
-    ends elsewhere yields other records even with as many rows. ``namespace`` sets apart the data of one batch job
-    version (corrected data under the same writeId) or of one query that commits no consumer group."""
-    if source is not None:
-        found = f"{SOURCE_TOPIC}-{spark_partition}@{source[1] - 1 - index}"
-    else:
-        found = f"{epoch}/{spark_partition}/{index}"
-    return f"{namespace}:{found}" if namespace else found

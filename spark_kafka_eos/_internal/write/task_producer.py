@@ -158,11 +158,12 @@ def write_task(
     )
 
 
-def count_task_input(epoch: EpochId, batches: Iterable[pa.RecordBatch], columns: InputColumns, topic: str | None) -> TaskCommit:
+def count_task_input(epoch: EpochId, batches: Iterable[pa.RecordBatch], columns: InputColumns, topic: str | None,
+                     task: TaskIdentity | None = None) -> TaskCommit:
     """A task of a batch job whose ``writeId`` is already committed: it writes nothing, but counts its input (rows,
     their digest as ``topic`` would take them, and the source offsets the rows carry), which the driver compares
-    with what the job was decided over."""
-    identity = TaskIdentity.current()
+    with what the job was decided over. ``task`` defaults to the running Spark task."""
+    identity = task or TaskIdentity.current()
     positions = _SourcePositions()
     rows = digest = 0
     for batch in batches:
