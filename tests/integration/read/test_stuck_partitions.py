@@ -11,7 +11,9 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from tests.harness.kafka import KafkaTestCluster, Sent
+from tests.harness.local_cluster import LocalCluster
 from tests.harness.stream import positions, stream_reader
+from tests.integration.read.test_reader_cluster_consumers import raise_leader_epoch
 from tests.integration.read.test_reader_data_loss import fill
 
 pytestmark = pytest.mark.kafka
@@ -19,7 +21,20 @@ pytestmark = pytest.mark.kafka
 
 def test_a_partition_held_back_by_an_open_transaction_shows_in_the_lag_and_is_warned_about(
         kafka: KafkaTestCluster, caplog: pytest.LogCaptureFixture) -> None:
-    topic = kafka.create_topic(1)
+    held_back_by_an_open_transaction(kafka, kafka.create_topic(1), caplog)
+
+
+@pytest.mark.long  # a three-broker cluster, leaders killed: make test-all
+def test_on_a_cluster_above_leader_epoch_0_a_held_back_partition_is_warned_about_with_its_producer(
+        kafka_cluster: LocalCluster, caplog: pytest.LogCaptureFixture) -> None:
+    """The producer is asked of the partition's leader (DescribeProducers), which is not the bootstrap broker's
+    business on a cluster; the partition's leader has changed (epoch above 0), as in production."""
+    topic = kafka_cluster.kafka.create_topic(1)
+    raise_leader_epoch(kafka_cluster, topic, 1)
+    held_back_by_an_open_transaction(kafka_cluster.kafka, topic, caplog)
+
+
+def held_back_by_an_open_transaction(kafka: KafkaTestCluster, topic: str, caplog: pytest.LogCaptureFixture) -> None:
     fill(kafka, topic, 3, "before")
     txn = kafka.open_transaction(topic, [Sent(0, None, b"open-1"), Sent(0, None, b"open-2")])
     fill(kafka, topic, 2, "after")
