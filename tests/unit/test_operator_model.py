@@ -131,6 +131,14 @@ driver died past its decision, with the log deleted, the group's offsets and the
 True (unit tier): ``KAFKA_EOS_MODEL_REPLAY=AXicY2BgcAQiRkcxIMnkCOQA2SCSgQFMOrIxOjIzMDAyArkcEBGIBiQ2E4MjK5iBMAMIAYCnCLA=``.
 False: the log is not deleted while the coordinator id is expired, and the id does not expire (no clock jump past
 its expiration) while the log is lost."""
+PLAY_A_REPLACEMENT_DRIVER_INSIDE_A_ZOMBIES_COMMIT = True
+"""Explored, holds: a query's new driver (the orchestrator's, its zombie still running) replays the zombie's
+micro-batch between two of the zombie's calls to Kafka (its fence, its decision, phase 2). The new driver's start
+recovers the prefix (rolls a decided epoch forward, aborts what is undecided) before its tasks run, so they never meet
+the zombie's participants open: with the tasks' own rule removed (an id whose transaction is open is taken, its
+transaction aborted) 1,000 sequences still pass, and that rule is not among the mutations (it spares a retried stage
+a failed attempt; it is not what keeps this exact). False: the new driver runs only before or after the zombie's
+commit."""
 GAP_RESET_KEEPS_LOST_WRITE_ID = True
 """Gap: ``kafka-eos reset --accept-data-loss`` keeps the lost decision's writeId in the history, so a re-run of
 that writeId is taken for a replay: it writes nothing and reports success, with the records lost. False: such a
@@ -982,15 +990,22 @@ class OperatorModel(RuleBasedStateMachine):
         self.pending = Pending(epoch, tasks, attempt, what)
 
     @precondition(lambda self: self.pending is not None)
-    @rule(data=st.data(), fault=faults, dies=st.booleans(), rival_at=st.one_of(st.none(), st.integers(1, 12)), rival_rows=rows)
+    @rule(data=st.data(), fault=faults, dies=st.booleans(), rival_at=st.one_of(st.none(), st.integers(1, 12)), rival_rows=rows,
+          replacement=st.booleans())
     def second_driver_commits(self, data: st.DataObject, fault: tuple[str, str] | None, dies: bool, rival_at: int | None,
-                              rival_rows: list[int]) -> None:
+                              rival_rows: list[int], replacement: bool) -> None:
         """The second driver commits. ``rival_at``: if it is a query's zombie driver, a new query on the other prefix
         starts from the consumer group meanwhile, and its first micro-batch runs between two of the zombie's steps (its
-        claim on the group and its compare, its decision, phase 2): two prefixes on one group at once."""
+        claim on the group and its compare, its decision, phase 2): two prefixes on one group at once. With
+        ``replacement``, the rival is the query's own new driver instead (the orchestrator's), which replays the
+        zombie's micro-batch: its tasks run while the zombie's participants are open, maybe already decided."""
         assert self.pending is not None
         pending, self.pending = self.pending, None
         query = next((q for q in self.queries if pending.epoch.kind == "stream" and q.query_id == pending.epoch.run_id), None)
+        if PLAY_A_REPLACEMENT_DRIVER_INSIDE_A_ZOMBIES_COMMIT and replacement and rival_at is not None and query is not None:
+            with self._interleaved(rival_at, lambda: self._micro_batch(query, None, False, rival_rows)):
+                self._commit(pending.epoch, pending.tasks, pending.attempt, fault, dies)
+            return
         with self._rival_inside(data, rival_at, query, rival_rows):
             self._commit(pending.epoch, pending.tasks, pending.attempt, fault, dies)
 
