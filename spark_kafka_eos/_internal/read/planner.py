@@ -202,8 +202,9 @@ def restart_moved_back(position: Offsets, log_end: Offsets, earliest: Offsets, f
             if tp in truncated:
                 report_data_loss(
                     f"{moved_back_problem(tp, position[tp], log_end[tp])} Its topic's id is the one the query read up to "
-                    f"offset {position[tp]}: its log was truncated, and the records of offsets {log_end[tp]} to "
-                    f"{position[tp] - 1} the query read are gone from it.", fail_on_data_loss,
+                    f"offset {position[tp]}: its log was truncated, and records the query read below offset "
+                    f"{position[tp]} are gone from it, at least those of offsets {log_end[tp]} to {position[tp] - 1} (records "
+                    f"written since the truncation below offset {log_end[tp]}, if any, are not read).", fail_on_data_loss,
                     f"Reading {describe(tp)} on from the truncation point, offset {log_end[tp]} (what lies below it "
                     "was read before)",
                 )
