@@ -106,6 +106,20 @@ def read_offset_ranges(options: ReaderOptions, ranges: Sequence[OffsetRange]) ->
         raise
 
 
+class _IdChecks:
+    """When a stalled range asks for its topic's id: at its first stall, then at doubling intervals while the stall
+    lasts (a broker that is down answers no look-up either, and each waits out its timeout)."""
+
+    def __init__(self, since: float) -> None:
+        self._next, self._every = since, STALE_KEPT_S
+
+    def due(self, now: float) -> bool:
+        if now < self._next:
+            return False
+        self._next, self._every = now + self._every, 2 * self._every
+        return True
+
+
 class _Pack:
     """What the range readers of one task learn for each other: the topics whose kept consumers were found stale,
     and the topics found gone (with when their doubt began), so that the pack's later ranges of a deleted topic
@@ -171,6 +185,7 @@ class _RangeReader:
             self._doubt = _Doubt(_VANISHED_KIND, f"topic {topic} found gone by another range of this task",
                                  self._pack.gone_since[topic], shared=True)
         moved, moved_at = self._position, time.monotonic()
+        id_checks = _IdChecks(moved_at)
         while self._position < end:
             # Ask for no more than the range holds: a fetch waits for the whole count (or the
             # timeout), and markers or aborted records in the range make it return fewer.
@@ -200,8 +215,10 @@ class _RangeReader:
             now = time.monotonic()
             if self._position != moved or self._eof_at is not None:
                 moved, moved_at = self._position, now
+                id_checks = _IdChecks(now)
             elif self._position < end and now - moved_at > STALE_KEPT_S:
-                check_at_stall(self._options, self._range)
+                if id_checks.due(now):
+                    check_at_stall(self._options, self._range)
                 if self._fetcher.reused or not self._replaced:
                     yield from self._replace_consumer(f"it made no progress at offset {self._position} for {STALE_KEPT_S:g}s")
                 if self._doubt is None:
