@@ -215,7 +215,7 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         stable = self.lookup.latest(list(begin))
         # The same topic (its id known then and now) past the run's first micro-batch: a log below the position was cut
         # back, not re-created; a given startingOffsets past the end is not a position the query read up to.
-        first = self._initial is not None and position == from_stream_offset(self._initial)
+        first = self._is_initial(position)
         same = set() if first else set(known(ids_in(start)).items()) & set(known(ids).items())
         begin.update(self._restart_moved_back(begin, stable, {topic for topic, _ in same}))
         self._latest = stable
@@ -236,6 +236,10 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         if end == position and not renewed:
             return start  # unchanged, so that Spark sees no new data and plans no batch
         return self._with_origin(position, to_stream_offset(end, ids))
+
+    def _is_initial(self, position: Offsets) -> bool:
+        """Whether ``position`` is the start this run resolved (``initialOffset()``): its first micro-batch's."""
+        return self._initial is not None and position == from_stream_offset(self._initial)
 
     def _restart_recreated(self, begin: Offsets, before: TopicIds, now: TopicIds) -> list[str]:
         """Topics whose id changed since ``before`` (re-created, whatever their offsets say), restarted in ``begin`` at
@@ -258,7 +262,7 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         checkpoint's source metadata, which a Python stream reader cannot reach). ``partitions``
         plans from the recorded start instead, so records that arrived (``latest``) or expired
         (``earliest``, retention) in between are read or reported, never skipped silently."""
-        if self._initial is None or start != from_stream_offset(self._initial):
+        if not self._is_initial(start):
             return end
         return {**end, ORIGIN_KEY: to_stream_offset(start)}
 
@@ -355,8 +359,8 @@ class StreamReaderCore(_KafkaReaderBase, DataSourceStreamReader):
         begin, finish = from_stream_offset(start), from_stream_offset(end)
         # Only a run's first micro-batch (or its replay) starts at initialOffset(), which Spark resolves anew on a
         # restart; an end offset that records the batch's start (its origin) says where it really began.
-        resolved_again = self._initial is not None and begin == from_stream_offset(self._initial) and ORIGIN_KEY not in end
-        if self._initial is not None and begin == from_stream_offset(self._initial):
+        resolved_again = self._is_initial(begin) and ORIGIN_KEY not in end
+        if self._is_initial(begin):
             # Spark plans from initialOffset() only for a run's first micro-batch (or its replay). Any other
             # start is the end of the micro-batch before: an end that carries an origin (a Trigger.AvailableNow
             # target Spark 4.0/4.1 asked for before a restart's replay) must not send the read back there.
