@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+
+from spark_kafka_eos._internal.config.reader import parse_reader_options
+from spark_kafka_eos._internal.read import topic_check
+from spark_kafka_eos._internal.read.planner import OffsetRange
 from spark_kafka_eos._internal.read.reader import from_stream_offset, to_stream_offset
 from spark_kafka_eos._internal.read.topic_identity import TOPIC_IDS_KEY, UNKNOWN_ID, ids_in, recreated
 from spark_kafka_eos._internal.write.epoch_input import _kafka_offsets
@@ -26,3 +34,26 @@ def test_only_a_known_id_that_changed_is_a_re_creation() -> None:
 def test_the_sinks_offset_log_reader_skips_the_ids() -> None:
     line = '{"a":{"0":5},"@topicIds":{"a":"id-a"}}'
     assert _kafka_offsets(line) == ({("a", 0): 5}, {})
+
+
+class _Admin:
+    """An admin client whose DescribeTopics answers ``answer`` (a future that may never complete)."""
+
+    def __init__(self, answer: Future[object]) -> None:
+        self.answer = answer
+
+    def describe_topics(self, topics: TopicCollection, request_timeout: float) -> dict[str, Future[object]]:
+        return dict.fromkeys(topics.topic_names, self.answer)
+
+
+@pytest.mark.parametrize("outcome", ["no answer in time", "transport error"])
+def test_a_stalled_range_whose_id_look_up_fails_reads_on(outcome: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker that is down stalls the range and answers no DescribeTopics either: the stall's id check tells nothing
+    then, and must not fail the task (the read's own stall watch bounds it)."""
+    answer: Future[object] = Future()
+    if outcome == "transport error":
+        answer.set_exception(KafkaException(KafkaError(KafkaError._TRANSPORT)))
+    monkeypatch.setattr(topic_check, "admin_client", lambda connection: _Admin(answer))
+    monkeypatch.setattr(topic_check, "STALL_CHECK_TIMEOUT_S", 0.05)
+    options = parse_reader_options({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "a"}, streaming=True)
+    topic_check.check_at_stall(options, OffsetRange("a", 0, 0, 10, "id-a"))

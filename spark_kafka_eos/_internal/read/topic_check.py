@@ -86,5 +86,5 @@ def check_at_stall(options: ReaderOptions, stalled: OffsetRange) -> None:
     reads too): the stall watch still bounds the read."""
     try:
         check_still_planned(options, [stalled], STALL_CHECK_TIMEOUT_S)
-    except KafkaException as err:
-        log.debug("Could not ask for the id of topic %s at a stall (%s)", stalled.topic, err)
+    except (KafkaException, TimeoutError) as err:  # TimeoutError: the answer's future, waited for in vain
+        log.debug("Could not ask for the id of topic %s at a stall (%r)", stalled.topic, err)

@@ -47,7 +47,8 @@ def describe_topic_ids(admin: AdminClient, topics: Sequence[str], timeout_s: flo
     ids, refused = {}, []
     for topic, future in admin.describe_topics(TopicCollection(list(topics)), request_timeout=timeout_s).items():
         try:
-            ids[topic] = str(future.result(timeout_s).topic_id)
+            # A second more than the request's own timeout, so that its error (a KafkaException) is what comes out.
+            ids[topic] = str(future.result(timeout_s + 1).topic_id)
         except KafkaException as exc:
             if exc.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
                 refused.append(topic)
