@@ -30,7 +30,7 @@ from spark_kafka_eos.errors import KafkaEosDataLossError
 
 log = logging.getLogger(__name__)
 
-STALL_CHECK_TIMEOUT_S = 2.0
+STALL_CHECK_TIMEOUT_S = 1.0
 """How long a stalled range waits for its topic's id: short, as the check repeats at every stall."""
 
 
