@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import Future
+from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
@@ -57,3 +58,29 @@ def test_a_stalled_range_whose_id_look_up_fails_reads_on(outcome: str, monkeypat
     monkeypatch.setattr(topic_check, "STALL_CHECK_TIMEOUT_S", 0.05)
     options = parse_reader_options({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "a"}, streaming=True)
     topic_check.check_at_stall(options, OffsetRange("a", 0, 0, 10, "id-a"))
+
+
+class _FlakyAdmin:
+    """DescribeTopics that fails with a broken connection ``failures`` times (a network blip), then answers."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures, self.calls = failures, 0
+
+    def describe_topics(self, topics: TopicCollection, request_timeout: float) -> dict[str, Future[object]]:
+        self.calls += 1
+        answer: Future[object] = Future()
+        if self.calls <= self.failures:
+            answer.set_exception(KafkaException(KafkaError(KafkaError._TRANSPORT)))
+        else:
+            answer.set_result(SimpleNamespace(topic_id="id-a"))
+        return dict.fromkeys(topics.topic_names, answer)
+
+
+def test_a_tasks_id_check_rides_out_a_network_blip(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The task's checks before and after it reads ask again while the cluster cannot be reached (up to
+    kafkaConsumer.pollTimeoutMs): a 10 s outage failed every attempt of the task at once, and stopped the stream."""
+    admin = _FlakyAdmin(failures=3)
+    monkeypatch.setattr(topic_check, "admin_client", lambda connection: admin)
+    options = parse_reader_options({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "a"}, streaming=True)
+    topic_check.check_still_planned(options, [OffsetRange("a", 0, 0, 10, "id-a")])
+    assert admin.calls == 4, "the blip did not fire"

@@ -25,10 +25,26 @@ from spark_kafka_eos._internal.read.topic_identity import (
     recreated,
     report_recreated,
 )
-from spark_kafka_eos._internal.retry import REQUEST_TIMEOUT_S
+from spark_kafka_eos._internal.retry import (
+    LEADER_MOVING,
+    REQUEST_TIMEOUT_S,
+    UNANSWERED,
+    UNREACHABLE,
+    Backoff,
+    Deadline,
+    kafka_codes,
+    retry,
+)
 from spark_kafka_eos.errors import KafkaEosDataLossError
 
 log = logging.getLogger(__name__)
+
+_RETRIABLE = kafka_codes(UNANSWERED | UNREACHABLE | LEADER_MOVING, or_flagged_retriable=True)
+
+
+def _unanswered(err: BaseException) -> bool:
+    """A look-up the cluster did not answer (unreachable, a connection reset, a leader moving): ask again."""
+    return _RETRIABLE(err) or isinstance(err, TimeoutError)
 
 STALL_CHECK_TIMEOUT_S = 1.0
 """How long a stalled range waits for its topic's id: short, as the check repeats at every stall."""
@@ -39,10 +55,20 @@ def planned_ids(ranges: Sequence[OffsetRange]) -> TopicIds:
     return {r.topic: r.topic_id for r in ranges if r.topic_id is not None}
 
 
-def current_ids(options: ReaderOptions, topics: Sequence[str], timeout_s: float = REQUEST_TIMEOUT_S) -> TopicIds:
-    """Each topic's id now, from this process's kept admin client."""
+def current_ids(options: ReaderOptions, topics: Sequence[str], patient: bool = True) -> TopicIds:
+    """Each topic's id now, from this process's kept admin client. ``patient``: asked again while the cluster cannot
+    be reached, for as long as a read may stall (``kafkaConsumer.pollTimeoutMs``), so that a network blip never fails
+    the task; else asked once, briefly (:data:`STALL_CHECK_TIMEOUT_S`)."""
+    admin = admin_client(options.connection)
+
+    def attempt(deadline: Deadline) -> TopicIds:
+        return describe_topic_ids(admin, topics, min(REQUEST_TIMEOUT_S, deadline.left(1.0)))
+
     try:
-        return describe_topic_ids(admin_client(options.connection), topics, timeout_s)
+        if not patient:
+            return describe_topic_ids(admin, topics, STALL_CHECK_TIMEOUT_S)
+        return retry(attempt, Deadline(options.poll_timeout_ms / 1000.0), _unanswered, Backoff(0.1, 1.0),
+                     on_retry=lambda err, wait: log.info("Asking for the ids of %s again in %.1fs: %r", topics, wait, err))
     except TopicsRefused as refused:
         raise topic_authorization_error(options, refused.topics, str(refused)) from None
 
@@ -61,12 +87,12 @@ def ranges_still_planned(options: ReaderOptions, ranges: Sequence[OffsetRange]) 
     return [r for r in ranges if r.topic not in renewed]
 
 
-def check_still_planned(options: ReaderOptions, ranges: Sequence[OffsetRange], timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+def check_still_planned(options: ReaderOptions, ranges: Sequence[OffsetRange], patient: bool = True) -> None:
     """Raise if a topic of ``ranges`` was re-created while the task read it: what it read may be the new topic's."""
     planned = planned_ids(ranges)
     if not planned:
         return
-    now = current_ids(options, sorted(planned), timeout_s)
+    now = current_ids(options, sorted(planned), patient)
     renewed = recreated(planned, now)
     if renewed:
         topic = renewed[0]
@@ -85,6 +111,6 @@ def check_at_stall(options: ReaderOptions, stalled: OffsetRange) -> None:
     range would wait out kafkaConsumer.pollTimeoutMs. A look-up that fails tells nothing here (a broker down stalls
     reads too): the stall watch still bounds the read."""
     try:
-        check_still_planned(options, [stalled], STALL_CHECK_TIMEOUT_S)
+        check_still_planned(options, [stalled], patient=False)
     except (KafkaException, TimeoutError) as err:  # TimeoutError: the answer's future, waited for in vain
         log.debug("Could not ask for the id of topic %s at a stall (%r)", stalled.topic, err)
