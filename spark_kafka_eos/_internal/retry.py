@@ -90,6 +90,11 @@ def kafka_codes(codes: Collection[int], or_flagged_retriable: bool = False) -> C
     return retriable
 
 
+LOOKUP_RETRIABLE = kafka_codes(UNANSWERED | UNREACHABLE | LEADER_MOVING, or_flagged_retriable=True)
+"""A metadata or offset look-up worth asking again: unanswered, the cluster unreachable, a leader moving, or an error
+librdkafka flags as retriable."""
+
+
 def any_error(_: BaseException) -> bool:
     """Every error is worth another try (clean-up and bookkeeping whose failure is only logged)."""
     return True

@@ -22,7 +22,7 @@ from spark_kafka_eos._internal.config.librdkafka import for_librdkafka
 from spark_kafka_eos._internal.config.reader import PartitionKey, ReaderOptions, Subscription
 from spark_kafka_eos._internal.read.authorization import topic_authorization_error
 from spark_kafka_eos._internal.read.topic_identity import TopicsRefused, describe_topic_ids
-from spark_kafka_eos._internal.retry import LEADER_MOVING, UNANSWERED, UNREACHABLE, Backoff, Deadline, kafka_codes, listed_offset, retry
+from spark_kafka_eos._internal.retry import LOOKUP_RETRIABLE, Backoff, Deadline, kafka_codes, listed_offset, retry
 from spark_kafka_eos.errors import KafkaEosOptionError, KafkaEosUnavailableError
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,6 @@ GroupGuard = Callable[[KafkaConnection, str, Sequence[KafkaTopicPartition]], Non
 
 INTERNAL_TOPIC_PREFIX = "__"
 """Every Kafka internal topic's name starts with it (Kafka's Topic.isInternal); user topics may too."""
-_RETRIABLE = kafka_codes(UNANSWERED | UNREACHABLE | LEADER_MOVING, or_flagged_retriable=True)
 _VANISHED = kafka_codes({KafkaError.UNKNOWN_TOPIC_OR_PART})
 
 
@@ -226,13 +225,13 @@ class KafkaOffsetLookup:
                 except TimeoutError:  # a future's result() that waited in vain: as librdkafka's own timeout
                     raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "no answer before the request timeout")) from None
             except KafkaException as exc:
-                if _RETRIABLE(exc):
+                if LOOKUP_RETRIABLE(exc):
                     self._authentication.check(self._admin)  # refused credentials look like an unreachable cluster
                 raise
 
         try:
             # UNKNOWN_TOPIC_OR_PART is asked again too: a broker that has not yet learnt of a new topic says so.
-            return retry(attempt, Deadline(self._timeout_s), lambda exc: _RETRIABLE(exc) or _VANISHED(exc),
+            return retry(attempt, Deadline(self._timeout_s), lambda exc: LOOKUP_RETRIABLE(exc) or _VANISHED(exc),
                          Backoff(self._options.fetch_offset_retry_interval_ms / 1000.0),
                          attempts=self._options.fetch_offset_retries + 1,
                          on_retry=lambda exc, _: log.info("Retrying %s after %s", what, exc.args[0].str()))
@@ -242,7 +241,7 @@ class KafkaOffsetLookup:
                 raise PartitionsVanished(
                     f"A topic or partition vanished while planning ({what}; {tries} attempt(s)): {exc.args[0].str()}."
                 ) from None
-            if not _RETRIABLE(exc):
+            if not LOOKUP_RETRIABLE(exc):
                 raise
             raise KafkaEosUnavailableError(
                 f"Kafka at {self._options.bootstrap_servers} (kafka.bootstrap.servers) did not answer "

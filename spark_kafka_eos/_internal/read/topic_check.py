@@ -25,26 +25,16 @@ from spark_kafka_eos._internal.read.topic_identity import (
     recreated,
     report_recreated,
 )
-from spark_kafka_eos._internal.retry import (
-    LEADER_MOVING,
-    REQUEST_TIMEOUT_S,
-    UNANSWERED,
-    UNREACHABLE,
-    Backoff,
-    Deadline,
-    kafka_codes,
-    retry,
-)
+from spark_kafka_eos._internal.retry import LOOKUP_RETRIABLE, REQUEST_TIMEOUT_S, Backoff, Deadline, retry
 from spark_kafka_eos.errors import KafkaEosDataLossError
 
 log = logging.getLogger(__name__)
 
-_RETRIABLE = kafka_codes(UNANSWERED | UNREACHABLE | LEADER_MOVING, or_flagged_retriable=True)
-
 
 def _unanswered(err: BaseException) -> bool:
     """A look-up the cluster did not answer (unreachable, a connection reset, a leader moving): ask again."""
-    return _RETRIABLE(err) or isinstance(err, TimeoutError)
+    return LOOKUP_RETRIABLE(err) or isinstance(err, TimeoutError)
+
 
 STALL_CHECK_TIMEOUT_S = 1.0
 """How long a stalled range waits for its topic's id: short, as the check repeats at every stall."""
